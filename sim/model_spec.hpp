@@ -1,0 +1,85 @@
+// model_spec.hpp: the model description (what is trained) and the facts derived from it in one place.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace domino {
+
+enum class Family { Gpt, Llama };
+enum class Activation { Gelu, Swiglu };
+enum class NormKind { LayerNorm, RmsNorm };
+enum class DType { BF16, FP16, FP32 };
+
+const char* to_string(Family f);
+const char* to_string(Activation a);
+const char* to_string(NormKind n);
+const char* to_string(DType d);
+int dtype_bytes(DType d);
+
+struct ModelSpec {
+  std::string name;
+  Family family = Family::Gpt;
+  int layers = 0;
+  int hidden = 0;
+  int heads = 0;
+  int kv_heads = 0;  // grouped-query attention; equals heads for multi-head attention
+  int ffn_hidden = 0;
+  Activation activation = Activation::Gelu;
+  NormKind norm = NormKind::LayerNorm;
+  bool bias = true;  // linear-layer biases (GPT: yes, Llama: no)
+  int vocab = 0;
+  int seq_len = 0;
+  int micro_batch = 0;
+  DType dtype = DType::BF16;
+  int tp = 1;             // tensor-parallel degree
+  int gpus_per_node = 8;  // TP groups larger than this span nodes
+  std::string source;     // file it was read from, for messages ("<embedded>" for built-ins)
+
+  int head_dim() const { return hidden / heads; }
+  int heads_per_rank() const { return heads / tp; }
+  // KV heads each rank holds: kv_heads/tp, or 1 (replicated) when tp is a multiple of kv_heads.
+  int kv_heads_per_rank() const { return kv_heads >= tp ? kv_heads / tp : 1; }
+  int ffn_per_rank() const { return ffn_hidden / tp; }
+  int64_t tokens() const { return int64_t(micro_batch) * seq_len; }
+};
+
+// Everything derived from a ModelSpec, computed only by derive_facts().
+struct ModelFacts {
+  int64_t params_per_layer = 0;   // whole layer, all ranks together
+  int64_t embedding_params = 0;   // token embedding (positional embedding for GPT included)
+  int64_t head_params = 0;        // final norm + output projection (untied)
+  int64_t total_params = 0;
+  int64_t params_per_rank = 0;    // layers sharded by tp; embedding and head replicated
+  double train_flops_per_token = 0;  // forward + backward, GEMMs and attention, whole model
+  int64_t allreduce_bytes = 0;    // one block's AllReduce: micro_batch * seq_len * hidden * dtype bytes
+  int allreduces_per_layer = 4;   // 2 forward (attention, MLP), 2 backward
+};
+
+ModelFacts derive_facts(const ModelSpec& m);
+
+// Checks every constraint (positive sizes, divisibility by heads and tp, ...); throws BadInput naming the key.
+void validate_model(const ModelSpec& m);
+
+// Human-readable summary: the spec, per-rank shapes and the derived facts.
+std::string model_summary(const ModelSpec& m);
+
+// Stable hash of everything that changes the schedule (not the name): plans record it.
+std::string model_fingerprint(const ModelSpec& m);
+
+// Overrides every tool accepts on the command line (--tp, --seq-len, --micro-batch).
+struct ModelOverrides {
+  std::optional<int> tp;
+  std::optional<int> seq_len;
+  std::optional<int> micro_batch;
+};
+
+// Loads a model YAML (configs/models) or a Hugging Face config.json, applies overrides, validates.
+// A name without a path separator or extension is looked up in configs/models/.
+ModelSpec load_model(const std::string& path_or_name, const ModelOverrides& overrides = {});
+
+// The embedded default model: the CPU-sized GPT-style model the main job runs.
+ModelSpec default_model();
+
+}  // namespace domino
