@@ -53,6 +53,7 @@ struct TraceFile {
   std::string source;
   std::vector<TraceEvent> events;
   nlohmann::json meta;  // the "domino" object
+  std::vector<nlohmann::json> other_events;  // flow, counter, ... events (not "X", not "M"), for merging
 };
 TraceFile read_trace(const std::string& path);
 

@@ -1,0 +1,31 @@
+// cpu_ops.hpp: the CPU backend's math: runs one compute op of the schedule IR on fp32 buffers.
+// The runtime (processes, streams, collectives) owns the buffers and calls run_cpu_op in program order;
+// everything here is single-threaded and stateless apart from small per-thread scratch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/schedule.hpp"
+
+namespace domino {
+
+struct OptimizerHyper {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f, momentum = 0.9f;
+};
+
+struct CpuOpContext {
+  const Schedule* schedule = nullptr;
+  std::vector<float*> buffers;  // one per schedule->buffers[i]: elements() floats, row-major [batch][seq][cols]
+  OptimizerHyper hyper;
+  int64_t step = 1;  // 1-based optimizer step (Adam bias correction)
+};
+
+// Runs one compute op (every OpCode except AllReduce, which throws) on fp32 data. Throws domino::Error
+// (runtime) naming op_id(op) on a malformed op (region out of bounds, wrong arity).
+void run_cpu_op(const Op& op, const CpuOpContext& ctx);
+
+// Validates every region of every op against its buffer once (bounds, arity); throws BadInput naming the op id.
+void check_cpu_schedule(const Schedule& s);
+
+}  // namespace domino

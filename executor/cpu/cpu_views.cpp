@@ -1,0 +1,32 @@
+// cpu_views.cpp: Region -> View (pointer arithmetic only; bounds were checked by cpu_check.cpp) and the
+// per-thread scratch kernels use instead of allocating on every call.
+#include "executor/cpu/cpu_views.hpp"
+
+#include <array>
+#include <vector>
+
+namespace domino::cpu {
+
+View view_of(const CpuOpContext& ctx, const Region& r) {
+  const BufferDesc& buf = ctx.schedule->buffers[size_t(r.buffer)];
+  View v;
+  v.base = ctx.buffers[size_t(r.buffer)] + (r.b0 * buf.seq + r.s0) * buf.cols + r.c0;
+  v.rows = r.rows();
+  v.cols = r.cols();
+  v.ld = buf.cols;
+  v.seq_rows = std::max<int64_t>(1, r.s1 - r.s0);
+  v.s0 = r.s0;
+  const bool uniform = (r.s0 == 0 && r.s1 == buf.seq) || r.b1 - r.b0 <= 1;
+  v.block_rows = uniform ? std::max<int64_t>(1, v.rows) : v.seq_rows;
+  v.block_stride = buf.seq * buf.cols;
+  return v;
+}
+
+float* scratch(int64_t n, int slot) {
+  thread_local std::array<std::vector<float>, 4> pool;
+  std::vector<float>& s = pool[size_t(slot)];
+  if (int64_t(s.size()) < n) s.resize(size_t(n));
+  return s.data();
+}
+
+}  // namespace domino::cpu

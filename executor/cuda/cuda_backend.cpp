@@ -1,0 +1,141 @@
+// cuda_backend.cpp: CudaBackend allocates every buffer once on the device, initialises it from the same
+// host values as the CPU backend, and gives the runtime one CudaStreamDriver per IR stream. Drivers only
+// enqueue: ops, their start/end events and cross-stream waits go onto CUDA streams, and the host reads
+// the events once per iteration.
+#include "executor/cuda/cuda_backend.hpp"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "executor/cuda/cuda_device_state.hpp"
+#include "executor/runtime/check.hpp"
+#include "executor/runtime/gloo_comm.hpp"
+#include "executor/runtime/param_init.hpp"
+
+namespace domino {
+namespace {
+
+CudaOptions g_options;
+
+class CudaStreamDriver : public StreamDriver {
+ public:
+  CudaStreamDriver(cuda::DeviceState& dev, Stream stream) : dev_(dev), stream_(stream) {
+    for (const Op& op : dev_.schedule->ops)
+      if (op.stream == stream) mine_.push_back(op.index);
+  }
+  void attach_thread() override { DOMINO_CUDA_CHECK(cudaSetDevice(dev_.device)); }
+  void begin_iteration(SteadyClock::time_point) override {
+    // Nothing may start before the iteration's origin event (recorded on the compute stream).
+    if (stream_ != Stream::Compute) DOMINO_CUDA_CHECK(cudaStreamWaitEvent(dev_.stream(stream_), dev_.origin, 0));
+  }
+  void wait_for(const Op& dep) override {
+    DOMINO_CUDA_CHECK(cudaStreamWaitEvent(dev_.stream(stream_), dev_.end_event[dep.index], 0));
+  }
+  void issue(const Op& op) override {
+    cudaStream_t s = dev_.stream(stream_);
+    DOMINO_CUDA_CHECK(cudaEventRecord(dev_.start_event[op.index], s));
+    cuda::run_op(dev_, op, stream_);
+    DOMINO_CUDA_CHECK(cudaEventRecord(dev_.end_event[op.index], s));
+  }
+  void synchronize() override { DOMINO_CUDA_CHECK(cudaStreamSynchronize(dev_.stream(stream_))); }
+  std::vector<OpTiming> finish_iteration() override {
+    synchronize();
+    std::vector<OpTiming> out;
+    out.reserve(mine_.size());
+    for (int32_t i : mine_) {
+      float start_ms = 0, end_ms = 0;
+      DOMINO_CUDA_CHECK(cudaEventElapsedTime(&start_ms, dev_.origin, dev_.start_event[i]));
+      DOMINO_CUDA_CHECK(cudaEventElapsedTime(&end_ms, dev_.origin, dev_.end_event[i]));
+      out.push_back({i, start_ms * 1e3, end_ms * 1e3});
+    }
+    return out;
+  }
+
+ private:
+  cuda::DeviceState& dev_;
+  Stream stream_;
+  std::vector<int32_t> mine_;
+};
+
+class CudaBackend : public Backend {
+ public:
+  explicit CudaBackend(CudaOptions options) { dev_.options = std::move(options); }
+  ~CudaBackend() override { dev_.release(); }
+  std::string name() const override { return "cuda"; }
+  TimingMode timing_mode() const override { return TimingMode::DeviceEvents; }
+
+  void prepare(const Schedule& schedule, const RankContext& ctx) override {
+    std::string why;
+    const int count = cuda_device_count(&why);
+    if (count == 0) throw_runtime("rank " + std::to_string(ctx.rank) + ": no usable CUDA device: " + why);
+    const char* local = std::getenv("LOCAL_RANK");
+    dev_.device = (local ? std::atoi(local) : ctx.rank) % count;
+    dev_.rank = ctx.rank;
+    dev_.hyper = ctx.hyper;
+    DOMINO_CUDA_CHECK(cudaSetDevice(dev_.device));
+    dev_.allocate(schedule);
+    std::vector<float> host;
+    for (int32_t b = 0; b < int32_t(schedule.buffers.size()); ++b) {
+      host.resize(size_t(schedule.buffers[b].elements()));
+      initial_values(schedule, b, ctx.rank, ctx.seed, host.data());
+      dev_.upload(b, host);
+    }
+    if (!dev_.options.emulate_comm && ctx.world > 1) init_nccl(ctx);
+    DOMINO_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+
+  std::unique_ptr<StreamDriver> make_stream_driver(Stream stream) override {
+    return std::make_unique<CudaStreamDriver>(dev_, stream);
+  }
+  void begin_iteration(int64_t step) override {
+    dev_.step = step;
+    DOMINO_CUDA_CHECK(cudaEventRecord(dev_.origin, dev_.stream(Stream::Compute)));
+  }
+  std::vector<float> read_region(const Region& region) override { return dev_.download(region); }
+  bool region_finite(const Region& region) override { return dev_.finite(region); }
+  int64_t peak_memory_bytes() const override { return dev_.allocated_bytes; }
+
+ private:
+  void init_nccl(const RankContext& ctx) {
+    if (!ctx.comm) throw_runtime("the CUDA backend needs the rendezvous store to exchange the NCCL id");
+    ncclUniqueId id;
+    if (ctx.rank == 0) {
+      DOMINO_NCCL_CHECK(ncclGetUniqueId(&id));
+      ctx.comm->store_set("nccl_unique_id", std::string(reinterpret_cast<const char*>(&id), sizeof(id)));
+    } else {
+      const std::string blob = ctx.comm->store_get("nccl_unique_id");
+      if (blob.size() != sizeof(id)) throw_runtime("malformed NCCL unique id in the rendezvous store");
+      std::memcpy(&id, blob.data(), sizeof(id));
+    }
+    ncclComm_t comm = nullptr;
+    DOMINO_NCCL_CHECK(ncclCommInitRank(&comm, ctx.world, id, ctx.rank));
+    dev_.nccl = comm;
+  }
+
+  cuda::DeviceState dev_;
+};
+
+}  // namespace
+
+int cuda_device_count(std::string* why) {
+  int n = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&n);
+  if (rc != cudaSuccess) {
+    if (why) *why = cudaGetErrorString(rc);
+    cudaGetLastError();  // clear the sticky error so later calls report their own
+    return 0;
+  }
+  if (n == 0 && why) *why = "no CUDA device is visible";
+  return n;
+}
+
+void register_cuda_backend(const CudaOptions& options) {
+  g_options = options;
+  register_backend("cuda", [] { return std::make_unique<CudaBackend>(g_options); });
+}
+
+}  // namespace domino

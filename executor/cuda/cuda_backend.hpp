@@ -1,0 +1,30 @@
+// cuda_backend.hpp: the CUDA backend (cuBLAS GEMMs, own kernels, NCCL collectives, CUDA streams and
+// events) behind the runtime's Backend interface, and its options.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "executor/runtime/backend.hpp"
+
+namespace domino {
+
+struct CudaOptions {
+  // --emulate-comm: every collective becomes a kernel moving a ring AllReduce's per-rank bytes of
+  // `emulate_tp` ranks on `emulate_sms` SMs, paced to `emulate_busbw_gbps` (GB/s bus bandwidth) plus
+  // `emulate_latency_us`. One GPU then measures overlap and interference without NCCL.
+  bool emulate_comm = false;
+  int emulate_tp = 8;
+  int emulate_sms = 16;
+  double emulate_busbw_gbps = 370;  // H100 NVLink ring AllReduce bus bandwidth (hardware-facts.md)
+  double emulate_latency_us = 10;
+  // Storage type of activations, parameters and gradients: "model" (the model's dtype), bf16, fp16, fp32.
+  std::string dtype = "model";
+};
+
+// Registers "cuda" with make_backend(); options apply to backends made afterwards.
+void register_cuda_backend(const CudaOptions& options);
+// Number of visible CUDA devices; 0 (with the reason in *why) when there is no usable device.
+int cuda_device_count(std::string* why = nullptr);
+
+}  // namespace domino

@@ -1,0 +1,152 @@
+// cuda_device_state.cpp: allocation, upload/download and views of the CUDA backend's device state.
+#include "executor/cuda/cuda_device_state.hpp"
+
+#include <cublas_v2.h>
+#include <nccl.h>
+
+#include <algorithm>
+
+#include "executor/runtime/check.hpp"
+
+namespace domino::cuda {
+namespace {
+
+Elt storage_elt(const CudaOptions& o, const ModelSpec& m, BufferRole role) {
+  // Token ids and optimizer states stay fp32 whatever the training dtype.
+  if (role == BufferRole::Data || role == BufferRole::OptState) return Elt::F32;
+  const std::string& d = o.dtype;
+  if (d == "fp32") return Elt::F32;
+  if (d == "bf16") return Elt::BF16;
+  if (d == "fp16") return Elt::F16;
+  if (d != "model") throw_bad_input("--cuda-dtype must be model, bf16, fp16 or fp32 (got '" + d + "')");
+  switch (m.dtype) {
+    case DType::FP32: return Elt::F32;
+    case DType::BF16: return Elt::BF16;
+    case DType::FP16: return Elt::F16;
+  }
+  return Elt::F32;
+}
+
+constexpr size_t kCublasWorkspace = size_t(32) << 20;
+
+}  // namespace
+
+void* DeviceState::track(size_t bytes) {
+  void* p = nullptr;
+  DOMINO_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 256)));
+  allocations_.push_back(p);
+  allocated_bytes += int64_t(bytes);
+  return p;
+}
+
+void DeviceState::allocate(const Schedule& s) {
+  schedule = &s;
+  int clock_khz = 0;
+  DOMINO_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device));
+  if (clock_khz > 0) clock_ghz = clock_khz / 1e6;
+  const size_t n = s.buffers.size();
+  ptr.assign(n, nullptr);
+  elt.assign(n, Elt::F32);
+  master.assign(n, nullptr);
+  int64_t max_h = 1, max_attn = 1;
+  for (size_t b = 0; b < n; ++b) {
+    const BufferDesc& d = s.buffers[b];
+    elt[b] = storage_elt(options, s.model, d.role);
+    ptr[b] = track(size_t(d.elements()) * elt_bytes(elt[b]));
+    if (d.role == BufferRole::Param && elt[b] != Elt::F32) master[b] = static_cast<float*>(track(sizeof(float) * d.elements()));
+    max_h = std::max(max_h, d.cols);
+    staging_elements = std::max(staging_elements, d.elements());
+  }
+  for (const Op& op : s.ops)
+    if (op.code == OpCode::AttnBwd) {
+      const BufferDesc& probs = s.buffers[op.in[3].buffer];
+      max_attn = std::max(max_attn, (op.in[0].s1 - op.in[0].s0) * probs.cols);
+    }
+  reduce_scratch = static_cast<float*>(track(sizeof(float) * 2 * max_h));
+  attn_scratch = track(size_t(max_attn) * 4);
+  flag = static_cast<int*>(track(sizeof(int)));
+  staging = static_cast<float*>(track(sizeof(float) * staging_elements));
+  for (int i = 0; i < kNumStreams; ++i) {
+    DOMINO_CUDA_CHECK(cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking));
+    cublasHandle_t h = nullptr;
+    DOMINO_CUBLAS_CHECK(cublasCreate(&h));
+    DOMINO_CUBLAS_CHECK(cublasSetStream(h, streams[i]));
+    DOMINO_CUBLAS_CHECK(cublasSetWorkspace(h, track(kCublasWorkspace), kCublasWorkspace));
+    cublas[i] = h;
+  }
+  start_event.resize(s.ops.size());
+  end_event.resize(s.ops.size());
+  for (size_t i = 0; i < s.ops.size(); ++i) {
+    DOMINO_CUDA_CHECK(cudaEventCreate(&start_event[i]));
+    DOMINO_CUDA_CHECK(cudaEventCreate(&end_event[i]));
+  }
+  DOMINO_CUDA_CHECK(cudaEventCreate(&origin));
+}
+
+DevView DeviceState::view(const Region& r) const {
+  const BufferDesc& d = schedule->buffers[r.buffer];
+  DevView v;
+  v.elt = elt[r.buffer];
+  v.row_stride = d.cols;
+  v.batch_stride = d.seq * d.cols;
+  v.rows_per_batch = r.s1 - r.s0;
+  v.nbatch = r.b1 - r.b0;
+  v.ncols = r.c1 - r.c0;
+  v.seq0 = r.s0;
+  v.base = static_cast<char*>(ptr[r.buffer]) + (r.b0 * d.seq * d.cols + r.s0 * d.cols + r.c0) * elt_bytes(v.elt);
+  return v;
+}
+
+void DeviceState::upload(int32_t buffer, const std::vector<float>& host) {
+  const BufferDesc& d = schedule->buffers[buffer];
+  const size_t bytes = sizeof(float) * d.elements();
+  cudaStream_t s = streams[0];
+  DOMINO_CUDA_CHECK(cudaMemcpyAsync(staging, host.data(), bytes, cudaMemcpyHostToDevice, s));
+  Region whole{buffer, 0, d.batch, 0, d.seq, 0, d.cols};
+  f32_to_view(staging, view(whole), s);
+  if (master[buffer]) DOMINO_CUDA_CHECK(cudaMemcpyAsync(master[buffer], staging, bytes, cudaMemcpyDeviceToDevice, s));
+  DOMINO_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+std::vector<float> DeviceState::download(const Region& r) {
+  DOMINO_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> host(size_t(r.elements()));
+  cudaStream_t s = streams[0];
+  view_to_f32(view(r), staging, s);
+  DOMINO_CUDA_CHECK(cudaMemcpyAsync(host.data(), staging, sizeof(float) * host.size(), cudaMemcpyDeviceToHost, s));
+  DOMINO_CUDA_CHECK(cudaStreamSynchronize(s));
+  return host;
+}
+
+bool DeviceState::finite(const Region& r) {
+  DOMINO_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaStream_t s = streams[0];
+  int found = 0;
+  DOMINO_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int), s));
+  find_nonfinite(view(r), flag, s);
+  DOMINO_CUDA_CHECK(cudaMemcpyAsync(&found, flag, sizeof(int), cudaMemcpyDeviceToHost, s));
+  DOMINO_CUDA_CHECK(cudaStreamSynchronize(s));
+  return found == 0;
+}
+
+void DeviceState::release() {
+  // Best effort at tear-down: errors here must not mask the error that ended the run.
+  if (nccl) ncclCommAbort(static_cast<ncclComm_t>(nccl));
+  nccl = nullptr;
+  for (auto& e : start_event) cudaEventDestroy(e);
+  for (auto& e : end_event) cudaEventDestroy(e);
+  start_event.clear();
+  end_event.clear();
+  if (origin) cudaEventDestroy(origin);
+  origin = nullptr;
+  for (int i = 0; i < kNumStreams; ++i) {
+    if (cublas[i]) cublasDestroy(static_cast<cublasHandle_t>(cublas[i]));
+    if (streams[i]) cudaStreamDestroy(streams[i]);
+    cublas[i] = nullptr;
+    streams[i] = nullptr;
+  }
+  for (void* p : allocations_) cudaFree(p);
+  allocations_.clear();
+}
+
+}  // namespace domino::cuda

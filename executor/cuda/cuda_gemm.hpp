@@ -1,0 +1,48 @@
+// cuda_gemm.hpp: the schedule's GEMM ops (MatMul, MatMulDgrad, MatMulWgrad) and attention's batched
+// GEMMs through cuBLAS, on row-major regions (see DevView); fp32 accumulation for every dtype.
+#pragma once
+
+#include "executor/cuda/cuda_kernels.hpp"
+
+namespace domino::cuda {
+
+// Row-major C[m,n] = op(A)[m,k] · op(B)[k,n] + beta*C, batched with element strides (0: shared operand).
+struct GemmArgs {
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  const void* a = nullptr;
+  int64_t lda = 0, stride_a = 0;
+  const void* b = nullptr;
+  int64_t ldb = 0, stride_b = 0;
+  void* c = nullptr;
+  int64_t ldc = 0, stride_c = 0;
+  int64_t batch = 1;
+  float beta = 0.f;
+  Elt elt = Elt::F32;
+};
+void gemm(void* cublas_handle, const GemmArgs& g);
+
+// out (+)= in0 · in1      (MatMul; bias added by the caller)
+void matmul(void* h, const DevView& in0, const DevView& in1, const DevView& out, bool accumulate);
+// out (+)= in0 · in1^T    (MatMulDgrad)
+void matmul_dgrad(void* h, const DevView& in0, const DevView& in1, const DevView& out, bool accumulate);
+// out (+)= in0^T · in1    (MatMulWgrad), summed over every row block
+void matmul_wgrad(void* h, const DevView& in0, const DevView& in1, const DevView& out, bool accumulate);
+
+}  // namespace domino::cuda
+
+namespace domino::cuda {
+
+struct AttnShape {
+  int heads = 0, kv_heads = 0, head_dim = 0;
+  int64_t key_stride = 0;  // columns per head in the probabilities buffer (the model's seq_len)
+};
+// Causal attention of AttnFwd (see sim/schedule.hpp) through strided-batched GEMMs and the softmax kernel.
+void attention_fwd(void* h, StreamHandle s, const DevView& q, const DevView& k, const DevView& v, const DevView& p,
+                   const DevView& ctx, const AttnShape& a);
+// AttnBwd; dp_scratch holds rows_per_batch * heads * key_stride elements of q's type.
+void attention_bwd(void* h, StreamHandle s, const DevView& q, const DevView& k, const DevView& v, const DevView& p,
+                   const DevView& dctx, const DevView& dq, const DevView& dk, const DevView& dv, bool accumulate,
+                   const AttnShape& a, void* dp_scratch);
+
+}  // namespace domino::cuda

@@ -1,0 +1,155 @@
+// cuda_norm.cu: LayerNorm and RMSNorm forward and backward (one block per row, fp32 arithmetic).
+#include "executor/cuda/cuda_common.cuh"
+
+namespace domino::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxChunks = 8;
+
+template <typename T>
+struct Chunks {
+  View<T> v[kMaxChunks];
+  int n;
+  int64_t width;  // columns per chunk
+  __device__ __forceinline__ float at(int64_t r, int64_t c) const {
+    const int k = static_cast<int>(c / width);
+    return to_f(v[k].row(r)[c - k * width]);
+  }
+};
+
+__device__ float block_sum(float x) {
+  __shared__ float warp_sums[kThreads / 32];
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads();
+  if (lane == 0) warp_sums[warp] = x;
+  __syncthreads();
+  float total = 0;
+  for (int w = 0; w < kThreads / 32; ++w) total += warp_sums[w];
+  return total;
+}
+
+template <typename T>
+__global__ void norm_fwd_kernel(View<T> x, View<T> g, View<T> b, bool has_beta, View<T> y, View<T> st, float eps,
+                                bool rms) {
+  const int64_t r = blockIdx.x;
+  const int64_t h = x.ncols;
+  const T* xr = x.row(r);
+  float sum = 0, sq = 0;
+  for (int64_t c = threadIdx.x; c < h; c += kThreads) {
+    const float v = to_f(xr[c]);
+    sum += v;
+    sq += v * v;
+  }
+  sum = block_sum(sum);
+  sq = block_sum(sq);
+  const float mean = rms ? 0.f : sum / h;
+  const float var = rms ? sq / h : fmaxf(sq / h - mean * mean, 0.f);
+  const float rstd = rsqrtf(var + eps);
+  T* yr = y.row(r);
+  for (int64_t c = threadIdx.x; c < h; c += kThreads) {
+    float v = (to_f(xr[c]) - mean) * rstd * to_f(g.base[c]);
+    if (has_beta) v += to_f(b.base[c]);
+    yr[c] = from_f<T>(v);
+  }
+  if (threadIdx.x == 0) {
+    st.row(r)[0] = from_f<T>(mean);
+    st.row(r)[1] = from_f<T>(rstd);
+  }
+}
+
+template <typename T>
+__global__ void norm_bwd_dx_kernel(View<T> x, View<T> st, View<T> g, Chunks<T> dy, View<T> dx, bool accumulate,
+                                   bool rms) {
+  const int64_t r = blockIdx.x;
+  const int64_t h = x.ncols;
+  const T* xr = x.row(r);
+  const float mean = to_f(st.row(r)[0]), rstd = to_f(st.row(r)[1]);
+  float s1 = 0, s2 = 0;
+  for (int64_t c = threadIdx.x; c < h; c += kThreads) {
+    const float xhat = (to_f(xr[c]) - mean) * rstd;
+    const float dyg = dy.at(r, c) * to_f(g.base[c]);
+    s1 += dyg;
+    s2 += dyg * xhat;
+  }
+  s1 = block_sum(s1) / h;
+  s2 = block_sum(s2) / h;
+  T* dxr = dx.row(r);
+  for (int64_t c = threadIdx.x; c < h; c += kThreads) {
+    const float xhat = (to_f(xr[c]) - mean) * rstd;
+    const float dyg = dy.at(r, c) * to_f(g.base[c]);
+    float v = rstd * (dyg - (rms ? 0.f : s1) - xhat * s2);
+    if (accumulate) v += to_f(dxr[c]);
+    dxr[c] = from_f<T>(v);
+  }
+}
+
+// Partial column sums over a band of rows, added atomically into the fp32 scratch [dgamma | dbeta].
+template <typename T>
+__global__ void norm_bwd_params_kernel(View<T> x, View<T> st, Chunks<T> dy, float* scratch, int64_t rows_per_band) {
+  const int64_t h = x.ncols;
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= h) return;
+  const int64_t r0 = blockIdx.y * rows_per_band;
+  const int64_t r1 = min(r0 + rows_per_band, x.rows());
+  float dg = 0, db = 0;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float mean = to_f(st.row(r)[0]), rstd = to_f(st.row(r)[1]);
+    const float d = dy.at(r, c);
+    dg += d * (to_f(x.row(r)[c]) - mean) * rstd;
+    db += d;
+  }
+  atomicAdd(&scratch[c], dg);
+  atomicAdd(&scratch[h + c], db);
+}
+
+template <typename T>
+__global__ void store_params_kernel(const float* scratch, int64_t h, View<T> dg, View<T> db, bool has_beta,
+                                    bool accumulate) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= h) return;
+  dg.base[c] = from_f<T>(scratch[c] + (accumulate ? to_f(dg.base[c]) : 0.f));
+  if (has_beta) db.base[c] = from_f<T>(scratch[h + c] + (accumulate ? to_f(db.base[c]) : 0.f));
+}
+
+}  // namespace
+
+void norm_fwd(const DevView& x, const DevView& gamma, const DevView* beta, const DevView& y, const DevView& stats,
+              float eps, bool rms, StreamHandle s) {
+  if (x.rows() == 0) return;
+  DOMINO_DISPATCH_ELT(x.elt, {
+    norm_fwd_kernel<T><<<unsigned(x.rows()), kThreads, 0, stream_of(s)>>>(
+        view_of<T>(x), view_of<T>(gamma), beta ? view_of<T>(*beta) : view_of<T>(gamma), beta != nullptr,
+        view_of<T>(y), view_of<T>(stats), eps, rms);
+  });
+  DOMINO_CUDA_LAUNCHED("norm_fwd_kernel");
+}
+
+void norm_bwd(const DevView& x, const DevView& stats, const DevView& gamma, const DevView* dy_chunks, int n_chunks,
+              const DevView& dx, bool accumulate, const DevView& dgamma, const DevView* dbeta,
+              bool accumulate_params, bool rms, float* scratch, StreamHandle s) {
+  if (n_chunks < 1 || n_chunks > kMaxChunks) throw_runtime("norm_bwd: unsupported number of dy chunks");
+  const int64_t h = x.ncols, rows = x.rows();
+  DOMINO_DISPATCH_ELT(x.elt, {
+    Chunks<T> dy{};
+    dy.n = n_chunks;
+    dy.width = h / n_chunks;
+    for (int i = 0; i < n_chunks; ++i) dy.v[i] = view_of<T>(dy_chunks[i]);
+    norm_bwd_dx_kernel<T><<<unsigned(rows), kThreads, 0, stream_of(s)>>>(
+        view_of<T>(x), view_of<T>(stats), view_of<T>(gamma), dy, view_of<T>(dx), accumulate, rms);
+    DOMINO_CUDA_LAUNCHED("norm_bwd_dx_kernel");
+    DOMINO_CUDA_CHECK(cudaMemsetAsync(scratch, 0, sizeof(float) * 2 * h, stream_of(s)));
+    const int64_t band = 64;
+    const dim3 grid(unsigned((h + kThreads - 1) / kThreads), unsigned((rows + band - 1) / band));
+    norm_bwd_params_kernel<T><<<grid, kThreads, 0, stream_of(s)>>>(view_of<T>(x), view_of<T>(stats), dy, scratch,
+                                                                   band);
+    DOMINO_CUDA_LAUNCHED("norm_bwd_params_kernel");
+    store_params_kernel<T><<<grid_for(h), 256, 0, stream_of(s)>>>(
+        scratch, h, view_of<T>(dgamma), dbeta ? view_of<T>(*dbeta) : view_of<T>(dgamma), dbeta != nullptr,
+        accumulate_params);
+    DOMINO_CUDA_LAUNCHED("store_params_kernel");
+  });
+}
+
+}  // namespace domino::cuda

@@ -1,0 +1,217 @@
+// cuda_pointwise.cu: element-wise kernels: activations, rotary embedding, residual add, bias gradient,
+// embedding lookup and its gradient, poisoning, conversion and NaN scans.
+#include "executor/cuda/cuda_common.cuh"
+
+namespace domino::cuda {
+namespace {
+
+#define DOMINO_FOR_EACH(n) for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
+
+__device__ __forceinline__ float gelu(float x) {
+  const float k = 0.7978845608028654f;  // sqrt(2/pi)
+  return 0.5f * x * (1.f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+__device__ __forceinline__ float gelu_grad(float x) {
+  const float k = 0.7978845608028654f;
+  const float u = k * (x + 0.044715f * x * x * x);
+  const float t = tanhf(u);
+  return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * k * (1.f + 3.f * 0.044715f * x * x);
+}
+__device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + __expf(-x)); }
+
+template <typename T>
+__global__ void gelu_fwd_kernel(View<T> x, View<T> y) {
+  DOMINO_FOR_EACH(x.rows() * x.ncols) {
+    const int64_t r = i / x.ncols, c = i % x.ncols;
+    y.row(r)[c] = from_f<T>(gelu(to_f(x.row(r)[c])));
+  }
+}
+template <typename T>
+__global__ void gelu_bwd_kernel(View<T> x, View<T> dy, View<T> dx) {
+  DOMINO_FOR_EACH(x.rows() * x.ncols) {
+    const int64_t r = i / x.ncols, c = i % x.ncols;
+    dx.row(r)[c] = from_f<T>(gelu_grad(to_f(x.row(r)[c])) * to_f(dy.row(r)[c]));
+  }
+}
+template <typename T>
+__global__ void swiglu_fwd_kernel(View<T> x, View<T> y) {
+  const int64_t f = y.ncols;
+  DOMINO_FOR_EACH(y.rows() * f) {
+    const int64_t r = i / f, c = i % f;
+    const float g = to_f(x.row(r)[c]), u = to_f(x.row(r)[f + c]);
+    y.row(r)[c] = from_f<T>(g * sigmoid(g) * u);
+  }
+}
+template <typename T>
+__global__ void swiglu_bwd_kernel(View<T> x, View<T> dy, View<T> dx) {
+  const int64_t f = dy.ncols;
+  DOMINO_FOR_EACH(dy.rows() * f) {
+    const int64_t r = i / f, c = i % f;
+    const float g = to_f(x.row(r)[c]), u = to_f(x.row(r)[f + c]), d = to_f(dy.row(r)[c]);
+    const float sg = sigmoid(g);
+    dx.row(r)[c] = from_f<T>(d * u * sg * (1.f + g * (1.f - sg)));
+    dx.row(r)[f + c] = from_f<T>(d * g * sg);
+  }
+}
+template <typename T>
+__global__ void rope_kernel(View<T> x, int heads, int d, float sign) {
+  const int half = d / 2;
+  DOMINO_FOR_EACH(x.rows() * heads * half) {
+    const int64_t r = i / (int64_t(heads) * half);
+    const int hh = static_cast<int>((i / half) % heads), k = static_cast<int>(i % half);
+    const float theta = float(x.pos(r)) * powf(10000.f, -2.f * k / d);
+    float sn, cs;
+    sincosf(theta, &sn, &cs);
+    sn *= sign;
+    T* p = x.row(r) + int64_t(hh) * d;
+    const float a = to_f(p[k]), b = to_f(p[k + half]);
+    p[k] = from_f<T>(a * cs - b * sn);
+    p[k + half] = from_f<T>(a * sn + b * cs);
+  }
+}
+template <typename T>
+__global__ void residual_kernel(View<T> a, View<T> b, View<T> bias, bool has_bias, View<T> out) {
+  DOMINO_FOR_EACH(out.rows() * out.ncols) {
+    const int64_t r = i / out.ncols, c = i % out.ncols;
+    float v = to_f(a.row(r)[c]) + to_f(b.row(r)[c]);
+    if (has_bias) v += to_f(bias.base[c]);
+    out.row(r)[c] = from_f<T>(v);
+  }
+}
+template <typename T>
+__global__ void add_bias_kernel(View<T> out, View<T> bias) {
+  DOMINO_FOR_EACH(out.rows() * out.ncols) {
+    const int64_t r = i / out.ncols, c = i % out.ncols;
+    out.row(r)[c] = from_f<T>(to_f(out.row(r)[c]) + to_f(bias.base[c]));
+  }
+}
+template <typename T>
+__global__ void colsum_kernel(View<T> dy, float* scratch, int64_t rows_per_band) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= dy.ncols) return;
+  const int64_t r0 = blockIdx.y * rows_per_band, r1 = min(r0 + rows_per_band, dy.rows());
+  float s = 0;
+  for (int64_t r = r0; r < r1; ++r) s += to_f(dy.row(r)[c]);
+  atomicAdd(&scratch[c], s);
+}
+template <typename T>
+__global__ void store_colsum_kernel(const float* scratch, View<T> out, bool accumulate) {
+  DOMINO_FOR_EACH(out.ncols) {
+    out.base[i] = from_f<T>(scratch[i] + (accumulate ? to_f(out.base[i]) : 0.f));
+  }
+}
+template <typename T>
+__global__ void embedding_fwd_kernel(View<float> tok, View<T> table, View<T> pos, bool has_pos, View<T> out) {
+  DOMINO_FOR_EACH(out.rows() * out.ncols) {
+    const int64_t r = i / out.ncols, c = i % out.ncols;
+    const int64_t id = static_cast<int64_t>(tok.row(r)[0]);
+    float v = to_f(table.base[id * table.row_stride + c]);
+    if (has_pos) v += to_f(pos.base[out.pos(r) * pos.row_stride + c]);
+    out.row(r)[c] = from_f<T>(v);
+  }
+}
+// Several rows may hold the same token: the scatter-add is atomic (16-bit atomics need sm_80+).
+template <typename T>
+__global__ void embedding_bwd_kernel(View<float> tok, View<T> dy, View<T> dtable, View<T> dpos, bool has_pos) {
+  DOMINO_FOR_EACH(dy.rows() * dy.ncols) {
+    const int64_t r = i / dy.ncols, c = i % dy.ncols;
+    const int64_t id = static_cast<int64_t>(tok.row(r)[0]);
+    const T g = dy.row(r)[c];
+    atomicAdd(&dtable.base[id * dtable.row_stride + c], g);
+    if (has_pos) atomicAdd(&dpos.base[dy.pos(r) * dpos.row_stride + c], g);
+  }
+}
+template <typename T>
+__global__ void poison_kernel(View<T> v) {
+  DOMINO_FOR_EACH(v.rows() * v.ncols) { v.row(i / v.ncols)[i % v.ncols] = from_f<T>(__int_as_float(0x7fc00000)); }
+}
+template <typename T>
+__global__ void to_f32_kernel(View<T> v, float* dense) {
+  DOMINO_FOR_EACH(v.rows() * v.ncols) { dense[i] = to_f(v.row(i / v.ncols)[i % v.ncols]); }
+}
+template <typename T>
+__global__ void from_f32_kernel(const float* dense, View<T> v) {
+  DOMINO_FOR_EACH(v.rows() * v.ncols) { v.row(i / v.ncols)[i % v.ncols] = from_f<T>(dense[i]); }
+}
+template <typename T>
+__global__ void nonfinite_kernel(View<T> v, int* flag) {
+  DOMINO_FOR_EACH(v.rows() * v.ncols) {
+    if (!isfinite(to_f(v.row(i / v.ncols)[i % v.ncols]))) *flag = 1;
+  }
+}
+
+}  // namespace
+
+int elt_bytes(Elt e) { return e == Elt::F32 ? 4 : 2; }
+
+void gelu_fwd(const DevView& x, const DevView& y, StreamHandle s) {
+  DOMINO_DISPATCH_ELT(x.elt, gelu_fwd_kernel<T><<<grid_for(x.rows() * x.ncols), 256, 0, stream_of(s)>>>(view_of<T>(x), view_of<T>(y)));
+  DOMINO_CUDA_LAUNCHED("gelu_fwd_kernel");
+}
+void gelu_bwd(const DevView& x, const DevView& dy, const DevView& dx, StreamHandle s) {
+  DOMINO_DISPATCH_ELT(x.elt, gelu_bwd_kernel<T><<<grid_for(x.rows() * x.ncols), 256, 0, stream_of(s)>>>(view_of<T>(x), view_of<T>(dy), view_of<T>(dx)));
+  DOMINO_CUDA_LAUNCHED("gelu_bwd_kernel");
+}
+void swiglu_fwd(const DevView& x, const DevView& y, StreamHandle s) {
+  DOMINO_DISPATCH_ELT(x.elt, swiglu_fwd_kernel<T><<<grid_for(y.rows() * y.ncols), 256, 0, stream_of(s)>>>(view_of<T>(x), view_of<T>(y)));
+  DOMINO_CUDA_LAUNCHED("swiglu_fwd_kernel");
+}
+void swiglu_bwd(const DevView& x, const DevView& dy, const DevView& dx, StreamHandle s) {
+  DOMINO_DISPATCH_ELT(x.elt, swiglu_bwd_kernel<T><<<grid_for(dy.rows() * dy.ncols), 256, 0, stream_of(s)>>>(view_of<T>(x), view_of<T>(dy), view_of<T>(dx)));
+  DOMINO_CUDA_LAUNCHED("swiglu_bwd_kernel");
+}
+void rope(const DevView& x, int heads, int head_dim, bool inverse, StreamHandle s) {
+  DOMINO_DISPATCH_ELT(x.elt, rope_kernel<T><<<grid_for(x.rows() * heads * (head_dim / 2)), 256, 0, stream_of(s)>>>(view_of<T>(x), heads, head_dim, inverse ? -1.f : 1.f));
+  DOMINO_CUDA_LAUNCHED("rope_kernel");
+}
+void residual_add(const DevView& a, const DevView& b, const DevView* bias, const DevView& out, StreamHandle s) {
+  DOMINO_DISPATCH_ELT(out.elt, residual_kernel<T><<<grid_for(out.rows() * out.ncols), 256, 0, stream_of(s)>>>(view_of<T>(a), view_of<T>(b), bias ? view_of<T>(*bias) : view_of<T>(a), bias != nullptr, view_of<T>(out)));
+  DOMINO_CUDA_LAUNCHED("residual_kernel");
+}
+void add_bias(const DevView& out, const DevView& bias, StreamHandle s) {
+  DOMINO_DISPATCH_ELT(out.elt, add_bias_kernel<T><<<grid_for(out.rows() * out.ncols), 256, 0, stream_of(s)>>>(view_of<T>(out), view_of<T>(bias)));
+  DOMINO_CUDA_LAUNCHED("add_bias_kernel");
+}
+void bias_grad(const DevView& dy, const DevView& dbias, bool accumulate, float* scratch, StreamHandle s) {
+  DOMINO_CUDA_CHECK(cudaMemsetAsync(scratch, 0, sizeof(float) * dy.ncols, stream_of(s)));
+  const int64_t band = 64;
+  const dim3 grid(unsigned((dy.ncols + 255) / 256), unsigned((dy.rows() + band - 1) / band));
+  DOMINO_DISPATCH_ELT(dy.elt, {
+    colsum_kernel<T><<<grid, 256, 0, stream_of(s)>>>(view_of<T>(dy), scratch, band);
+    store_colsum_kernel<T><<<grid_for(dy.ncols), 256, 0, stream_of(s)>>>(scratch, view_of<T>(dbias), accumulate);
+  });
+  DOMINO_CUDA_LAUNCHED("bias_grad");
+}
+void embedding_fwd(const DevView& tokens, const DevView& table, const DevView* pos, const DevView& out, StreamHandle s) {
+  DOMINO_DISPATCH_ELT(out.elt, embedding_fwd_kernel<T><<<grid_for(out.rows() * out.ncols), 256, 0, stream_of(s)>>>(view_of<float>(tokens), view_of<T>(table), pos ? view_of<T>(*pos) : view_of<T>(table), pos != nullptr, view_of<T>(out)));
+  DOMINO_CUDA_LAUNCHED("embedding_fwd_kernel");
+}
+void embedding_bwd(const DevView& tokens, const DevView& dy, const DevView& dtable, const DevView* dpos,
+                   bool accumulate, StreamHandle s) {
+  const int eb = elt_bytes(dtable.elt);
+  if (!accumulate) {
+    DOMINO_CUDA_CHECK(cudaMemsetAsync(dtable.base, 0, size_t(eb) * dtable.rows() * dtable.row_stride, stream_of(s)));
+    if (dpos) DOMINO_CUDA_CHECK(cudaMemsetAsync(dpos->base, 0, size_t(eb) * dpos->rows() * dpos->row_stride, stream_of(s)));
+  }
+  DOMINO_DISPATCH_ELT(dy.elt, embedding_bwd_kernel<T><<<grid_for(dy.rows() * dy.ncols), 256, 0, stream_of(s)>>>(
+      view_of<float>(tokens), view_of<T>(dy), view_of<T>(dtable), dpos ? view_of<T>(*dpos) : view_of<T>(dtable), dpos != nullptr));
+  DOMINO_CUDA_LAUNCHED("embedding_bwd_kernel");
+}
+void poison(const DevView& v, StreamHandle s) {
+  DOMINO_DISPATCH_ELT(v.elt, poison_kernel<T><<<grid_for(v.rows() * v.ncols), 256, 0, stream_of(s)>>>(view_of<T>(v)));
+  DOMINO_CUDA_LAUNCHED("poison_kernel");
+}
+void view_to_f32(const DevView& v, float* dense, StreamHandle s) {
+  DOMINO_DISPATCH_ELT(v.elt, to_f32_kernel<T><<<grid_for(v.rows() * v.ncols), 256, 0, stream_of(s)>>>(view_of<T>(v), dense));
+  DOMINO_CUDA_LAUNCHED("to_f32_kernel");
+}
+void f32_to_view(const float* dense, const DevView& v, StreamHandle s) {
+  DOMINO_DISPATCH_ELT(v.elt, from_f32_kernel<T><<<grid_for(v.rows() * v.ncols), 256, 0, stream_of(s)>>>(dense, view_of<T>(v)));
+  DOMINO_CUDA_LAUNCHED("from_f32_kernel");
+}
+void find_nonfinite(const DevView& v, int* flag, StreamHandle s) {
+  DOMINO_DISPATCH_ELT(v.elt, nonfinite_kernel<T><<<grid_for(v.rows() * v.ncols), 256, 0, stream_of(s)>>>(view_of<T>(v), flag));
+  DOMINO_CUDA_LAUNCHED("nonfinite_kernel");
+}
+
+}  // namespace domino::cuda

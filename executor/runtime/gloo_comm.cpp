@@ -1,0 +1,105 @@
+// gloo_comm.cpp: Gloo TCP device, rendezvous, barrier and AllReduce for one rank.
+#include "executor/runtime/gloo_comm.hpp"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "executor/runtime/check.hpp"
+#include "executor/runtime/tcp_store.hpp"
+#include "sim/error.hpp"
+
+namespace domino {
+namespace {
+// Barrier tags stay clear of the AllReduce tags (op indices).
+constexpr uint32_t kBarrierTag = 0x7ff00000u;
+}  // namespace
+
+GlooComm::GlooComm(const CommConfig& config) : config_(config) {
+  if (config.world < 1 || config.rank < 0 || config.rank >= config.world)
+    throw_bad_input("rank " + std::to_string(config.rank) + " is outside a group of " + std::to_string(config.world));
+  const std::string me = "rank " + std::to_string(config.rank);
+  if (!config.store_dir.empty()) {
+    store_ = std::make_unique<gloo::rendezvous::FileStore>(config.store_dir);
+  } else if (!config.master_addr.empty()) {
+    if (config.rank == 0) server_ = std::make_unique<TcpStoreServer>(config.master_port);
+    store_ = std::make_unique<TcpStore>(config.master_addr, config.master_port, config.timeout);
+  } else {
+    throw_bad_input(me + ": no rendezvous given (a store folder, or MASTER_ADDR and MASTER_PORT)");
+  }
+  gloo::transport::tcp::attr attr;
+  attr.hostname = config.bind_address;
+  DOMINO_GLOO_CHECK(device_ = gloo::transport::tcp::CreateDevice(attr),
+                    "creating the TCP device on " + config.bind_address, config.rank);
+  auto context = std::make_shared<gloo::rendezvous::Context>(config.rank, config.world);
+  context->setTimeout(config.timeout);
+  gloo::rendezvous::PrefixStore prefixed("gloo", *store_);
+  DOMINO_GLOO_CHECK(context->connectFullMesh(prefixed, device_), "connecting to the other ranks", config.rank);
+  context_ = context;
+}
+
+GlooComm::~GlooComm() = default;
+
+void GlooComm::allreduce_sum(float* data, size_t elements, uint32_t tag, const std::string& what) {
+  if (config_.world == 1) return;
+  gloo::AllreduceOptions opts(context_);
+  opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+  opts.setOutput(data, elements);
+  // gloo::sum<float> is overloaded: pick the (out, in1, in2, n) form explicitly.
+  void (*sum)(void*, const void*, const void*, size_t) = &gloo::sum<float>;
+  opts.setReduceFunction(sum);
+  opts.setTag(tag);
+  opts.setTimeout(config_.timeout);
+  DOMINO_GLOO_CHECK(gloo::allreduce(opts), what, config_.rank);
+}
+
+void GlooComm::barrier(const std::string& what) {
+  if (config_.world == 1) return;
+  gloo::BarrierOptions opts(context_);
+  opts.setTag(kBarrierTag);
+  opts.setTimeout(config_.timeout);
+  DOMINO_GLOO_CHECK(gloo::barrier(opts), what, config_.rank);
+}
+
+void GlooComm::store_set(const std::string& key, const std::string& value) {
+  DOMINO_GLOO_CHECK(store_->set("domino." + key, std::vector<char>(value.begin(), value.end())),
+                    "store set " + key, config_.rank);
+}
+
+std::string GlooComm::store_get(const std::string& key) {
+  std::vector<char> value;
+  DOMINO_GLOO_CHECK(value = store_->get("domino." + key), "store get " + key, config_.rank);
+  return std::string(value.begin(), value.end());
+}
+
+std::string local_address_towards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0)
+    throw_bad_input("cannot resolve MASTER_ADDR '" + host + "': " + gai_strerror(rc));
+  // A connected UDP socket sends nothing but tells which local address routes to the host.
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in local{};
+  socklen_t len = sizeof local;
+  const bool ok = fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0;
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(found);
+  if (!ok) throw_runtime("cannot find a local address that reaches " + host);
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text);
+  return text;
+}
+
+}  // namespace domino

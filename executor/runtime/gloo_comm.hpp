@@ -1,0 +1,68 @@
+// gloo_comm.hpp: one rank's tensor-parallel group over Gloo's TCP transport: rendezvous (a FileStore in a
+// fresh folder for local launches, the TCP store for several hosts), barrier, in-place float AllReduce.
+// Every Gloo call goes through DOMINO_GLOO_CHECK (check.hpp): a dead or stuck peer becomes a domino::Error
+// naming the op and the rank after the timeout.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gloo {
+class Context;
+namespace rendezvous {
+class Store;
+}
+namespace transport {
+class Device;
+}
+}  // namespace gloo
+
+namespace domino {
+
+class TcpStoreServer;
+
+struct CommConfig {
+  int rank = 0;
+  int world = 1;
+  std::string bind_address = "127.0.0.1";  // the address Gloo's TCP device listens on
+  // Rendezvous: store_dir (a FileStore; must be empty at the start of the run) or master_addr/port.
+  std::string store_dir;
+  std::string master_addr;
+  int master_port = 0;
+  std::chrono::milliseconds timeout{30000};  // connect, barrier and every collective
+};
+
+class GlooComm {
+ public:
+  explicit GlooComm(const CommConfig& config);  // rendezvous and full-mesh connect; throws domino::Error
+  ~GlooComm();
+  GlooComm(const GlooComm&) = delete;
+  GlooComm& operator=(const GlooComm&) = delete;
+
+  int rank() const { return config_.rank; }
+  int world() const { return config_.world; }
+
+  // In-place sum over the group. `what` names the op in errors; `tag` must differ between collectives that
+  // can be in flight at once (the runtime passes the op index).
+  void allreduce_sum(float* data, size_t elements, uint32_t tag, const std::string& what);
+  void barrier(const std::string& what);
+  // Byte blobs exchanged through the rendezvous store (results, other backends' ids). Keys get a per-run
+  // prefix; get waits for the key up to the timeout.
+  void store_set(const std::string& key, const std::string& value);
+  std::string store_get(const std::string& key);
+
+ private:
+  CommConfig config_;
+  std::unique_ptr<TcpStoreServer> server_;  // rank 0 in TCP-store mode
+  std::unique_ptr<gloo::rendezvous::Store> store_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::Context> context_;
+};
+
+// The local IPv4 address this host uses to reach `host` (env mode: what Gloo should bind to).
+std::string local_address_towards(const std::string& host, int port);
+
+}  // namespace domino

@@ -1,0 +1,208 @@
+// rank_runner.cpp: the per-rank runtime (see rank_runner.hpp). Completion flags hold the number of the last
+// iteration in which the op was issued, so they never need clearing; a failure stores a sentinel into every
+// flag to wake all waiters, which then see `failed_` and stop.
+#include "executor/runtime/rank_runner.hpp"
+
+#include <atomic>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "executor/runtime/gloo_comm.hpp"
+#include "executor/runtime/tensor_dump.hpp"
+#include "sim/error.hpp"
+
+namespace domino {
+namespace {
+
+struct Aborted {};  // another worker failed: stop quietly
+
+class StreamWorkers {
+ public:
+  StreamWorkers(const Schedule& s, Backend& backend, int rank, const RunnerOptions& options)
+      : s_(s), backend_(backend), rank_(rank), options_(options), issued_(new std::atomic<int64_t>[s.ops.size()]) {
+    for (size_t i = 0; i < s.ops.size(); ++i) issued_[i].store(0);
+    for (int st = 0; st < kNumStreams; ++st) {
+      std::vector<int32_t> ops;
+      for (const Op& op : s.ops)
+        if (int(op.stream) == st) ops.push_back(op.index);
+      if (ops.empty()) continue;
+      lanes_.push_back({ops, backend.make_stream_driver(Stream(st)), {}});
+    }
+    for (Lane& lane : lanes_) threads_.emplace_back([this, &lane] { work(lane); });
+  }
+
+  ~StreamWorkers() {
+    go_.store(-1);
+    go_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+  // Runs one iteration on every stream; returns the timings of all ops.
+  std::vector<OpTiming> run(int64_t iteration) {
+    t0_ = SteadyClock::now();
+    go_.store(iteration, std::memory_order_release);
+    go_.notify_all();
+    const int64_t target = iteration * int64_t(lanes_.size());
+    for (int64_t d = done_.load(std::memory_order_acquire); d < target; d = done_.load(std::memory_order_acquire))
+      done_.wait(d);
+    if (failed_.load()) std::rethrow_exception(error_);
+    std::vector<OpTiming> all;
+    for (Lane& lane : lanes_) all.insert(all.end(), lane.timings.begin(), lane.timings.end());
+    return all;
+  }
+
+ private:
+  struct Lane {
+    std::vector<int32_t> ops;
+    std::unique_ptr<StreamDriver> driver;
+    std::vector<OpTiming> timings;
+  };
+
+  void work(Lane& lane) {
+    bool attached = false;
+    for (int64_t seen = 0;;) {
+      go_.wait(seen, std::memory_order_acquire);
+      const int64_t iteration = go_.load(std::memory_order_acquire);
+      if (iteration < 0) return;
+      seen = iteration;
+      try {
+        if (!attached) lane.driver->attach_thread();
+        attached = true;
+        run_lane(lane, iteration);
+      } catch (const Aborted&) {
+      } catch (...) {
+        fail(std::current_exception());
+      }
+      done_.fetch_add(1, std::memory_order_acq_rel);
+      done_.notify_all();
+    }
+  }
+
+  void run_lane(Lane& lane, int64_t iteration) {
+    StreamDriver& driver = *lane.driver;
+    driver.begin_iteration(t0_);
+    const bool dumping = options_.dump_iter >= 0 && iteration - 1 == options_.dump_iter;
+    for (int32_t index : lane.ops) {
+      const Op& op = s_.ops[size_t(index)];
+      for (int32_t dep : op.deps) {
+        wait_issued(dep, iteration);
+        driver.wait_for(s_.ops[size_t(dep)]);
+      }
+      driver.issue(op);
+      if (options_.check_finite || dumping) {
+        driver.synchronize();
+        if (options_.check_finite) check_outputs(op, iteration);
+        if (dumping) dump_outputs(op);
+      }
+      issued_[size_t(index)].store(iteration, std::memory_order_release);
+      issued_[size_t(index)].notify_all();
+    }
+    lane.timings = driver.finish_iteration();
+  }
+
+  void wait_issued(int32_t dep, int64_t iteration) {
+    std::atomic<int64_t>& flag = issued_[size_t(dep)];
+    for (;;) {
+      if (failed_.load(std::memory_order_acquire)) throw Aborted{};
+      const int64_t v = flag.load(std::memory_order_acquire);
+      if (v >= iteration) return;
+      flag.wait(v, std::memory_order_acquire);
+    }
+  }
+
+  void check_outputs(const Op& op, int64_t iteration) {
+    for (int i = 0; i < op.n_out; ++i) {
+      if (!op.out[size_t(i)].valid() || backend_.region_finite(op.out[size_t(i)])) continue;
+      throw_runtime("rank " + std::to_string(rank_) + ": NaN or Inf in output " + std::to_string(i) + " (" +
+                    s_.buffers.at(op.out[size_t(i)].buffer).name + ") of op " + op_id(op) + " in iteration " +
+                    std::to_string(iteration - 1) + " (use a smaller learning rate, or --no-nan-check to run on)");
+    }
+  }
+
+  void dump_outputs(const Op& op) {
+    const std::string dir = options_.dump_dir + "/rank" + std::to_string(rank_) + "/";
+    for (int i = 0; i < op.n_out; ++i) {
+      const Region& r = op.out[size_t(i)];
+      if (!r.valid()) continue;
+      write_npy(dir + op_id(op) + ".out" + std::to_string(i) + ".npy", npy_shape(s_, r), backend_.read_region(r));
+    }
+  }
+
+  void fail(std::exception_ptr e) {
+    {
+      std::lock_guard lock(error_mutex_);
+      if (!error_) error_ = e;
+    }
+    failed_.store(true, std::memory_order_release);
+    for (size_t i = 0; i < s_.ops.size(); ++i) {
+      issued_[i].store(std::numeric_limits<int64_t>::max(), std::memory_order_release);
+      issued_[i].notify_all();
+    }
+  }
+
+  const Schedule& s_;
+  Backend& backend_;
+  int rank_;
+  RunnerOptions options_;
+  std::unique_ptr<std::atomic<int64_t>[]> issued_;
+  std::vector<Lane> lanes_;
+  std::vector<std::thread> threads_;
+  SteadyClock::time_point t0_;  // written before go_ is released
+  std::atomic<int64_t> go_{0};
+  std::atomic<int64_t> done_{0};
+  std::atomic<bool> failed_{false};
+  std::mutex error_mutex_;
+  std::exception_ptr error_;
+};
+
+const Op* loss_op(const Schedule& s) {
+  for (const Op& op : s.ops)
+    if (op.code == OpCode::CrossEntropy) return &op;
+  return nullptr;
+}
+
+void dump_start_of_iteration(const Schedule& s, Backend& backend, int rank, const std::string& dump_dir) {
+  const std::string dir = dump_dir + "/rank" + std::to_string(rank) + "/";
+  std::filesystem::create_directories(dir);
+  for (size_t i = 0; i < s.buffers.size(); ++i) {
+    const BufferDesc& b = s.buffers[i];
+    if (b.role != BufferRole::Param && b.role != BufferRole::Data) continue;
+    const Region r = whole_buffer(s, int32_t(i));
+    write_npy(dir + b.name + ".npy", npy_shape(s, r), backend.read_region(r));
+  }
+}
+
+}  // namespace
+
+RankResult run_iterations(const Schedule& schedule, Backend& backend, GlooComm* comm, int rank,
+                          const RunnerOptions& options,
+                          const std::function<void(int, const IterationRecord&)>& on_iteration) {
+  if (options.warmup < 0 || options.iters < 1)
+    throw_bad_input("--warmup must be >= 0 and --iters >= 1 (got " + std::to_string(options.warmup) + ", " +
+                    std::to_string(options.iters) + ")");
+  RankResult result;
+  result.rank = rank;
+  result.peak_memory_bytes = backend.peak_memory_bytes();
+  const Op* loss = loss_op(schedule);
+  // Workers are destroyed (joined) before an error leaves this function.
+  StreamWorkers workers(schedule, backend, rank, options);
+  const int total = options.warmup + options.iters;
+  for (int it = 0; it < total; ++it) {
+    if (it == options.dump_iter) dump_start_of_iteration(schedule, backend, rank, options.dump_dir);
+    if (comm) comm->barrier("barrier before iteration " + std::to_string(it));
+    backend.begin_iteration(it + 1);
+    IterationRecord rec;
+    rec.timed = it >= options.warmup;
+    rec.spans = workers.run(it + 1);
+    for (const OpTiming& t : rec.spans) rec.time_us = std::max(rec.time_us, t.end_us);
+    rec.loss = loss ? backend.read_region(loss->out[0]).at(0) : std::numeric_limits<float>::quiet_NaN();
+    if (on_iteration) on_iteration(it, rec);
+    result.iterations.push_back(std::move(rec));
+  }
+  return result;
+}
+
+}  // namespace domino

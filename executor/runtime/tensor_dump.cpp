@@ -1,0 +1,118 @@
+// tensor_dump.cpp: .npy writer/reader and the binary snapshot format used between ranks and the --check
+// comparison: "DOMSNAP1", i32 rank, f32 loss, u64 buffer count, then per buffer u64 n and n floats.
+#include "executor/runtime/tensor_dump.hpp"
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "sim/error.hpp"
+#include "sim/timeline.hpp"
+
+namespace domino {
+namespace {
+
+template <typename T>
+void put(std::string& out, const T& v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+template <typename T>
+T take(const std::string& in, size_t& pos, const std::string& path) {
+  if (pos + sizeof(T) > in.size()) throw_bad_input(path + ": truncated file");
+  T v;
+  std::memcpy(&v, in.data() + pos, sizeof v);
+  pos += sizeof v;
+  return v;
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_bad_input(path + ": cannot open");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+void write_npy(const std::string& path, const std::vector<int64_t>& shape, const std::vector<float>& data) {
+  std::string dims;
+  for (int64_t d : shape) dims += std::to_string(d) + ", ";
+  if (shape.size() > 1) dims.resize(dims.size() - 2);  // "(n,)" keeps its comma
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  // magic(6) + version(2) + length(2) + header + '\n' must be a multiple of 64.
+  const size_t total = (10 + header.size() + 1 + 63) / 64 * 64;
+  header.append(total - 10 - header.size() - 1, ' ');
+  header += '\n';
+  std::string out("\x93NUMPY\x01\x00", 8);
+  put(out, uint16_t(header.size()));
+  out += header;
+  out.append(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float));
+  write_file_atomic(path, out);
+}
+
+std::vector<float> read_npy(const std::string& path, std::vector<int64_t>* shape) {
+  const std::string in = read_all(path);
+  if (in.size() < 10 || in.compare(0, 6, "\x93NUMPY") != 0) throw_bad_input(path + ": not a .npy file");
+  size_t pos = 8;
+  const uint16_t header_len = take<uint16_t>(in, pos, path);
+  if (pos + header_len > in.size()) throw_bad_input(path + ": truncated .npy header");
+  const std::string header = in.substr(pos, header_len);
+  if (header.find("'<f4'") == std::string::npos) throw_bad_input(path + ": not float32");
+  const size_t open = header.find('('), close = header.find(')');
+  if (open == std::string::npos || close == std::string::npos) throw_bad_input(path + ": no shape in header");
+  std::vector<int64_t> dims;
+  std::stringstream list(header.substr(open + 1, close - open - 1));
+  for (std::string item; std::getline(list, item, ',');)
+    if (item.find_first_not_of(' ') != std::string::npos) dims.push_back(std::stoll(item));
+  int64_t count = 1;
+  for (int64_t d : dims) count *= d;
+  pos += header_len;
+  if (in.size() - pos != size_t(count) * sizeof(float)) throw_bad_input(path + ": data size does not match the shape");
+  std::vector<float> data(static_cast<size_t>(count));
+  std::memcpy(data.data(), in.data() + pos, data.size() * sizeof(float));
+  if (shape) *shape = dims;
+  return data;
+}
+
+std::vector<int64_t> npy_shape(const Schedule& schedule, const Region& region) {
+  const BufferDesc& b = schedule.buffers.at(region.buffer);
+  const bool param_like = b.role == BufferRole::Param || b.role == BufferRole::Grad || b.role == BufferRole::OptState;
+  if (param_like && b.batch == 1) return {region.s1 - region.s0, region.cols()};
+  return {region.b1 - region.b0, region.s1 - region.s0, region.cols()};
+}
+
+void write_snapshot(const std::string& path, const RankSnapshot& snapshot) {
+  std::string out = "DOMSNAP1";
+  put(out, int32_t(snapshot.rank));
+  put(out, snapshot.loss);
+  put(out, uint64_t(snapshot.buffers.size()));
+  for (const auto& b : snapshot.buffers) {
+    put(out, uint64_t(b.size()));
+    out.append(reinterpret_cast<const char*>(b.data()), b.size() * sizeof(float));
+  }
+  write_file_atomic(path, out);
+}
+
+RankSnapshot read_snapshot(const std::string& path) {
+  const std::string in = read_all(path);
+  if (in.compare(0, 8, "DOMSNAP1") != 0) throw_bad_input(path + ": not a rank snapshot");
+  size_t pos = 8;
+  RankSnapshot s;
+  s.rank = take<int32_t>(in, pos, path);
+  s.loss = take<float>(in, pos, path);
+  const uint64_t count = take<uint64_t>(in, pos, path);
+  if (count > in.size()) throw_bad_input(path + ": corrupt buffer count");
+  s.buffers.resize(count);
+  for (auto& b : s.buffers) {
+    const uint64_t n = take<uint64_t>(in, pos, path);
+    if (n * sizeof(float) > in.size() - pos) throw_bad_input(path + ": truncated buffer");
+    b.resize(n);
+    std::memcpy(b.data(), in.data() + pos, n * sizeof(float));
+    pos += n * sizeof(float);
+  }
+  return s;
+}
+
+}  // namespace domino

@@ -1,0 +1,55 @@
+// domino_compare_main.cpp: domino-compare, predicted vs measured trace: prints the comparison table and
+// optionally writes the HTML report, the merged Chrome trace and the figures as JSON.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <string>
+
+#include "sim/compare.hpp"
+#include "sim/error.hpp"
+#include "sim/report_html.hpp"
+#include "sim/timeline.hpp"
+
+int main(int argc, char** argv) {
+  return domino::run_main("domino-compare", [&]() -> int {
+    CLI::App app{"Compare a predicted trace (domino-sim/domino-tune) with a measured one (domino-exec)."};
+    std::string predicted_path, measured_path, html_path, merged_path, json_path;
+    int rank = -1;
+    app.add_option("PREDICTED", predicted_path, "predicted Chrome trace (JSON)")->required();
+    app.add_option("MEASURED", measured_path, "measured Chrome trace (JSON)")->required();
+    app.add_option("-o,--output", html_path, "write the self-contained HTML report here");
+    app.add_option("--merged", merged_path, "write one Chrome trace holding both timelines (open in Perfetto)");
+    app.add_option("--json", json_path, "write the figures as JSON (stable keys, see docs/compare.md)");
+    app.add_option("--rank", rank,
+                   "compare this rank only (default: per op, the median over ranks; a rank-0-only "
+                   "prediction stands for every rank)")
+        ->check(CLI::NonNegativeNumber);
+    app.set_version_flag("--version", DOMINO_VERSION);
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+      return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+      domino::throw_bad_input(std::string(e.what()) + " (see domino-compare --help)");
+    }
+
+    domino::TraceFile predicted = domino::read_trace(predicted_path);
+    domino::TraceFile measured = domino::read_trace(measured_path);
+    domino::CompareOptions options;
+    options.rank = rank;
+    domino::Comparison c = domino::compare_traces(predicted, measured, options);
+
+    std::fputs(domino::comparison_table(c).c_str(), stdout);
+    if (!json_path.empty()) domino::write_file_atomic(json_path, domino::comparison_json(c).dump(2) + "\n");
+    if (!merged_path.empty())
+      domino::write_file_atomic(merged_path, domino::merged_trace_json(predicted, measured).dump() + "\n");
+    if (!html_path.empty()) domino::write_html_report(html_path, predicted, measured, c);
+    for (const auto& [what, path] : {std::pair{"report", html_path}, {"merged trace", merged_path}, {"figures", json_path}})
+      if (!path.empty()) std::printf("%s: %s\n", what, path.c_str());
+    return 0;
+  });
+}

@@ -1,0 +1,201 @@
+// domino_sim_main.cpp: domino-sim, predicts one training iteration of a model under a plan or a named
+// strategy on a hardware profile; prints the figures and the four named strategies side by side, and
+// optionally writes the predicted Chrome trace and the figures as JSON (stable keys, docs/trace-format.md).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "sim/error.hpp"
+#include "sim/model_spec.hpp"
+#include "sim/plan.hpp"
+#include "sim/profile.hpp"
+#include "sim/simulator.hpp"
+#include "sim/timeline.hpp"
+
+namespace {
+
+using nlohmann::json;
+
+std::string duration(double us) {
+  if (us >= 1e6) return fmt::format("{:.3f} s", us / 1e6);
+  if (us >= 1e3) return fmt::format("{:.3f} ms", us / 1e3);
+  return fmt::format("{:.1f} us", us);
+}
+
+std::string gib(int64_t bytes) { return fmt::format("{:.2f} GiB", double(bytes) / (1024.0 * 1024 * 1024)); }
+
+struct StrategyRow {
+  std::string name;
+  std::optional<domino::SimResult> result;
+  std::string error;  // why the strategy cannot run on this model
+};
+
+std::vector<StrategyRow> simulate_strategies(const domino::ModelSpec& model, const domino::CostModel& cost) {
+  std::vector<StrategyRow> rows;
+  for (const std::string& name : domino::strategy_names()) {
+    StrategyRow row{name, std::nullopt, ""};
+    try {
+      const domino::Schedule s = domino::build_schedule(model, domino::make_strategy_plan(name, model));
+      row.result = domino::simulate(s, cost, domino::SimOptions{false});
+    } catch (const domino::Error& e) {
+      if (e.kind() != domino::ErrorKind::BadInput) throw;
+      row.error = e.what();
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+double megatron_sync_us(const std::vector<StrategyRow>& rows) {
+  for (const auto& r : rows) {
+    if (r.name == "megatron-sync" && r.result) return r.result->iteration_us;
+  }
+  return 0;
+}
+
+void print_report(const domino::ModelSpec& m, const domino::Plan& plan, const std::string& plan_label,
+                  const domino::Profile& profile, size_t ops, const domino::SimResult& r,
+                  const std::vector<StrategyRow>& rows) {
+  std::printf("model    %s (tp %d, seq %d, micro-batch %d, %s, %d layers)\n", m.name.c_str(), m.tp, m.seq_len,
+              m.micro_batch, domino::to_string(m.dtype), m.layers);
+  std::printf("plan     %s\n", plan_label.c_str());
+  std::printf("profile  %s (%s)\n", profile.name.c_str(), profile.path.c_str());
+  std::printf("ops      %zu per rank%s\n\n", ops, plan.comm_enabled ? "" : " (communication switched off)");
+  std::printf("iteration time         %s\n", duration(r.iteration_us).c_str());
+  std::printf("compute time           %s\n", duration(r.compute_us).c_str());
+  std::printf("communication time     %s\n", duration(r.comm_us).c_str());
+  std::printf("exposed communication  %s\n", duration(r.exposed_comm_us).c_str());
+  std::printf("overlap fraction       %.1f %%\n", 100 * r.overlap_fraction);
+  std::printf("peak memory per rank   %s\n\n", gib(r.peak_memory_bytes).c_str());
+
+  const double base = megatron_sync_us(rows);
+  std::printf("%-16s %14s %14s %9s %10s\n", "strategy", "iteration", "exposed comm", "overlap", "speedup");
+  for (const auto& row : rows) {
+    if (!row.result) {
+      std::printf("%-16s n/a: %s\n", row.name.c_str(), row.error.c_str());
+      continue;
+    }
+    const auto& s = *row.result;
+    std::printf("%-16s %14s %14s %8.1f%% %9.3fx\n", row.name.c_str(), duration(s.iteration_us).c_str(),
+                duration(s.exposed_comm_us).c_str(), 100 * s.overlap_fraction,
+                base > 0 ? base / s.iteration_us : 0.0);
+  }
+  std::printf("(speedup over megatron-sync)\n");
+}
+
+json figures_json(const domino::ModelSpec& m, const domino::Plan& plan, const domino::Profile& profile,
+                  const domino::SimResult& r, const std::vector<StrategyRow>& rows) {
+  json j{{"model", m.name},
+         {"tp", m.tp},
+         {"seq_len", m.seq_len},
+         {"micro_batch", m.micro_batch},
+         {"strategy", plan.strategy},
+         {"profile", profile.name},
+         {"iteration_time_us", r.iteration_us},
+         {"compute_us", r.compute_us},
+         {"comm_us", r.comm_us},
+         {"exposed_comm_us", r.exposed_comm_us},
+         {"overlap_fraction", r.overlap_fraction},
+         {"peak_memory_bytes", r.peak_memory_bytes}};
+  const double base = megatron_sync_us(rows);
+  json strategies = json::object();
+  for (const auto& row : rows) {
+    if (!row.result) {
+      strategies[row.name] = json{{"error", row.error}};
+      continue;
+    }
+    strategies[row.name] = json{{"iteration_time_us", row.result->iteration_us},
+                                {"exposed_comm_us", row.result->exposed_comm_us},
+                                {"overlap_fraction", row.result->overlap_fraction},
+                                {"speedup_vs_megatron_sync", base > 0 ? base / row.result->iteration_us : 0.0}};
+  }
+  j["strategies"] = std::move(strategies);
+  return j;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return domino::run_main("domino-sim", [&]() -> int {
+    CLI::App app{"Predict one training iteration of a tensor-parallel model under a slicing plan."};
+    std::string model_arg, plan_path, strategy, profile_arg, trace_path, json_path;
+    domino::ModelOverrides overrides;
+    bool summary = false;
+    app.add_option("MODEL", model_arg,
+                   "model YAML, Hugging Face config.json, or a name in configs/models (default: the embedded "
+                   "cpu-gpt model)");
+    auto* plan_opt = app.add_option("--plan", plan_path, "plan YAML (docs/plan-format.md)");
+    app.add_option("--strategy", strategy, "named strategy: megatron-sync, megatron-async, domino-ds, no-comm")
+        ->excludes(plan_opt);
+    app.add_option("--profile", profile_arg,
+                   "hardware profile YAML or a name in profiles/ (default: cpu-dev for fp32 models under 1e9 "
+                   "parameters; otherwise dgx-h100 when tp <= 8, h100-multinode when tp > 8)");
+    app.add_option("--trace", trace_path, "write the predicted Chrome trace (open in Perfetto)");
+    app.add_option("--json", json_path, "write the figures as JSON (stable keys)");
+    app.add_option("--tp", overrides.tp, "tensor-parallel degree (overrides the model file)")->check(CLI::PositiveNumber);
+    app.add_option("--seq-len", overrides.seq_len, "sequence length")->check(CLI::PositiveNumber);
+    app.add_option("--micro-batch", overrides.micro_batch, "micro-batch size")->check(CLI::PositiveNumber);
+    app.add_flag("--summary", summary, "print the model summary (shapes, parameters, FLOPs) and exit");
+    app.set_version_flag("--version", DOMINO_VERSION);
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+      return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+      domino::throw_bad_input(std::string(e.what()) + " (see domino-sim --help)");
+    }
+
+    domino::ModelSpec model;
+    if (model_arg.empty()) {
+      model = domino::default_model();
+      if (overrides.tp) model.tp = *overrides.tp;
+      if (overrides.seq_len) model.seq_len = *overrides.seq_len;
+      if (overrides.micro_batch) model.micro_batch = *overrides.micro_batch;
+      domino::validate_model(model);
+    } else {
+      model = domino::load_model(model_arg, overrides);
+    }
+    if (summary) {
+      std::fputs(domino::model_summary(model).c_str(), stdout);
+      return 0;
+    }
+    if (plan_path.empty() && strategy.empty()) {
+      domino::throw_bad_input("give --plan PLAN or --strategy NAME (megatron-sync, megatron-async, domino-ds, no-comm)");
+    }
+    const domino::Plan plan =
+        plan_path.empty() ? domino::make_strategy_plan(strategy, model) : domino::load_plan(plan_path, model);
+    const std::string plan_label = plan_path.empty() ? strategy + " (named strategy)" : plan_path + " (" + plan.strategy + ")";
+
+    const std::string profile_path =
+        domino::resolve_profile_path(profile_arg.empty() ? domino::default_profile_name(model) : profile_arg);
+    const domino::CostModel cost(domino::load_profile(profile_path));
+
+    const domino::Schedule schedule = domino::build_schedule(model, plan);
+    const domino::SimResult result = domino::simulate(schedule, cost, domino::SimOptions{!trace_path.empty()});
+    const std::vector<StrategyRow> rows = simulate_strategies(model, cost);
+
+    print_report(model, plan, plan_label, cost.profile(), schedule.ops.size(), result, rows);
+    if (!trace_path.empty()) {
+      const json meta{{"tool", "domino-sim"},
+                      {"version", DOMINO_VERSION},
+                      {"profile", cost.profile().name},
+                      {"plan", plan_path.empty() ? strategy : plan_path},
+                      {"seq_len", model.seq_len},
+                      {"micro_batch", model.micro_batch}};
+      domino::write_trace(trace_path, schedule, result.timeline, meta);
+      std::printf("trace: %s\n", trace_path.c_str());
+    }
+    if (!json_path.empty()) {
+      domino::write_file_atomic(json_path, figures_json(model, plan, cost.profile(), result, rows).dump(2) + "\n");
+      std::printf("figures: %s\n", json_path.c_str());
+    }
+    return 0;
+  });
+}

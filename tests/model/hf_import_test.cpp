@@ -1,0 +1,114 @@
+// hf_import_test.cpp: real Hugging Face config.json layouts (Llama-2, Mistral, GPT-2, GPT-NeoX) import
+// with the right family, sizes and defaults, and take the command-line overrides.
+#include "sim/hf_import.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "sim/error.hpp"
+#include "sim/model_spec.hpp"
+
+namespace domino {
+namespace {
+
+const std::string kHf = std::string(DOMINO_TEST_DATA) + "/data/hf/";
+
+TEST(HfImport, Llama2MatchesTheShippedYaml) {
+  const ModelSpec hf = load_model(kHf + "llama-2-7b.json");
+  EXPECT_EQ(hf.name, "meta-llama/Llama-2-7b-hf");
+  EXPECT_EQ(hf.family, Family::Llama);
+  EXPECT_EQ(hf.activation, Activation::Swiglu);
+  EXPECT_EQ(hf.norm, NormKind::RmsNorm);
+  EXPECT_FALSE(hf.bias);
+  EXPECT_EQ(hf.dtype, DType::FP16);
+  EXPECT_EQ(hf.seq_len, 2048);  // min(max_position_embeddings 4096, 2048)
+  EXPECT_EQ(hf.micro_batch, 1);
+  EXPECT_EQ(hf.tp, 1);
+  // Same architecture as configs/models/llama2-7b.yaml: identical parameter count.
+  EXPECT_EQ(derive_facts(hf).total_params, derive_facts(load_model("llama2-7b")).total_params);
+}
+
+TEST(HfImport, MistralGroupedQueryAttention) {
+  ModelOverrides o;
+  o.tp = 8;
+  o.seq_len = 1024;
+  o.micro_batch = 4;
+  const ModelSpec m = load_model(kHf + "mistral-7b.json", o);
+  EXPECT_EQ(m.family, Family::Llama);
+  EXPECT_EQ(m.kv_heads, 8);
+  EXPECT_EQ(m.kv_heads_per_rank(), 1);
+  EXPECT_EQ(m.ffn_hidden, 14336);
+  EXPECT_EQ(m.dtype, DType::BF16);
+  EXPECT_EQ(m.seq_len, 1024);
+  EXPECT_EQ(m.micro_batch, 4);
+  EXPECT_NEAR(double(derive_facts(m).total_params) / 1e9, 7.24, 0.05);  // Mistral 7B: 7.24B published
+}
+
+TEST(HfImport, Gpt2SpellingsAndDefaults) {
+  const ModelSpec m = load_model(kHf + "gpt2.json");
+  EXPECT_EQ(m.family, Family::Gpt);
+  EXPECT_EQ(m.hidden, 768);
+  EXPECT_EQ(m.layers, 12);
+  EXPECT_EQ(m.heads, 12);
+  EXPECT_EQ(m.kv_heads, 12);
+  EXPECT_EQ(m.ffn_hidden, 4 * 768);  // n_inner absent
+  EXPECT_EQ(m.activation, Activation::Gelu);
+  EXPECT_EQ(m.norm, NormKind::LayerNorm);
+  EXPECT_TRUE(m.bias);
+  EXPECT_EQ(m.seq_len, 1024);
+  EXPECT_EQ(m.vocab, 50257);
+  EXPECT_EQ(m.dtype, DType::BF16);  // no torch_dtype
+  EXPECT_EQ(m.name, "gpt2");        // file stem
+  // GPT-2 small: 124M parameters with a tied head; ours counts the head separately (+38.6M).
+  EXPECT_NEAR(double(derive_facts(m).total_params) / 1e6, 124.4 + 38.6, 1.0);
+}
+
+TEST(HfImport, GptNeoX20B) {
+  const ModelSpec m = load_model(kHf + "gpt-neox-20b.json");
+  EXPECT_EQ(m.family, Family::Gpt);
+  EXPECT_EQ(m.layers, 44);
+  EXPECT_EQ(m.hidden, 6144);
+  EXPECT_EQ(m.heads, 64);
+  EXPECT_EQ(m.ffn_hidden, 24576);
+  EXPECT_EQ(m.activation, Activation::Gelu);  // gelu_fast
+  EXPECT_EQ(m.norm, NormKind::LayerNorm);
+  EXPECT_EQ(m.dtype, DType::FP16);
+  EXPECT_NEAR(double(derive_facts(m).total_params) / 1e9, 20.6, 0.4);  // published 20.6B
+}
+
+TEST(HfImport, CheckpointFolderAndDetectionByContent) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "domino-hf-checkpoint";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(kHf + "mistral-7b.json", dir / "config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  const ModelSpec m = load_model(dir.string());
+  EXPECT_EQ(m.name, "domino-hf-checkpoint");  // the folder names the model
+  EXPECT_EQ(m.kv_heads, 8);
+  // A JSON object in a file with another extension is detected by content.
+  const auto other = dir / "mistral.cfg";
+  std::filesystem::copy_file(kHf + "mistral-7b.json", other,
+                             std::filesystem::copy_options::overwrite_existing);
+  EXPECT_EQ(load_model(other.string()).ffn_hidden, 14336);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(HfImport, SeqLenRequiredWhenConfigHasNone) {
+  const std::string text = R"({"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 1000})";
+  EXPECT_THROW(import_hf_config(text, "tiny.json", {}), Error);
+  ModelOverrides o;
+  o.seq_len = 64;
+  EXPECT_EQ(import_hf_config(text, "tiny.json", o).seq_len, 64);
+}
+
+TEST(HfImport, DetectionDistinguishesOurFormat) {
+  EXPECT_TRUE(looks_like_hf_config(R"({"model_type": "gpt2"})"));
+  EXPECT_FALSE(looks_like_hf_config(R"({"family": "gpt", "layers": 2})"));
+  EXPECT_FALSE(looks_like_hf_config("family: gpt\n"));
+  EXPECT_FALSE(looks_like_hf_config("{family: gpt}"));  // YAML flow mapping, not JSON
+}
+
+}  // namespace
+}  // namespace domino

@@ -1,0 +1,112 @@
+// schedule_test_util.hpp: models and plans the schedule and plan tests share (constructed directly, so the
+// tests do not depend on the model loader).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/plan.hpp"
+#include "sim/schedule.hpp"
+
+namespace domino::test {
+
+inline ModelSpec tiny_gpt(int tp = 2) {
+  ModelSpec m;
+  m.name = "tiny-gpt";
+  m.family = Family::Gpt;
+  m.layers = 3;
+  m.hidden = 32;
+  m.heads = 4;
+  m.kv_heads = 4;
+  m.ffn_hidden = 64;
+  m.activation = Activation::Gelu;
+  m.norm = NormKind::LayerNorm;
+  m.bias = true;
+  m.vocab = 40;
+  m.seq_len = 8;
+  m.micro_batch = 8;
+  m.dtype = DType::BF16;
+  m.tp = tp;
+  m.source = "<test>";
+  return m;
+}
+
+// Grouped-query attention; with tp 4 the 2 KV heads are replicated.
+inline ModelSpec tiny_llama(int tp = 2) {
+  ModelSpec m;
+  m.name = "tiny-llama";
+  m.family = Family::Llama;
+  m.layers = 3;
+  m.hidden = 32;
+  m.heads = 4;
+  m.kv_heads = 2;
+  m.ffn_hidden = 48;
+  m.activation = Activation::Swiglu;
+  m.norm = NormKind::RmsNorm;
+  m.bias = false;
+  m.vocab = 40;
+  m.seq_len = 8;
+  m.micro_batch = 8;
+  m.dtype = DType::FP16;
+  m.tp = tp;
+  m.source = "<test>";
+  return m;
+}
+
+inline ModelSpec gpt3_13b() {
+  ModelSpec m = tiny_gpt(8);
+  m.name = "gpt3-13b";
+  m.layers = 40, m.hidden = 5120, m.heads = 40, m.kv_heads = 40, m.ffn_hidden = 20480;
+  m.vocab = 50257, m.seq_len = 1024, m.micro_batch = 16, m.dtype = DType::FP16;
+  return m;
+}
+
+inline ModelSpec llama2_70b() {
+  ModelSpec m = tiny_llama(8);
+  m.name = "llama2-70b";
+  m.layers = 80, m.hidden = 8192, m.heads = 64, m.kv_heads = 8, m.ffn_hidden = 28672;
+  m.vocab = 32000, m.seq_len = 1024, m.micro_batch = 4, m.dtype = DType::BF16;
+  return m;
+}
+
+struct NamedPlan {
+  std::string name;
+  Plan plan;
+};
+
+// The named strategies plus custom plans covering p in {1,2,4}, q in {1,2,4}, both split dimensions,
+// every overlap mode, and per-layer mixtures.
+inline std::vector<NamedPlan> plans_for(const ModelSpec& m) {
+  std::vector<NamedPlan> out;
+  for (const auto& s : strategy_names()) out.push_back({s, make_strategy_plan(s, m)});
+  const auto uni = [&](const std::string& name, BlockPlan a, BlockPlan b) {
+    out.push_back({name, make_uniform_plan(m, a, b, "custom")});
+  };
+  using S = SplitDim;
+  using O = OverlapMode;
+  uni("batch-p4-q1-inter", {S::Batch, 4, 1, O::Inter, true}, {S::Batch, 4, 1, O::Inter, true});
+  uni("batch-p2-q2-intra", {S::Batch, 2, 2, O::Intra, false}, {S::Batch, 2, 2, O::Intra, true});
+  uni("batch-p4-q4-inter", {S::Batch, 4, 4, O::Inter, true}, {S::Batch, 4, 4, O::Inter, false});
+  uni("seq-p2-q1-inter", {S::Sequence, 2, 1, O::Inter, true}, {S::Sequence, 2, 1, O::Inter, true});
+  uni("seq-p4-q2-inter", {S::Sequence, 4, 2, O::Inter, true}, {S::Sequence, 4, 2, O::Inter, true});
+  uni("seq-p4-q4-none", {S::Sequence, 4, 4, O::None, false}, {S::Sequence, 4, 4, O::None, true});
+  uni("p1-q4-intra", {S::Batch, 1, 4, O::Intra, true}, {S::Batch, 1, 4, O::Inter, true});
+  uni("attn-seq-mlp-batch", {S::Sequence, 2, 2, O::Inter, true}, {S::Batch, 4, 1, O::Inter, true});
+  Plan mixed = make_uniform_plan(m, {}, {}, "custom");
+  for (size_t l = 0; l < mixed.layers.size(); ++l) {
+    const int p = 1 << (l % 3), q = 1 << ((l + 1) % 3);
+    const S dim = l % 2 ? S::Sequence : S::Batch;
+    mixed.layers[l].attn = {dim, p, q, O::Inter, l % 2 == 0};
+    mixed.layers[l].mlp = {S::Batch, 2 * p > 4 ? 1 : 2 * p, 1, l % 2 ? O::Intra : O::Inter, true};
+  }
+  out.push_back({"mixed-per-layer", mixed});
+  Plan nocomm_sliced = make_uniform_plan(m, {S::Batch, 2, 2, O::Inter, true}, {S::Sequence, 2, 2, O::Inter, true},
+                                         "custom");
+  nocomm_sliced.comm_enabled = false;
+  out.push_back({"no-comm-sliced", nocomm_sliced});
+  return out;
+}
+
+inline std::vector<ModelSpec> small_models() { return {tiny_gpt(2), tiny_llama(2), tiny_llama(4), tiny_gpt(1)}; }
+
+}  // namespace domino::test

@@ -1,0 +1,240 @@
+// simulator_test.cpp: the event engine on hand-built schedules whose timelines can be worked out on paper
+// (serial chain, perfect overlap, interference re-timed mid-op, cross-stream deps), plus determinism and
+// the bound no-comm <= every strategy on built schedules.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "sim/error.hpp"
+#include "sim/simulator.hpp"
+
+namespace domino {
+namespace {
+
+// Launch 0, memory 1e6 B/us, ring busbw 1e6 B/us at tp 2 (ring factor 1): an op of D microseconds is
+// D * 1e6 bytes on either stream.
+Profile unit_profile(double compute_slowdown = 0, double comm_slowdown = 0) {
+  Profile p;
+  p.name = "unit";
+  p.devices_per_node = 8;
+  GemmProfile g;
+  g.peak_tflops = 1;
+  g.efficiency = {{1, 1}};
+  p.gemm[static_cast<int>(DType::BF16)] = g;
+  p.memory = {1000, 0};
+  p.attention.relative_efficiency = 1;
+  p.intra_node = {0, 1000, {}};
+  p.interference = {compute_slowdown, comm_slowdown};
+  return p;
+}
+
+struct Toy {
+  Schedule s;
+  Toy() {
+    s.model.name = "toy";
+    s.model.tp = 2;
+    s.plan.tp = 2;
+    s.plan.strategy = "hand-built";
+  }
+  int32_t compute(double us, std::vector<int32_t> deps = {}) { return add(Stream::Compute, us, std::move(deps)); }
+  int32_t comm(double us, std::vector<int32_t> deps = {}) { return add(Stream::Comm, us, std::move(deps)); }
+  int32_t add(Stream st, double us, std::vector<int32_t> deps) {
+    Op op;
+    op.index = static_cast<int32_t>(s.ops.size());
+    op.name = st == Stream::Comm ? "ar" : "work";
+    op.slice = static_cast<int8_t>(op.index);  // unique ids
+    op.stream = st;
+    op.kind = st == Stream::Comm ? OpKind::AllReduce : OpKind::Elementwise;
+    op.code = st == Stream::Comm ? OpCode::AllReduce : OpCode::ResidualAdd;
+    op.bytes = us * 1e6;
+    op.deps = std::move(deps);
+    s.ops.push_back(op);
+    return op.index;
+  }
+};
+
+const OpSpan& span_of(const SimResult& r, int32_t op) {
+  for (const OpSpan& s : r.timeline.spans) {
+    if (s.op == op) return s;
+  }
+  throw std::runtime_error("no span for op " + std::to_string(op));
+}
+
+TEST(Simulator, SerialChainAddsUp) {
+  Toy t;
+  const int32_t a = t.compute(100);
+  const int32_t ar = t.comm(50, {a});
+  const int32_t b = t.compute(30, {ar});
+  const SimResult r = simulate(t.s, CostModel(unit_profile(0.5, 0.5)));  // never overlaps: no slowdown
+  EXPECT_DOUBLE_EQ(r.iteration_us, 180);
+  EXPECT_DOUBLE_EQ(r.compute_us, 130);
+  EXPECT_DOUBLE_EQ(r.comm_us, 50);
+  EXPECT_DOUBLE_EQ(r.exposed_comm_us, 50);
+  EXPECT_DOUBLE_EQ(r.overlap_fraction, 0);
+  EXPECT_DOUBLE_EQ(span_of(r, ar).start_us, 100);
+  EXPECT_DOUBLE_EQ(span_of(r, b).start_us, 150);
+  EXPECT_DOUBLE_EQ(span_of(r, b).end_us, 180);
+  EXPECT_EQ(r.timeline.spans.size(), 3u);
+  EXPECT_EQ(r.timeline.source, "predicted");
+}
+
+TEST(Simulator, PerfectOverlapHidesAllCommunication) {
+  Toy t;
+  const int32_t a = t.compute(100);
+  const int32_t ar = t.comm(50, {a});
+  t.compute(200);  // independent of the AllReduce
+  const int32_t c = t.compute(10, {ar});
+  const SimResult r = simulate(t.s, CostModel(unit_profile()));
+  EXPECT_DOUBLE_EQ(r.iteration_us, 310);
+  EXPECT_DOUBLE_EQ(r.comm_us, 50);
+  EXPECT_DOUBLE_EQ(r.exposed_comm_us, 0);
+  EXPECT_DOUBLE_EQ(r.overlap_fraction, 1);
+  EXPECT_DOUBLE_EQ(span_of(r, ar).end_us, 150);
+  EXPECT_DOUBLE_EQ(span_of(r, c).start_us, 300);
+}
+
+TEST(Simulator, PartialOverlapExposesTheTail) {
+  Toy t;
+  const int32_t a = t.compute(100);
+  const int32_t ar = t.comm(80, {a});
+  t.compute(30);
+  t.compute(10, {ar});
+  const SimResult r = simulate(t.s, CostModel(unit_profile()));
+  // AR 100-180 behind compute 100-130: 50 us exposed; the last op runs 180-190.
+  EXPECT_DOUBLE_EQ(r.iteration_us, 190);
+  EXPECT_DOUBLE_EQ(r.exposed_comm_us, 50);
+  EXPECT_DOUBLE_EQ(r.overlap_fraction, 1 - 50.0 / 80);
+}
+
+TEST(Simulator, OverlapEndingMidComputeOpRetimesTheRest) {
+  // Compute rate 1/1.25 = 0.8, comm rate 1/2 = 0.5 while both run.
+  Toy t;
+  const int32_t a = t.compute(100);
+  const int32_t ar = t.comm(20);
+  const SimResult r = simulate(t.s, CostModel(unit_profile(0.25, 1.0)));
+  // Both from 0: the AllReduce needs 20 / 0.5 = 40 us; by then A did 40 * 0.8 = 32 of its 100 us of work
+  // and finishes the remaining 68 alone: 108.
+  EXPECT_DOUBLE_EQ(span_of(r, ar).end_us, 40);
+  EXPECT_NEAR(span_of(r, a).end_us, 108, 1e-9);
+  EXPECT_NEAR(r.iteration_us, 108, 1e-9);
+  EXPECT_NEAR(r.compute_us, 108, 1e-9);
+  EXPECT_NEAR(r.comm_us, 40, 1e-9);
+  EXPECT_NEAR(r.exposed_comm_us, 0, 1e-9);
+}
+
+TEST(Simulator, OverlapEndingMidCommOpRetimesTheRest) {
+  Toy t;
+  const int32_t a = t.compute(10);
+  const int32_t ar = t.comm(100);
+  const SimResult r = simulate(t.s, CostModel(unit_profile(0.25, 1.0)));
+  // A needs 10 / 0.8 = 12.5 us; the AllReduce did 12.5 * 0.5 = 6.25 and finishes 93.75 alone: 106.25.
+  EXPECT_NEAR(span_of(r, a).end_us, 12.5, 1e-9);
+  EXPECT_NEAR(span_of(r, ar).end_us, 106.25, 1e-9);
+  EXPECT_NEAR(r.exposed_comm_us, 93.75, 1e-9);
+  EXPECT_NEAR(r.overlap_fraction, 1 - 93.75 / 106.25, 1e-12);
+}
+
+TEST(Simulator, InterferenceSpansSeveralOpsOnTheOtherStream) {
+  // One long AllReduce behind three compute ops: the rates only change when the overlap stops (the
+  // compute stream goes idle), so the AllReduce is re-timed once.
+  Toy t;
+  t.compute(10);
+  const int32_t ar = t.comm(100);
+  t.compute(10);
+  const int32_t c2 = t.compute(10);
+  const SimResult r = simulate(t.s, CostModel(unit_profile(0.25, 1.0)));
+  // Three compute ops at 0.8: 37.5 us; the AllReduce did 18.75 meanwhile, 81.25 alone after: 118.75.
+  EXPECT_NEAR(span_of(r, c2).end_us, 37.5, 1e-9);
+  EXPECT_NEAR(span_of(r, ar).end_us, 118.75, 1e-9);
+}
+
+TEST(Simulator, CrossStreamDepsAreHonoured) {
+  Toy t;
+  const int32_t a = t.compute(10);
+  const int32_t ar0 = t.comm(40, {a});
+  const int32_t b = t.compute(5);
+  const int32_t ar1 = t.comm(10, {b});  // waits for b and, in order, for ar0
+  const int32_t c = t.compute(5, {ar0});
+  const int32_t d = t.compute(5, {ar1});
+  const SimResult r = simulate(t.s, CostModel(unit_profile()));
+  for (const Op& op : t.s.ops) {
+    for (int32_t dep : op.deps) EXPECT_GE(span_of(r, op.index).start_us, span_of(r, dep).end_us) << op.index;
+  }
+  EXPECT_DOUBLE_EQ(span_of(r, ar1).start_us, span_of(r, ar0).end_us);  // in-order stream
+  EXPECT_DOUBLE_EQ(span_of(r, c).start_us, 50);
+  EXPECT_DOUBLE_EQ(span_of(r, d).start_us, 60);
+  EXPECT_DOUBLE_EQ(r.iteration_us, 65);
+}
+
+TEST(Simulator, ZeroLengthOpsAndNoCommPlans) {
+  Toy t;
+  const int32_t a = t.compute(0);
+  const int32_t ar = t.comm(50, {a});
+  t.compute(20, {ar});
+  EXPECT_DOUBLE_EQ(simulate(t.s, CostModel(unit_profile())).iteration_us, 70);
+  t.s.plan.comm_enabled = false;  // the no-comm bound: AllReduces cost nothing, deps still order
+  const SimResult r = simulate(t.s, CostModel(unit_profile()));
+  EXPECT_DOUBLE_EQ(r.iteration_us, 20);
+  EXPECT_DOUBLE_EQ(r.comm_us, 0);
+  EXPECT_DOUBLE_EQ(r.overlap_fraction, 1);
+}
+
+TEST(Simulator, DeadlockAndBadDepsAreReported) {
+  Toy t;
+  const int32_t a = t.compute(10);
+  t.s.ops[a].deps = {1};  // waits on the AllReduce, which waits on a
+  t.comm(10, {a});
+  EXPECT_THROW(simulate(t.s, CostModel(unit_profile())), Error);
+  Toy u;
+  u.compute(10, {5});
+  EXPECT_THROW(simulate(u.s, CostModel(unit_profile())), Error);
+}
+
+TEST(Simulator, FiguresDoNotDependOnRecordingTheTimeline) {
+  Toy t;
+  const int32_t a = t.compute(100);
+  const int32_t ar = t.comm(60, {a});
+  t.compute(30);
+  t.compute(10, {ar});
+  const CostModel cm(unit_profile(0.15, 0.05));
+  const SimResult full = simulate(t.s, cm);
+  const SimResult bare = simulate(t.s, cm, SimOptions{false});
+  EXPECT_EQ(full.iteration_us, bare.iteration_us);
+  EXPECT_EQ(full.exposed_comm_us, bare.exposed_comm_us);
+  EXPECT_TRUE(bare.timeline.spans.empty());
+  const SimResult again = simulate(t.s, cm);
+  ASSERT_EQ(again.timeline.spans.size(), full.timeline.spans.size());
+  for (size_t i = 0; i < full.timeline.spans.size(); ++i) {
+    EXPECT_EQ(again.timeline.spans[i].op, full.timeline.spans[i].op);
+    EXPECT_EQ(again.timeline.spans[i].start_us, full.timeline.spans[i].start_us);
+    EXPECT_EQ(again.timeline.spans[i].end_us, full.timeline.spans[i].end_us);
+  }
+}
+
+// On real schedules from the builder: every strategy simulates deterministically, the no-comm bound is
+// never slower, and megatron-sync hides nothing.
+TEST(SimulatorOnBuiltSchedules, NoCommBoundsEveryStrategy) {
+  ModelSpec m = load_model("gpt3-2.7b", ModelOverrides{8, 1024, 4});
+  const CostModel cm(load_profile((std::filesystem::path(DOMINO_SOURCE_DIR) / "profiles" / "dgx-h100.yaml").string()));
+  const SimResult bound = simulate(build_schedule(m, make_strategy_plan("no-comm", m)), cm, SimOptions{false});
+  EXPECT_EQ(bound.comm_us, 0);
+  for (const std::string& name : strategy_names()) {
+    SCOPED_TRACE(name);
+    const Schedule s = build_schedule(m, make_strategy_plan(name, m));
+    const SimResult r = simulate(s, cm);
+    EXPECT_LE(bound.iteration_us, r.iteration_us * (1 + 1e-12));
+    EXPECT_GE(r.iteration_us, r.compute_us);
+    EXPECT_GT(r.peak_memory_bytes, 0);
+    EXPECT_EQ(r.timeline.spans.size(), s.ops.size());
+    EXPECT_EQ(simulate(s, cm, SimOptions{false}).iteration_us, r.iteration_us);
+    if (name == "megatron-sync") {
+      EXPECT_NEAR(r.overlap_fraction, 0, 1e-9);
+    }
+    if (name == "domino-ds") {
+      EXPECT_GT(r.overlap_fraction, 0.3);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace domino

@@ -1,0 +1,155 @@
+// trace_test.cpp: the Chrome trace of a simulated timeline parses back with microsecond units, names
+// its processes and threads, ties each AllReduce to its first waiter with a flow, and never overlaps two
+// events on one track.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "sim/simulator.hpp"
+#include "sim/timeline.hpp"
+
+namespace domino {
+namespace {
+
+using nlohmann::json;
+
+// memory 1e6 B/us, no launch cost, ring busbw 1e6 B/us at tp 2: D microseconds = D * 1e6 bytes.
+Profile unit_profile() {
+  Profile p;
+  p.name = "unit";
+  p.devices_per_node = 8;
+  GemmProfile g;
+  g.peak_tflops = 1;
+  g.efficiency = {{1, 1}};
+  p.gemm[static_cast<int>(DType::BF16)] = g;
+  p.memory = {1000, 0};
+  p.intra_node = {0, 1000, {}};
+  return p;
+}
+
+Op make_op(int32_t index, Stream st, double us, std::vector<int32_t> deps) {
+  Op op;
+  op.index = index;
+  op.layer = 0;
+  op.block = Block::Mlp;
+  op.name = st == Stream::Comm ? "ar" : "fc2";
+  op.slice = static_cast<int8_t>(index);
+  op.stream = st;
+  op.kind = st == Stream::Comm ? OpKind::AllReduce : OpKind::Elementwise;
+  op.code = st == Stream::Comm ? OpCode::AllReduce : OpCode::ResidualAdd;
+  op.m = 16, op.n = 32;
+  op.bytes = us * 1e6;
+  op.deps = std::move(deps);
+  return op;
+}
+
+Schedule toy_schedule() {
+  Schedule s;
+  s.model.name = "toy";
+  s.model.tp = 2;
+  s.plan.tp = 2;
+  s.plan.strategy = "hand-built";
+  s.ops.push_back(make_op(0, Stream::Compute, 100, {}));
+  s.ops.push_back(make_op(1, Stream::Comm, 250, {0}));
+  s.ops.push_back(make_op(2, Stream::Compute, 40, {}));
+  s.ops.push_back(make_op(3, Stream::Compute, 10, {1}));
+  s.ops.push_back(make_op(4, Stream::Compute, 10, {1}));  // a second waiter: no second flow
+  return s;
+}
+
+std::vector<json> events_with(const json& trace, const std::string& ph) {
+  std::vector<json> out;
+  for (const json& e : trace.at("traceEvents")) {
+    if (e.at("ph") == ph) out.push_back(e);
+  }
+  return out;
+}
+
+TEST(Trace, WrittenFileParsesBackInMicroseconds) {
+  const Schedule s = toy_schedule();
+  const SimResult r = simulate(s, CostModel(unit_profile()));
+  const auto path = std::filesystem::temp_directory_path() / "domino_trace_test.json";
+  write_trace(path.string(), s, r.timeline, json{{"profile", "unit"}});
+  std::ifstream in(path);
+  const json trace = json::parse(in);
+  std::filesystem::remove(path);
+
+  const auto xs = events_with(trace, "X");
+  ASSERT_EQ(xs.size(), s.ops.size());
+  std::map<int, json> by_op;
+  for (const json& e : xs) by_op[e.at("args").at("op").get<int>()] = e;
+  // The 250 us AllReduce starts when op 0 ends (100 us) and lasts 250 us: microseconds, not ms or ns.
+  const json& ar = by_op.at(1);
+  EXPECT_DOUBLE_EQ(ar.at("ts").get<double>(), 100.0);
+  EXPECT_DOUBLE_EQ(ar.at("dur").get<double>(), 250.0);
+  EXPECT_EQ(ar.at("tid"), 1);
+  EXPECT_EQ(ar.at("pid"), 0);
+  EXPECT_EQ(ar.at("cat"), to_string(OpKind::AllReduce));
+  EXPECT_EQ(ar.at("name"), op_id(s.ops[1]));
+  EXPECT_DOUBLE_EQ(by_op.at(0).at("dur").get<double>(), 100.0);
+  EXPECT_EQ(by_op.at(0).at("tid"), 0);
+  for (const char* key : {"op", "layer", "phase", "block", "slice", "chunk", "code", "m", "n", "k", "flops", "bytes"}) {
+    EXPECT_TRUE(ar.at("args").contains(key)) << key;
+  }
+  EXPECT_EQ(by_op.at(2).at("args").at("n"), 32);
+
+  const json& d = trace.at("domino");
+  EXPECT_EQ(d.at("source"), "predicted");
+  EXPECT_EQ(d.at("model"), "toy");
+  EXPECT_EQ(d.at("strategy"), "hand-built");
+  EXPECT_EQ(d.at("tp"), 2);
+  EXPECT_EQ(d.at("profile"), "unit");  // meta is merged in
+  EXPECT_DOUBLE_EQ(d.at("iteration_time_us").get<double>(), 370.0);
+  EXPECT_EQ(trace.at("displayTimeUnit"), "ns");
+}
+
+TEST(Trace, NamesProcessesAndThreads) {
+  const Schedule s = toy_schedule();
+  const json trace = trace_json(s, simulate(s, CostModel(unit_profile())).timeline);
+  std::map<std::string, std::string> names;
+  for (const json& e : events_with(trace, "M")) {
+    const std::string key = e.at("name").get<std::string>() + (e.contains("tid") ? std::to_string(e.at("tid").get<int>()) : "");
+    names[key] = e.at("args").at("name");
+  }
+  EXPECT_EQ(names.at("process_name"), "rank 0 (predicted)");
+  EXPECT_EQ(names.at("thread_name0"), "compute");
+  EXPECT_EQ(names.at("thread_name1"), "communication");
+}
+
+TEST(Trace, OneFlowFromEachAllReduceToItsFirstWaiter) {
+  const Schedule s = toy_schedule();
+  const json trace = trace_json(s, simulate(s, CostModel(unit_profile())).timeline);
+  const auto starts = events_with(trace, "s");
+  const auto finishes = events_with(trace, "f");
+  ASSERT_EQ(starts.size(), 1u);
+  ASSERT_EQ(finishes.size(), 1u);
+  EXPECT_EQ(starts[0].at("id"), finishes[0].at("id"));
+  EXPECT_EQ(starts[0].at("tid"), 1);
+  EXPECT_DOUBLE_EQ(starts[0].at("ts").get<double>(), 100.0);   // inside the AllReduce
+  EXPECT_EQ(finishes[0].at("tid"), 0);
+  EXPECT_DOUBLE_EQ(finishes[0].at("ts").get<double>(), 350.0);  // the start of op 3, the first waiter
+}
+
+TEST(Trace, BuiltScheduleHasNoOverlapOnATrack) {
+  const ModelSpec m = default_model();
+  const Schedule s = build_schedule(m, make_strategy_plan("domino-ds", m));
+  const CostModel cm(load_profile((std::filesystem::path(DOMINO_SOURCE_DIR) / "profiles" / "cpu-dev.yaml").string()));
+  const json trace = trace_json(s, simulate(s, cm).timeline);
+  std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> tracks;
+  for (const json& e : events_with(trace, "X")) {
+    const double ts = e.at("ts"), dur = e.at("dur");
+    EXPECT_GE(dur, 0);
+    tracks[{e.at("pid"), e.at("tid")}].push_back({ts, ts + dur});
+  }
+  for (auto& [key, spans] : tracks) {
+    std::sort(spans.begin(), spans.end());
+    for (size_t i = 1; i < spans.size(); ++i) EXPECT_LE(spans[i - 1].second, spans[i].first + 1e-9);
+  }
+  EXPECT_FALSE(events_with(trace, "s").empty());
+}
+
+}  // namespace
+}  // namespace domino

@@ -1,0 +1,127 @@
+// domino_tune_main.cpp: domino-tune, searches per-layer slicing plans for a model on a hardware profile,
+// prints the best plans next to the named baselines, and writes the plan, its predicted trace and a
+// JSON summary.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/error.hpp"
+#include "sim/model_spec.hpp"
+#include "sim/profile.hpp"
+#include "sim/simulator.hpp"
+#include "sim/timeline.hpp"
+#include "tuner/tune_report.hpp"
+
+namespace {
+
+std::vector<int> parse_tps(const std::string& text) {
+  std::vector<int> tps;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string word = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (word.empty() || used != word.size() || v < 1)
+      domino::throw_bad_input(fmt::format("--tp '{}': expected a positive integer or a list like 4,8,16", text));
+    if (std::find(tps.begin(), tps.end(), v) == tps.end()) tps.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return tps;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return domino::run_main("domino-tune", [&]() -> int {
+    CLI::App app{"Search per-layer Domino slicing plans (split dim, p, q, overlap) for the fastest predicted iteration."};
+    std::string model_arg, profile_arg, tp_arg, plan_path, trace_path, json_path, splits_arg = "batch,sequence";
+    domino::ModelOverrides overrides;
+    domino::TuneOptions options;
+    bool quiet = false;
+    app.add_option("MODEL", model_arg,
+                   "model YAML, Hugging Face config.json, or a name in configs/models (default: the embedded cpu-gpt model)");
+    app.add_option("--profile", profile_arg, "hardware profile YAML or a name in profiles/ (default: as domino-sim)");
+    app.add_option("--tp", tp_arg, "tensor-parallel degree, or a list to search: 4,8,16");
+    app.add_option("--mem-gb", options.mem_limit_gib, "peak memory limit per device in GiB (default: none)")
+        ->check(CLI::PositiveNumber);
+    app.add_option("-o,--output", plan_path, "write the best plan (docs/plan-format.md) with its provenance");
+    app.add_option("--trace", trace_path, "write the predicted Chrome trace of the best plan");
+    app.add_option("--json", json_path, "write the summary as JSON (stable keys)");
+    app.add_option("--top", options.top_k, "tuned plans to list (default 5)")->check(CLI::PositiveNumber);
+    app.add_option("--seq-len", overrides.seq_len, "sequence length")->check(CLI::PositiveNumber);
+    app.add_option("--micro-batch", overrides.micro_batch, "micro-batch size")->check(CLI::PositiveNumber);
+    app.add_option("--splits", splits_arg, "row-split dimensions to search: batch, sequence or batch,sequence");
+    app.add_option("--max-p", options.search.max_p, "largest row-slice count (1, 2, 4, 8)")->check(CLI::PositiveNumber);
+    app.add_option("--max-q", options.search.max_q, "largest column-chunk count (1, 2, 4)")->check(CLI::PositiveNumber);
+    app.add_flag("--quiet", quiet, "no progress line on stderr");
+    app.set_version_flag("--version", DOMINO_VERSION);
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+      return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+      domino::throw_bad_input(std::string(e.what()) + " (see domino-tune --help)");
+    }
+    options.progress = !quiet;
+    options.search.splits = domino::parse_splits(splits_arg);
+    const std::vector<int> tps = tp_arg.empty() ? std::vector<int>{} : parse_tps(tp_arg);
+
+    domino::ModelSpec model;
+    if (model_arg.empty()) {
+      model = domino::default_model();
+      if (overrides.seq_len) model.seq_len = *overrides.seq_len;
+      if (overrides.micro_batch) model.micro_batch = *overrides.micro_batch;
+    } else {
+      model = domino::load_model(model_arg, overrides);
+    }
+    if (!tps.empty()) model.tp = tps.front();
+    domino::validate_model(model);
+
+    // One profile for every degree: the default is chosen for the largest degree searched.
+    domino::ModelSpec widest = model;
+    for (int tp : tps) widest.tp = std::max(widest.tp, tp);
+    const std::string profile_path =
+        domino::resolve_profile_path(profile_arg.empty() ? domino::default_profile_name(widest) : profile_arg);
+    const domino::CostModel cost(domino::load_profile(profile_path));
+
+    const domino::TuneResult result = domino::tune(model, tps, cost, options);
+    std::fputs(domino::format_table(result, options).c_str(), stdout);
+
+    const domino::Plan plan = domino::tuned_plan(result, options);
+    if (!plan_path.empty()) {
+      domino::save_plan(plan, plan_path);
+      std::printf("plan: %s\n", plan_path.c_str());
+    }
+    if (!trace_path.empty()) {
+      const domino::ModelSpec& m = result.best_tuning().model;
+      const domino::Schedule schedule = domino::build_schedule(m, plan);
+      const domino::SimResult sim = domino::simulate(schedule, cost, domino::SimOptions{true});
+      const nlohmann::json meta{{"tool", "domino-tune"},     {"version", DOMINO_VERSION},
+                                {"profile", cost.profile().name}, {"plan", "tuned"},
+                                {"seq_len", m.seq_len},       {"micro_batch", m.micro_batch}};
+      domino::write_trace(trace_path, schedule, sim.timeline, meta);
+      std::printf("trace: %s\n", trace_path.c_str());
+    }
+    if (!json_path.empty()) {
+      domino::write_file_atomic(json_path, domino::summary_json(result, options).dump(2) + "\n");
+      std::printf("summary: %s\n", json_path.c_str());
+    }
+    return 0;
+  });
+}

@@ -1,0 +1,176 @@
+// plan_search.cpp: screening, K-best DP over the block chain, swap checks; see plan_search.hpp.
+#include "tuner/plan_search.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <tuple>
+
+#include "sim/error.hpp"
+#include "tuner/chain_dp.hpp"
+#include "tuner/progress.hpp"
+
+namespace domino {
+namespace {
+
+int type_at(int pos) { return pos % 2; }  // 0 attn, 1 mlp
+
+class Searcher {
+ public:
+  Searcher(const ModelSpec& model, const SearchSpace& space, SegmentCosts& costs, double reference_us)
+      : space_(space), costs_(costs), n_(2 * model.layers), reference_us_(reference_us) {}
+
+  std::vector<int> keep[2];  // kept choice indices per type, ascending (= tie-break order)
+
+  void keep_all() {
+    for (int t = 0; t < 2; ++t) {
+      keep[t].clear();
+      for (int c = 0; c < list_size(t); ++c) keep[t].push_back(c);
+    }
+  }
+
+  // Keeps, per (split dim, overlap) group, the choices with the lowest weighted per-block cost, plus
+  // the pinned (baseline) choices and the reference.
+  void screen(int per_group, int ref_attn, int ref_mlp) {
+    std::vector<double> weight(2 * costs_.probe_layers(), 0.0);
+    for (int i = 0; i < n_; ++i) weight[costs_.probe_position(i)] += 1;
+    for (int t = 0; t < 2; ++t) {
+      const auto& list = t == 0 ? space_.attn : space_.mlp;
+      std::set<int> kept = {t == 0 ? ref_attn : ref_mlp};
+      for (const LayerPlan& l : space_.pinned) {
+        const BlockPlan& b = t == 0 ? l.attn : l.mlp;
+        kept.insert(int(std::find(list.begin(), list.end(), b) - list.begin()));
+      }
+      std::vector<std::tuple<int, int, double, int>> scored;  // group dim, group overlap, score, index
+      for (int c = 0; c < int(list.size()); ++c) {
+        double score = 0;
+        for (int k = t; k < int(weight.size()); k += 2) score += weight[k] * costs_.unary(k, c);
+        scored.emplace_back(int(list[c].dim), int(list[c].overlap), score, c);
+      }
+      std::sort(scored.begin(), scored.end());
+      int run = 0;
+      for (size_t j = 0; j < scored.size(); ++j) {
+        const bool same = j > 0 && std::get<0>(scored[j]) == std::get<0>(scored[j - 1]) &&
+                          std::get<1>(scored[j]) == std::get<1>(scored[j - 1]);
+        run = same ? run + 1 : 0;
+        if (run < per_group) kept.insert(std::get<3>(scored[j]));
+      }
+      kept.erase(int(list.size()));  // a pinned choice missing from the list (cannot happen) is ignored
+      keep[t].assign(kept.begin(), kept.end());
+    }
+  }
+
+  // K best paths under the time (memory=false) or memory expansion, picks as space indices.
+  std::vector<ChainPath> solve(int k, bool memory) {
+    const int blocks = 2 * costs_.probe_layers();
+    std::vector<std::vector<double>> unary(blocks);
+    for (int p = 0; p < blocks; ++p)
+      for (int c : keep[type_at(p)]) unary[p].push_back(memory ? costs_.unary_memory(p, c) : costs_.unary(p, c));
+    std::vector<std::vector<double>> pair(std::min(blocks - 1, 2));
+    for (int p = 0; p < int(pair.size()); ++p)
+      for (int a : keep[type_at(p)])
+        for (int b : keep[type_at(p + 1)]) pair[p].push_back(memory ? costs_.pair_memory(p, a, b) : costs_.pair(p, a, b));
+    std::vector<ChainStage> stages(n_);
+    for (int i = 0; i < n_; ++i) {
+      stages[i].size = int(keep[type_at(i)].size());
+      stages[i].unary = unary[costs_.probe_position(i)].data();
+      if (i > 0) stages[i].pair_in = pair[pair_probe(i - 1)].data();
+    }
+    std::vector<ChainPath> paths = k_best_paths(stages, memory ? 0.0 : reference_us_, k);
+    for (ChainPath& path : paths)
+      for (int i = 0; i < n_; ++i) path.pick[i] = keep[type_at(i)][path.pick[i]];
+    return paths;
+  }
+
+  // Adds every screened-out choice that would make `best` cheaper when put in one block position.
+  // Returns how many were added.
+  int add_improving(const std::vector<int>& best) {
+    const double tol = 1e-9 * std::max(1.0, std::abs(reference_us_));
+    int added = 0;
+    for (int t = 0; t < 2; ++t) {
+      // Distinct contexts of this type's positions: (probe position, left, own, right); -1 = no neighbour.
+      std::set<std::tuple<int, int, int, int, int>> contexts;
+      for (int i = t; i < n_; i += 2)
+        contexts.emplace(costs_.probe_position(i), i > 0 ? best[i - 1] : -1, best[i], i + 1 < n_ ? best[i + 1] : -1,
+                         i);
+      std::set<std::tuple<int, int, int, int>> seen;
+      std::vector<int> improving;
+      for (int c = 0; c < list_size(t); ++c) {
+        if (std::binary_search(keep[t].begin(), keep[t].end(), c)) continue;
+        seen.clear();
+        for (const auto& [pp, left, own, right, i] : contexts) {
+          if (!seen.emplace(pp, left, own, right).second) continue;
+          double delta = costs_.unary(pp, c) - costs_.unary(pp, own);
+          if (left >= 0) delta += costs_.pair(pair_probe(i - 1), left, c) - costs_.pair(pair_probe(i - 1), left, own);
+          if (right >= 0) delta += costs_.pair(pair_probe(i), c, right) - costs_.pair(pair_probe(i), own, right);
+          if (delta < -tol) {
+            improving.push_back(c);
+            break;
+          }
+        }
+      }
+      for (int c : improving) keep[t].insert(std::lower_bound(keep[t].begin(), keep[t].end(), c), c);
+      added += int(improving.size());
+    }
+    return added;
+  }
+
+ private:
+  int list_size(int t) const { return int(t == 0 ? space_.attn.size() : space_.mlp.size()); }
+  // Probe pair standing for the real pair (i, i+1): attn->mlp pairs use probe blocks (0,1), mlp->attn (1,2).
+  int pair_probe(int i) const { return type_at(i) == 0 ? 0 : 1; }
+
+  const SearchSpace& space_;
+  SegmentCosts& costs_;
+  int n_;
+  double reference_us_;
+};
+
+Candidate to_candidate(const SearchSpace& space, const ChainPath& path) {
+  Candidate c;
+  c.predicted_us = path.cost;
+  for (size_t i = 0; i + 1 < path.pick.size(); i += 2)
+    c.layers.push_back(LayerPlan{space.attn[path.pick[i]], space.mlp[path.pick[i + 1]]});
+  return c;
+}
+
+}  // namespace
+
+PlanSearch search_plans(const ModelSpec& model, const CostModel& cost, const SearchSpace& space, int ref_attn,
+                        int ref_mlp, double reference_us, const SearchTuning& tuning, Progress* progress) {
+  if (tuning.shortlist < 1) throw_bad_input("plan search: the shortlist needs at least one plan");
+  SegmentCosts costs(model, cost, space, ref_attn, ref_mlp, progress);
+  Searcher searcher(model, space, costs, reference_us);
+  PlanSearch out;
+  const long pairs = long(space.attn.size()) * long(space.mlp.size());
+  if (pairs <= tuning.exact_pair_limit) {
+    costs.set_expected(pairs * (model.layers > 1 ? 2 : 1));
+    searcher.keep_all();
+  } else {
+    out.stats.screened = true;
+    searcher.screen(tuning.keep_per_group, ref_attn, ref_mlp);
+    costs.set_expected(long(searcher.keep[0].size() * searcher.keep[1].size()) * 2 +
+                       long(space.attn.size() + space.mlp.size()) * 6);
+  }
+  std::vector<ChainPath> paths = searcher.solve(tuning.shortlist, false);
+  if (paths.empty()) throw_runtime(fmt::format("plan search for {}: every plan has an infinite cost", model.name));
+  if (out.stats.screened) {
+    // A screened-out choice could only matter through its neighbours: check each one in the best plan's
+    // actual contexts, re-run the DP with any that helps, until none does.
+    while (out.stats.swap_rounds < tuning.max_swap_rounds && searcher.add_improving(paths.front().pick) > 0) {
+      ++out.stats.swap_rounds;
+      paths = searcher.solve(tuning.shortlist, false);
+    }
+  }
+  for (const ChainPath& p : paths) out.shortlist.push_back(to_candidate(space, p));
+  const std::vector<ChainPath> small = searcher.solve(1, true);
+  out.smallest_memory = to_candidate(space, small.front());
+  out.stats.probe_simulations = costs.simulations();
+  out.stats.attn_kept = int(searcher.keep[0].size());
+  out.stats.mlp_kept = int(searcher.keep[1].size());
+  return out;
+}
+
+}  // namespace domino

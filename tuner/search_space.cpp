@@ -1,0 +1,153 @@
+// search_space.cpp: enumerates, folds and orders the per-block choices the tuner searches.
+#include "tuner/search_space.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+
+#include "sim/error.hpp"
+
+namespace domino {
+namespace {
+
+auto order_key(const BlockPlan& b) {
+  return std::make_tuple(b.p, b.q, static_cast<int>(b.dim), static_cast<int>(b.overlap), b.bwd_overlap);
+}
+
+bool fits(const ModelSpec& model, const BlockPlan& b, Block block) {
+  const int64_t rows = b.dim == SplitDim::Batch ? model.micro_batch : model.seq_len;
+  if (b.p < 1 || rows % b.p != 0) return false;
+  if (b.q < 1 || model.hidden % b.q != 0) return false;
+  // The plan validator is the authority (it knows constraints beyond divisibility).
+  try {
+    const BlockPlan plain;
+    Plan plan = block == Block::Attn ? make_uniform_plan(model, b, plain, "probe")
+                                     : make_uniform_plan(model, plain, b, "probe");
+    validate_plan(plan, model);
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
+}
+
+void add_unique(std::vector<BlockPlan>& list, const BlockPlan& b) {
+  if (std::find(list.begin(), list.end(), b) == list.end()) list.push_back(b);
+}
+
+}  // namespace
+
+double SearchSpace::plans(int layers) const {
+  return std::pow(double(attn.size()) * double(mlp.size()), layers);
+}
+
+BlockPlan canonical(const BlockPlan& b) {
+  BlockPlan c = b;
+  if (c.p == 1) c.dim = SplitDim::Batch;
+  if (c.p == 1 && c.q == 1 && c.overlap == OverlapMode::Intra) c.overlap = OverlapMode::None;
+  return c;
+}
+
+bool simpler(const BlockPlan& a, const BlockPlan& b) { return order_key(a) < order_key(b); }
+
+SearchSpace make_search_space(const ModelSpec& model, const SearchOptions& o) {
+  if (o.splits.empty()) throw_bad_input("search space: no split dimension allowed (--splits batch,sequence)");
+  if (o.max_p < 1 || o.max_q < 1) throw_bad_input(fmt::format("search space: --max-p {} / --max-q {} must be at least 1", o.max_p, o.max_q));
+  if (o.p_values.empty() || o.q_values.empty() || o.overlaps.empty() || o.bwd_overlaps.empty())
+    throw_bad_input("search space: an empty list of choices (p, q, overlap or backward overlap)");
+
+  SearchSpace space;
+  bool any_slicing = false;
+  for (Block block : {Block::Attn, Block::Mlp}) {
+    std::vector<BlockPlan>& list = block == Block::Attn ? space.attn : space.mlp;
+    for (int p : o.p_values) {
+      if (p > o.max_p) continue;
+      for (SplitDim dim : o.splits) {
+        for (int q : o.q_values) {
+          if (q > o.max_q) continue;
+          for (OverlapMode ov : o.overlaps) {
+            for (bool bwd : o.bwd_overlaps) {
+              const BlockPlan b = canonical(BlockPlan{dim, p, q, ov, bwd});
+              if (!fits(model, b, block)) continue;
+              if (b.p > 1) any_slicing = true;
+              add_unique(list, b);
+            }
+          }
+        }
+      }
+    }
+  }
+  const bool wants_rows = std::any_of(o.p_values.begin(), o.p_values.end(), [&](int p) { return p > 1 && p <= o.max_p; });
+  if (wants_rows && !any_slicing) {
+    std::string dims;
+    for (SplitDim d : o.splits) dims += fmt::format("{}{}", dims.empty() ? "" : ",", to_string(d));
+    throw_bad_input(fmt::format(
+        "empty search space: no row-slice count p in 2..{} divides the allowed split dimension ({}) of {} "
+        "(micro_batch {}, seq_len {}); allow sequence splits with --splits batch,sequence",
+        o.max_p, dims, model.name, model.micro_batch, model.seq_len));
+  }
+  if (o.include_baselines) {
+    for (const char* name : {"megatron-sync", "megatron-async", "domino-ds"}) {
+      try {
+        const Plan plan = make_strategy_plan(name, model);
+        for (const LayerPlan& l : plan.layers) {
+          if (std::find(space.pinned.begin(), space.pinned.end(), l) == space.pinned.end()) space.pinned.push_back(l);
+          const size_t before = space.attn.size() + space.mlp.size();
+          add_unique(space.attn, l.attn);
+          add_unique(space.mlp, l.mlp);
+          if (space.attn.size() + space.mlp.size() != before)
+            space.notes.push_back(fmt::format("added {}'s choice {}", name, layer_label(l)));
+        }
+      } catch (const Error&) {
+        // A baseline the model cannot run (domino-ds needs an even micro-batch) adds nothing.
+      }
+    }
+  }
+  if (space.attn.empty() || space.mlp.empty())
+    throw_bad_input(fmt::format("empty search space for {} at tp {}: no choice fits the model", model.name, model.tp));
+  auto by_order = [](const BlockPlan& a, const BlockPlan& b) { return simpler(a, b); };
+  std::stable_sort(space.attn.begin(), space.attn.end(), by_order);
+  std::stable_sort(space.mlp.begin(), space.mlp.end(), by_order);
+  return space;
+}
+
+std::string describe(const SearchSpace& space, const SearchOptions& o) {
+  std::string dims, ps, qs;
+  for (SplitDim d : o.splits) dims += fmt::format("{}{}", dims.empty() ? "" : ",", to_string(d));
+  for (int p : o.p_values)
+    if (p <= o.max_p) ps += fmt::format("{}{}", ps.empty() ? "" : ",", p);
+  for (int q : o.q_values)
+    if (q <= o.max_q) qs += fmt::format("{}{}", qs.empty() ? "" : ",", q);
+  return fmt::format("attn {} x mlp {} choices per layer (splits {}; p {}; q {}; overlap {}; bwd overlap {}{})",
+                     space.attn.size(), space.mlp.size(), dims, ps, qs, o.overlaps.size(), o.bwd_overlaps.size(),
+                     o.include_baselines ? "; baselines' choices included" : "");
+}
+
+std::string block_label(const BlockPlan& b) {
+  std::string s = b.p == 1 ? std::string("p1") : fmt::format("{} p{}", b.dim == SplitDim::Batch ? "bat" : "seq", b.p);
+  s += fmt::format(" q{} {}", b.q, to_string(b.overlap));
+  if (b.bwd_overlap) s += "+bwd";
+  return s;
+}
+
+std::string layer_label(const LayerPlan& l) { return fmt::format("attn[{}] mlp[{}]", block_label(l.attn), block_label(l.mlp)); }
+
+std::vector<SplitDim> parse_splits(const std::string& text) {
+  std::vector<SplitDim> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const std::string word = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (word == "batch") out.push_back(SplitDim::Batch);
+    else if (word == "sequence" || word == "seq") out.push_back(SplitDim::Sequence);
+    else throw_bad_input(fmt::format("--splits: unknown split dimension '{}' (expected batch, sequence)", word));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+}  // namespace domino

@@ -1,0 +1,59 @@
+// search_space.hpp: the per-block choices the tuner considers (split dimension, p, q, overlap modes),
+// with equivalent choices folded together and the baselines' own choices always included.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/model_spec.hpp"
+#include "sim/plan.hpp"
+#include "sim/schedule.hpp"
+
+namespace domino {
+
+// What the user lets the tuner vary. The defaults are the full space of the issue.
+struct SearchOptions {
+  std::vector<SplitDim> splits = {SplitDim::Batch, SplitDim::Sequence};
+  std::vector<int> p_values = {1, 2, 4, 8};
+  std::vector<int> q_values = {1, 2, 4};
+  std::vector<OverlapMode> overlaps = {OverlapMode::None, OverlapMode::Intra, OverlapMode::Inter};
+  std::vector<bool> bwd_overlaps = {false, true};
+  int max_p = 8;
+  int max_q = 4;
+  bool include_baselines = true;  // add megatron-sync/-async and domino-ds choices (never slower than them)
+};
+
+// Candidate choices per block type, in tie-break order (simpler choices first), no duplicates.
+struct SearchSpace {
+  std::vector<BlockPlan> attn;
+  std::vector<BlockPlan> mlp;
+  std::vector<std::string> notes;  // what was folded away or added, for the report
+  std::vector<LayerPlan> pinned;   // the baselines' choices: never screened out
+  const std::vector<BlockPlan>& of(Block b) const { return b == Block::Attn ? attn : mlp; }
+  // Number of distinct per-block assignments of the whole model: (|attn| * |mlp|)^layers, as a
+  // floating-point figure since it overflows any integer.
+  double plans(int layers) const;
+};
+
+// The representative of a choice's equivalence class: p == 1 has no split dimension (batch), and with
+// a single slice and a single chunk intra-block overlap has nothing to overlap (none).
+BlockPlan canonical(const BlockPlan& b);
+
+// Orders choices: p, q, dim, overlap, bwd_overlap ascending (BlockPlan's own order is dim-first).
+bool simpler(const BlockPlan& a, const BlockPlan& b);
+
+// Builds the space for one model (tp included). BadInput when the options are malformed or when no
+// slicing is possible at all (for instance micro-batch 1 with batch splits only).
+SearchSpace make_search_space(const ModelSpec& model, const SearchOptions& options);
+
+// One-line description for reports and plan provenance ("attn 70 x mlp 70 choices: ...").
+std::string describe(const SearchSpace& space, const SearchOptions& options);
+
+// "seq p4 q2 inter+bwd": a short label of one block's choice for tables.
+std::string block_label(const BlockPlan& b);
+std::string layer_label(const LayerPlan& l);
+
+// Parses "batch,sequence" (CLI). BadInput on an unknown name.
+std::vector<SplitDim> parse_splits(const std::string& text);
+
+}  // namespace domino

@@ -1,0 +1,105 @@
+// segment_costs.cpp: simulates probe plans (cached) and turns them into the per-block and pair terms.
+#include "tuner/segment_costs.hpp"
+
+#include <fmt/format.h>
+
+#include "sim/error.hpp"
+#include "tuner/progress.hpp"
+
+namespace domino {
+namespace {
+Block block_at(int pos) { return pos % 2 == 0 ? Block::Attn : Block::Mlp; }
+}  // namespace
+
+SimFigures simulate_plan(const ModelSpec& model, const Plan& plan, const CostModel& cost) {
+  SimOptions options;
+  options.record_timeline = false;
+  const SimResult r = simulate(build_schedule(model, plan), cost, options);
+  SimFigures f;
+  f.iteration_us = r.iteration_us;
+  f.compute_us = r.compute_us;
+  f.comm_us = r.comm_us;
+  f.exposed_comm_us = r.exposed_comm_us;
+  f.peak_memory_bytes = r.peak_memory_bytes;
+  return f;
+}
+
+Plan plan_from_blocks(const ModelSpec& model, const std::vector<LayerPlan>& layers, const std::string& strategy) {
+  if (layers.empty() || int(layers.size()) != model.layers)
+    throw_runtime(fmt::format("plan_from_blocks: {} layer plans for a {}-layer model", layers.size(), model.layers));
+  Plan plan = make_uniform_plan(model, layers[0].attn, layers[0].mlp, strategy);
+  plan.layers = layers;
+  return plan;
+}
+
+SegmentCosts::SegmentCosts(const ModelSpec& model, const CostModel& cost, const SearchSpace& space, int ref_attn,
+                           int ref_mlp, Progress* progress)
+    : probe_(model), model_layers_(model.layers), cost_(cost), space_(space), ref_attn_(ref_attn),
+      ref_mlp_(ref_mlp), progress_(progress) {
+  if (model.layers < 1) throw_bad_input(fmt::format("model {} has no layers to tune", model.name));
+  // Two layers hold every kind of block position (first attn, interior attn and mlp, last mlp) and
+  // both kinds of neighbour pair (attn->mlp, mlp->next attn).
+  probe_.layers = std::min(model.layers, 2);
+  const int blocks = 2 * probe_.layers;
+  unary_.resize(blocks);
+  for (int k = 0; k < blocks; ++k) unary_[k].resize(space.of(block_at(k)).size());
+  pair_.resize(blocks - 1);
+  for (int k = 0; k + 1 < blocks; ++k) pair_[k].resize(space.of(block_at(k)).size() * space.of(block_at(k + 1)).size());
+  base_ = run(0, ref_attn_, -1);
+}
+
+int SegmentCosts::probe_position(int i) const {
+  const int n = positions();
+  if (probe_.layers == 1) return i;
+  if (i == 0) return 0;
+  if (i == n - 1) return 3;
+  return i % 2 == 0 ? 2 : 1;
+}
+
+size_t SegmentCosts::pair_index(int k, int left, int right) const {
+  return size_t(left) * space_.of(block_at(k + 1)).size() + size_t(right);
+}
+
+const SimFigures& SegmentCosts::run(int k, int choice, int right_choice) {
+  // A block at its reference choice changes nothing: reuse the smaller simulation.
+  auto is_ref = [&](int pos, int c) { return c == (block_at(pos) == Block::Attn ? ref_attn_ : ref_mlp_); };
+  if (simulations_ > 0) {
+    if (right_choice >= 0 && is_ref(k + 1, right_choice)) return run(k, choice, -1);
+    if (right_choice >= 0 && is_ref(k, choice)) return run(k + 1, right_choice, -1);
+    if (right_choice < 0 && is_ref(k, choice)) return base_;
+  }
+  Cell& cell = right_choice < 0 ? unary_[k][choice] : pair_[k][pair_index(k, choice, right_choice)];
+  if (cell.done) return cell.fig;
+  std::vector<LayerPlan> layers(probe_.layers, LayerPlan{space_.attn[ref_attn_], space_.mlp[ref_mlp_]});
+  auto set = [&](int pos, int c) {
+    LayerPlan& l = layers[pos / 2];
+    (pos % 2 == 0 ? l.attn : l.mlp) = space_.of(block_at(pos))[c];
+  };
+  set(k, choice);
+  if (right_choice >= 0) set(k + 1, right_choice);
+  cell.fig = simulate_plan(probe_, plan_from_blocks(probe_, layers, "probe"), cost_);
+  cell.done = true;
+  ++simulations_;
+  if (progress_) progress_->tick(simulations_, expected_);
+  return cell.fig;
+}
+
+double SegmentCosts::unary(int k, int choice) { return run(k, choice, -1).iteration_us - base_.iteration_us; }
+
+double SegmentCosts::pair(int k, int left, int right) {
+  const double both = run(k, left, right).iteration_us;
+  return both - base_.iteration_us - unary(k, left) - unary(k + 1, right);
+}
+
+bool SegmentCosts::has_pair(int k, int left, int right) const { return pair_[k][pair_index(k, left, right)].done; }
+
+double SegmentCosts::unary_memory(int k, int choice) {
+  return double(run(k, choice, -1).peak_memory_bytes - base_.peak_memory_bytes);
+}
+
+double SegmentCosts::pair_memory(int k, int left, int right) {
+  const double both = double(run(k, left, right).peak_memory_bytes);
+  return both - double(base_.peak_memory_bytes) - unary_memory(k, left) - unary_memory(k + 1, right);
+}
+
+}  // namespace domino

@@ -1,0 +1,91 @@
+// segment_costs.hpp: the iteration time of a uniform model written as a sum over its block chain
+// (attn_1, mlp_1, attn_2, ...) of per-block and neighbouring-pair terms, measured by simulating a short
+// probe model with the same layer shapes. Every simulation is cached, so identical layers and identical
+// sub-plans are simulated once.
+//
+// Decomposition (Moebius expansion around a reference choice r, e.g. megatron-sync's blocks):
+//   T(x) = T(r) + sum_i U_c(i)(x_i) + sum_i P_c(i)(x_i, x_i+1)
+//   U_k(a)    = T_probe(r with probe block k = a) - T_probe(r)
+//   P_k(a, b) = T_probe(r with k = a, k+1 = b) - T_probe(r) - U_k(a) - U_k+1(b)
+// It is exact when blocks interact only with their neighbours (each block's waits resynchronise the
+// streams, the inter-block overlap reaching one block forward / backward) and interior layers behave
+// alike. The tuner checks it: the DP's best plans are re-simulated in full, and the brute-force test
+// compares the result with exhaustive enumeration.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "sim/cost_model.hpp"
+#include "sim/plan.hpp"
+#include "sim/simulator.hpp"
+#include "tuner/search_space.hpp"
+
+namespace domino {
+
+class Progress;
+
+// What the tuner keeps of one simulation.
+struct SimFigures {
+  double iteration_us = 0;
+  double compute_us = 0;
+  double comm_us = 0;
+  double exposed_comm_us = 0;
+  int64_t peak_memory_bytes = 0;
+};
+
+// simulate(build_schedule(model, plan), cost) without a timeline: the ground truth for every figure.
+SimFigures simulate_plan(const ModelSpec& model, const Plan& plan, const CostModel& cost);
+
+// A plan for `model` with the given block choices per layer (attn[l], mlp[l]).
+Plan plan_from_blocks(const ModelSpec& model, const std::vector<LayerPlan>& layers, const std::string& strategy);
+
+class SegmentCosts {
+ public:
+  // ref_attn / ref_mlp: indices into space.attn / space.mlp of the reference choice r.
+  SegmentCosts(const ModelSpec& model, const CostModel& cost, const SearchSpace& space, int ref_attn,
+               int ref_mlp, Progress* progress = nullptr);
+
+  int probe_layers() const { return probe_.layers; }
+  int positions() const { return 2 * model_layers_; }  // blocks of the real model
+  // Probe block standing for real block position i (0 = attn of layer 0, 1 = its mlp, ...).
+  int probe_position(int i) const;
+
+  // Terms of the decomposition (simulated on first use, then cached); choice indices into the space
+  // list of the block type at that position. pair(k, a, b) couples probe blocks k and k+1.
+  double unary(int probe_pos, int choice);
+  double pair(int probe_pos, int left_choice, int right_choice);
+  bool has_pair(int probe_pos, int left_choice, int right_choice) const;
+  // The same expansion of the peak memory (approximate: peak memory is a maximum, not a sum); used only
+  // to look for the smallest plan when nothing fits the memory limit.
+  double unary_memory(int probe_pos, int choice);
+  double pair_memory(int probe_pos, int left_choice, int right_choice);
+
+  // T(r) of the probe (the constant of the probe expansion).
+  double probe_base_us() const { return base_.iteration_us; }
+  long simulations() const { return simulations_; }
+  void set_expected(long n) { expected_ = n; }  // for the progress line only
+
+ private:
+  struct Cell {
+    bool done = false;
+    SimFigures fig;
+  };
+  const SimFigures& run(int probe_pos, int choice, int right_choice);  // right_choice -1: unary only
+  size_t pair_index(int probe_pos, int left, int right) const;
+
+  ModelSpec probe_;
+  int model_layers_ = 0;
+  const CostModel& cost_;
+  const SearchSpace& space_;
+  int ref_attn_, ref_mlp_;
+  Progress* progress_;
+  SimFigures base_;
+  std::vector<std::vector<Cell>> unary_;  // [probe_pos][choice]
+  std::vector<std::vector<Cell>> pair_;   // [probe_pos][left * n_right + right]
+  long simulations_ = 0;
+  long expected_ = 0;
+};
+
+}  // namespace domino

@@ -1,0 +1,182 @@
+// tune_report.cpp: the table, the JSON summary and the plan provenance of a tuning run.
+#include "tuner/tune_report.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#ifndef DOMINO_VERSION
+#define DOMINO_VERSION "unknown"
+#endif
+
+namespace domino {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::string tps_text(const TuneResult& r) {
+  std::string s;
+  for (const TpTuning& t : r.per_tp) s += fmt::format("{}{}", s.empty() ? "" : ",", t.model.tp);
+  return s;
+}
+
+nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+nlohmann::json plan_json(const TpTuning& t, const EvaluatedPlan& e) {
+  nlohmann::json j;
+  j["label"] = e.label;
+  j["tp"] = t.model.tp;
+  j["iteration_time_us"] = e.figures.iteration_us;
+  j["speedup_vs_megatron_sync"] = number_or_null(speedup_vs_sync(t, e));
+  j["exposed_comm_us"] = e.figures.exposed_comm_us;
+  j["comm_us"] = e.figures.comm_us;
+  j["compute_us"] = e.figures.compute_us;
+  j["no_comm_fraction"] = number_or_null(no_comm_fraction(t, e));
+  j["peak_memory_bytes"] = e.figures.peak_memory_bytes;
+  j["fits_memory"] = e.fits;
+  j["search_predicted_us"] = number_or_null(e.predicted_us);
+  j["plan"] = plan_summary(e.plan, 1000);
+  return j;
+}
+
+nlohmann::json tp_json(const TpTuning& t) {
+  nlohmann::json j;
+  j["tp"] = t.model.tp;
+  j["top"] = nlohmann::json::array();
+  for (const EvaluatedPlan& e : t.top) j["top"].push_back(plan_json(t, e));
+  j["baselines"] = nlohmann::json::object();
+  for (const EvaluatedPlan& b : t.baselines) j["baselines"][b.label] = plan_json(t, b);
+  nlohmann::json s;
+  s["space_size"] = t.space.plans(t.model.layers);
+  s["attn_choices"] = t.space.attn.size();
+  s["mlp_choices"] = t.space.mlp.size();
+  s["evaluated"] = t.stats.probe_simulations + t.full_simulations;
+  s["probe_simulations"] = t.stats.probe_simulations;
+  s["full_simulations"] = t.full_simulations;
+  s["screened"] = t.stats.screened;
+  s["attn_kept"] = t.stats.attn_kept;
+  s["mlp_kept"] = t.stats.mlp_kept;
+  s["swap_rounds"] = t.stats.swap_rounds;
+  s["seconds"] = t.seconds;
+  j["search"] = s;
+  return j;
+}
+
+}  // namespace
+
+double speedup_vs_sync(const TpTuning& t, const EvaluatedPlan& e) {
+  const EvaluatedPlan* sync = t.baseline("megatron-sync");
+  return sync && e.figures.iteration_us > 0 ? sync->figures.iteration_us / e.figures.iteration_us : kNaN;
+}
+
+double no_comm_fraction(const TpTuning& t, const EvaluatedPlan& e) {
+  const EvaluatedPlan* bound = t.baseline("no-comm");
+  return bound && e.figures.iteration_us > 0 ? bound->figures.iteration_us / e.figures.iteration_us : kNaN;
+}
+
+std::string plan_summary(const Plan& plan, size_t max_ranges) {
+  if (!plan.comm_enabled) return "no communication (bound)";
+  std::string s;
+  size_t ranges = 0, start = 0;
+  for (size_t l = 1; l <= plan.layers.size(); ++l) {
+    if (l < plan.layers.size() && plan.layers[l] == plan.layers[start]) continue;
+    if (ranges == max_ranges) {
+      s += "; ...";
+      break;
+    }
+    const std::string range = l - 1 == start ? fmt::format("L{}", start) : fmt::format("L{}-{}", start, l - 1);
+    s += fmt::format("{}{}: {}", s.empty() ? "" : "; ", range, layer_label(plan.layers[start]));
+    ++ranges;
+    start = l;
+  }
+  return s;
+}
+
+std::string format_table(const TuneResult& result, const TuneOptions& options) {
+  std::string out;
+  const TpTuning& first = result.per_tp.front();
+  out += fmt::format("domino-tune {}: {} ({} layers) on profile {}\n", DOMINO_VERSION, first.model.name,
+                     first.model.layers, result.profile);
+  if (options.mem_limit_gib > 0) out += fmt::format("memory limit {:g} GiB per device\n", options.mem_limit_gib);
+  for (const TpTuning& t : result.per_tp) {
+    out += fmt::format("\ntp {}: {}\n", t.model.tp, describe(t.space, options.search));
+    out += fmt::format("  searched in {:.2f} s: {} probe + {} full simulations{}\n", t.seconds,
+                       t.stats.probe_simulations, t.full_simulations,
+                       t.stats.screened ? fmt::format(" (screened to {} x {} choices, {} swap rounds)", t.stats.attn_kept,
+                                                      t.stats.mlp_kept, t.stats.swap_rounds)
+                                        : std::string(" (every pair of choices)"));
+    out += fmt::format("  {:<14} {:>12} {:>8} {:>12} {:>9} {:>10}  {}\n", "plan", "iter ms", "speedup", "exposed ms",
+                       "no-comm", "peak GiB", "choices");
+    auto row = [&](const EvaluatedPlan& e) {
+      const double sp = speedup_vs_sync(t, e), nc = no_comm_fraction(t, e);
+      out += fmt::format("  {:<14} {:>12.3f} {:>8} {:>12.3f} {:>9} {:>10.2f}  {}{}\n", e.label,
+                         e.figures.iteration_us / 1000.0, std::isfinite(sp) ? fmt::format("{:.3f}x", sp) : "-",
+                         e.figures.exposed_comm_us / 1000.0, std::isfinite(nc) ? fmt::format("{:.1f}%", 100 * nc) : "-",
+                         double(e.figures.peak_memory_bytes) / kGiB, plan_summary(e.plan), e.fits ? "" : "  [over memory]");
+    };
+    for (const EvaluatedPlan& e : t.top) row(e);
+    if (t.top.empty()) out += "  (no tuned plan fits the memory limit)\n";
+    for (const EvaluatedPlan& b : t.baselines) row(b);
+  }
+  if (result.best_tp >= 0) {
+    const TpTuning& t = result.best_tuning();
+    const EvaluatedPlan& b = result.best();
+    out += fmt::format("\nbest: tp {}, {:.3f} ms per iteration, {:.3f}x over megatron-sync, {:.1f}% of the no-comm bound\n",
+                       t.model.tp, b.figures.iteration_us / 1000.0, speedup_vs_sync(t, b), 100 * no_comm_fraction(t, b));
+  }
+  return out;
+}
+
+nlohmann::json summary_json(const TuneResult& result, const TuneOptions& options) {
+  nlohmann::json j;
+  const TpTuning& t = result.best_tuning();
+  j["tuner_version"] = DOMINO_VERSION;
+  j["model"] = t.model.name;
+  j["model_fingerprint"] = model_fingerprint(t.model);
+  j["profile"] = result.profile;
+  j["tp_degrees"] = nlohmann::json::array();
+  for (const TpTuning& x : result.per_tp) j["tp_degrees"].push_back(x.model.tp);
+  j["mem_limit_gib"] = options.mem_limit_gib > 0 ? nlohmann::json(options.mem_limit_gib) : nlohmann::json(nullptr);
+  j["best"] = plan_json(t, result.best());
+  const nlohmann::json tj = tp_json(t);
+  j["top"] = tj["top"];
+  j["baselines"] = tj["baselines"];
+  j["search"] = tj["search"];
+  j["search"]["space"] = describe(t.space, options.search);
+  double space = 0, evaluated = 0;
+  for (const TpTuning& x : result.per_tp) {
+    space += x.space.plans(x.model.layers);
+    evaluated += double(x.stats.probe_simulations + x.full_simulations);
+  }
+  j["search"]["total_space_size"] = space;
+  j["search"]["total_evaluated"] = evaluated;
+  j["search"]["total_seconds"] = result.seconds;
+  j["per_tp"] = nlohmann::json::array();
+  for (const TpTuning& x : result.per_tp) j["per_tp"].push_back(tp_json(x));
+  return j;
+}
+
+Plan tuned_plan(const TuneResult& result, const TuneOptions& options) {
+  const TpTuning& t = result.best_tuning();
+  Plan plan = result.best().plan;
+  plan.strategy = "tuned";
+  plan.profile = result.profile;
+  auto& p = plan.provenance;
+  p["tuner"] = fmt::format("domino-tune {}", DOMINO_VERSION);
+  p["profile"] = result.profile;
+  p["search_space"] = describe(t.space, options.search);
+  p["tp_degrees_searched"] = tps_text(result);
+  if (options.mem_limit_gib > 0) p["mem_limit_gib"] = fmt::format("{:g}", options.mem_limit_gib);
+  const EvaluatedPlan& b = result.best();
+  p["predicted_iteration_us"] = fmt::format("{:.3f}", b.figures.iteration_us);
+  p["predicted_exposed_comm_us"] = fmt::format("{:.3f}", b.figures.exposed_comm_us);
+  p["predicted_peak_memory_bytes"] = fmt::format("{}", b.figures.peak_memory_bytes);
+  for (const EvaluatedPlan& base : t.baselines)
+    p[fmt::format("baseline_{}_iteration_us", base.label)] = fmt::format("{:.3f}", base.figures.iteration_us);
+  const double sp = speedup_vs_sync(t, b);
+  if (std::isfinite(sp)) p["predicted_speedup_vs_megatron_sync"] = fmt::format("{:.4f}", sp);
+  return plan;
+}
+
+}  // namespace domino

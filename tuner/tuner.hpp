@@ -1,0 +1,59 @@
+// tuner.hpp: domino-tune's engine: for each TP degree, the baselines, the plan search and the full
+// re-simulation of its best plans under the memory limit; the overall best across TP degrees.
+#pragma once
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "tuner/plan_search.hpp"
+
+namespace domino {
+
+struct TuneOptions {
+  SearchOptions search;
+  SearchTuning tuning;
+  int top_k = 5;              // tuned plans reported
+  double mem_limit_gib = 0;   // peak memory per device; 0: no limit
+  bool progress = true;       // progress line on stderr (only when it is a terminal)
+};
+
+struct EvaluatedPlan {
+  std::string label;  // "tuned #1", "megatron-sync", ...
+  Plan plan;
+  SimFigures figures;  // full simulation
+  double predicted_us = std::numeric_limits<double>::quiet_NaN();  // the search's own figure (tuned plans)
+  bool fits = true;   // within the memory limit
+};
+
+struct TpTuning {
+  ModelSpec model;  // with this TP degree
+  SearchSpace space;
+  std::vector<EvaluatedPlan> top;        // fitting plans, fastest first (at most top_k)
+  std::vector<EvaluatedPlan> baselines;  // megatron-sync, megatron-async, domino-ds, no-comm (those that run)
+  EvaluatedPlan smallest;                // the smallest-memory plan seen (for "nothing fits" messages)
+  SearchStats stats;
+  long full_simulations = 0;
+  double seconds = 0;
+  const EvaluatedPlan* baseline(const std::string& name) const;
+};
+
+struct TuneResult {
+  std::string profile;  // name of the profile the costs came from
+  std::vector<TpTuning> per_tp;
+  int best_tp = -1;     // index into per_tp of the fastest fitting plan
+  double seconds = 0;
+  const TpTuning& best_tuning() const { return per_tp.at(best_tp); }
+  const EvaluatedPlan& best() const { return best_tuning().top.front(); }
+};
+
+// Tunes one TP degree. top is empty when nothing fits the memory limit.
+TpTuning tune_tp(const ModelSpec& model, const CostModel& cost, const TuneOptions& options, Progress* progress = nullptr);
+
+// Tunes every TP degree in tps (empty: the model's own). BadInput when no plan of any degree fits the
+// memory limit ("no plan fits 80 GiB: the smallest needs 93.2 GiB (tp 8, ...)").
+TuneResult tune(const ModelSpec& model, const std::vector<int>& tps, const CostModel& cost, const TuneOptions& options);
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+}  // namespace domino
