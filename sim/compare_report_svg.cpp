@@ -120,13 +120,14 @@ std::string gantt_svg(const TraceFile& predicted, const TraceFile& measured, con
       "aria-label=\"Gantt chart, predicted over measured\">\n",
       width, height);
   const double step = nice_step(t_max, 10);
+  const bool in_ms = t_max >= 20000;  // long iterations read better in milliseconds
   for (double t = 0; t <= t_max + 1e-9; t += step) {
     double x = kLabelW + t * scale;
     svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.0f}\" x2=\"{0:.1f}\" y2=\"{2:.0f}\" class=\"grid\"/>"
                        "<text x=\"{0:.1f}\" y=\"{3:.0f}\" class=\"tick\">{4:g}</text>\n",
-                       x, kAxisH - 4, height - 4, kAxisH - 8, t);
+                       x, kAxisH - 4, height - 4, kAxisH - 8, in_ms ? t / 1000 : t);
   }
-  svg += fmt::format("<text x=\"{:.0f}\" y=\"12\" class=\"tick\">us</text>\n", kLabelW - 24);
+  svg += fmt::format("<text x=\"{:.0f}\" y=\"12\" class=\"tick\">{}</text>\n", kLabelW - 24, in_ms ? "ms" : "us");
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& row = rows[i];
     svg += fmt::format("<rect x=\"{:.0f}\" y=\"{:.1f}\" width=\"{:.0f}\" height=\"{:.0f}\" class=\"lane{}\"/>"
@@ -148,9 +149,14 @@ std::string gantt_svg(const TraceFile& predicted, const TraceFile& measured, con
       }
       const bool critical = path_rank && path.count(e.id);
       if (critical) tip += "\non the critical path";
-      svg += fmt::format("<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.0f}\" fill=\"{}\"{}><title>{}</title></rect>\n",
-                         kLabelW + (e.start_us - row.origin) * scale, row_y[i] + 1, std::max(0.6, e.dur_us * scale),
-                         kRowH - 2, kind_colour(e.kind), critical ? " class=\"cp\"" : "", html_escape(tip));
+      // Critical ops get a dark strip along the bottom (an outline would blacken dense stretches).
+      const double x = kLabelW + (e.start_us - row.origin) * scale, w = std::max(0.6, e.dur_us * scale);
+      svg += fmt::format("<g><title>{}</title><rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.0f}\" fill=\"{}\"/>",
+                         html_escape(tip), x, row_y[i] + 1, w, kRowH - 2, kind_colour(e.kind));
+      if (critical)
+        svg += fmt::format("<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"3\" class=\"cp\"/>", x,
+                           row_y[i] + kRowH - 4, w);
+      svg += "</g>\n";
     }
   }
   svg += "</svg>\n";

@@ -184,7 +184,7 @@ ModelSpec import_hf_config(const std::string& text, const std::string& path,
   m.heads = r.get_int({"num_attention_heads", "n_head", "num_heads"});
   m.kv_heads = r.opt_int({"num_key_value_heads"}).value_or(m.heads);
   m.vocab = r.get_int({"vocab_size"});
-  if (auto head_dim = r.opt_int({"head_dim"}); head_dim && m.heads > 0 && *head_dim * m.heads != m.hidden) {
+  if (auto head_dim = r.opt_int({"head_dim"}); head_dim && int64_t(*head_dim) * m.heads != m.hidden) {
     r.fail("head_dim", fmt::format("{} differs from hidden_size / num_attention_heads ({} / {}): decoupled "
                                    "head dimensions are not supported",
                                    *head_dim, m.hidden, m.heads));

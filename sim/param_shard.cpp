@@ -40,12 +40,18 @@ std::array<int64_t, 2> full_shape(const ModelSpec& m, const BufferDesc& buf) {
   const int64_t h = m.hidden, qkv = int64_t(m.heads + 2 * m.kv_heads) * m.head_dim();
   const int64_t fc1 = m.activation == Activation::Swiglu ? 2 * int64_t(m.ffn_hidden) : m.ffn_hidden;
   switch (buf.param) {
-    case ParamKind::QkvWeight: return {h, qkv};
-    case ParamKind::QkvBias: return {1, qkv};
-    case ParamKind::ProjWeight: return {h, h};
-    case ParamKind::Fc1Weight: return {h, fc1};
-    case ParamKind::Fc1Bias: return {1, fc1};
-    case ParamKind::Fc2Weight: return {m.ffn_hidden, h};
+    case ParamKind::QkvWeight:
+      return {h, qkv};
+    case ParamKind::QkvBias:
+      return {1, qkv};
+    case ParamKind::ProjWeight:
+      return {h, h};
+    case ParamKind::Fc1Weight:
+      return {h, fc1};
+    case ParamKind::Fc1Bias:
+      return {1, fc1};
+    case ParamKind::Fc2Weight:
+      return {m.ffn_hidden, h};
     case ParamKind::ProjBias:
     case ParamKind::Fc2Bias:
     case ParamKind::AttnNormGamma:
@@ -53,11 +59,16 @@ std::array<int64_t, 2> full_shape(const ModelSpec& m, const BufferDesc& buf) {
     case ParamKind::MlpNormGamma:
     case ParamKind::MlpNormBeta:
     case ParamKind::FinalNormGamma:
-    case ParamKind::FinalNormBeta: return {1, h};
-    case ParamKind::TokenEmbedding: return {m.vocab, h};
-    case ParamKind::PositionEmbedding: return {m.seq_len, h};
-    case ParamKind::HeadWeight: return {h, m.vocab};
-    case ParamKind::None: break;
+    case ParamKind::FinalNormBeta:
+      return {1, h};
+    case ParamKind::TokenEmbedding:
+      return {m.vocab, h};
+    case ParamKind::PositionEmbedding:
+      return {m.seq_len, h};
+    case ParamKind::HeadWeight:
+      return {h, m.vocab};
+    case ParamKind::None:
+      break;
   }
   throw_runtime("full_shape: buffer '" + buf.name + "' holds no parameter");
 }
@@ -67,19 +78,25 @@ ParamCoord shard_of(const ModelSpec& m, const BufferDesc& buf, int rank, int64_t
     throw_runtime("shard_of: rank " + std::to_string(rank) + " outside tp group of " + std::to_string(m.tp));
   }
   if (row < 0 || row >= buf.seq || col < 0 || col >= buf.cols) {
-    throw_runtime("shard_of: (" + std::to_string(row) + ", " + std::to_string(col) + ") outside buffer '" + buf.name +
-                  "'");
+    throw_runtime("shard_of: (" + std::to_string(row) + ", " + std::to_string(col) + ") outside buffer '" +
+                  buf.name + "'");
   }
   const int64_t rows_per_rank_attn = int64_t(m.heads_per_rank()) * m.head_dim();
   switch (buf.param) {
     case ParamKind::QkvWeight:
-    case ParamKind::QkvBias: return {row, qkv_full_col(m, rank, col)};
-    case ParamKind::ProjWeight: return {int64_t(rank) * rows_per_rank_attn + row, col};
+    case ParamKind::QkvBias:
+      return {row, qkv_full_col(m, rank, col)};
+    case ParamKind::ProjWeight:
+      return {int64_t(rank) * rows_per_rank_attn + row, col};
     case ParamKind::Fc1Weight:
-    case ParamKind::Fc1Bias: return {row, fc1_full_col(m, rank, col)};
-    case ParamKind::Fc2Weight: return {int64_t(rank) * m.ffn_per_rank() + row, col};
-    case ParamKind::None: throw_runtime("shard_of: buffer '" + buf.name + "' holds no parameter");
-    default: return {row, col};  // replicated
+    case ParamKind::Fc1Bias:
+      return {row, fc1_full_col(m, rank, col)};
+    case ParamKind::Fc2Weight:
+      return {int64_t(rank) * m.ffn_per_rank() + row, col};
+    case ParamKind::None:
+      throw_runtime("shard_of: buffer '" + buf.name + "' holds no parameter");
+    default:
+      return {row, col};  // replicated
   }
 }
 

@@ -1,8 +1,8 @@
 // plan.cpp: named strategies, uniform plans, and the checks that a plan fits a model. Plan files are
 // read and written in plan_io.cpp.
-#include <algorithm>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
 
 #include "sim/error.hpp"
@@ -15,16 +15,22 @@ const char* to_string(SplitDim d) { return d == SplitDim::Batch ? "batch" : "seq
 
 const char* to_string(OverlapMode o) {
   switch (o) {
-    case OverlapMode::None: return "none";
-    case OverlapMode::Intra: return "intra";
-    case OverlapMode::Inter: return "inter";
+    case OverlapMode::None:
+      return "none";
+    case OverlapMode::Intra:
+      return "intra";
+    case OverlapMode::Inter:
+      return "inter";
   }
   return "?";
 }
 
-std::vector<std::string> strategy_names() { return {"megatron-sync", "megatron-async", "domino-ds", "no-comm"}; }
+std::vector<std::string> strategy_names() {
+  return {"megatron-sync", "megatron-async", "domino-ds", "no-comm"};
+}
 
-Plan make_uniform_plan(const ModelSpec& model, const BlockPlan& attn, const BlockPlan& mlp, const std::string& strategy) {
+Plan make_uniform_plan(const ModelSpec& model, const BlockPlan& attn, const BlockPlan& mlp,
+                       const std::string& strategy) {
   Plan p;
   p.model_name = model.name;
   p.model_fingerprint = model_fingerprint(model);
@@ -41,17 +47,18 @@ Plan make_strategy_plan(const std::string& name, const ModelSpec& model) {
     b.bwd_overlap = true;
   } else if (name == "domino-ds") {
     if (model.micro_batch % 2 != 0) {
-      throw_bad_input(fmt::format("strategy 'domino-ds' splits the micro-batch into 2 slices, but model '{}' has "
-                                  "micro_batch {} (odd); use an even micro-batch",
-                                  model.name, model.micro_batch));
+      throw_bad_input(
+          fmt::format("strategy 'domino-ds' splits the micro-batch into 2 slices, but model '{}' has "
+                      "micro_batch {} (odd); use an even micro-batch",
+                      model.name, model.micro_batch));
     }
     b = BlockPlan{SplitDim::Batch, 2, 1, OverlapMode::Inter, true};
   } else {
     std::string list;
     for (const auto& s : strategy_names()) list += (list.empty() ? "" : ", ") + s;
     const std::string near = closest_key(name, strategy_names());
-    throw_bad_input("unknown strategy '" + name + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)") +
-                    "; known strategies: " + list);
+    throw_bad_input("unknown strategy '" + name + "'" +
+                    (near.empty() ? "" : " (did you mean '" + near + "'?)") + "; known strategies: " + list);
   }
   Plan p = make_uniform_plan(model, b, b, name);
   p.comm_enabled = name != "no-comm";
@@ -63,7 +70,8 @@ namespace detail {
 
 std::string block_problem(const BlockPlan& bp, const ModelSpec& m, std::string* key) {
   key->assign(1, 'p');
-  if (bp.p != 1 && bp.p != 2 && bp.p != 4 && bp.p != 8) return fmt::format("p={} is not one of 1, 2, 4, 8", bp.p);
+  if (bp.p != 1 && bp.p != 2 && bp.p != 4 && bp.p != 8)
+    return fmt::format("p={} is not one of 1, 2, 4, 8", bp.p);
   if (bp.dim == SplitDim::Batch && m.micro_batch % bp.p != 0) {
     return fmt::format("p={} does not divide micro_batch {} (split: batch)", bp.p, m.micro_batch);
   }
@@ -93,11 +101,12 @@ std::string model_mismatch(const Plan& plan, const ModelSpec& m) {
 
 void validate_plan(const Plan& plan, const ModelSpec& model, bool force) {
   if (plan.format_version != 1) {
-    throw_bad_input(fmt::format("plan format_version {} is not supported (this build reads 1)", plan.format_version));
+    throw_bad_input(
+        fmt::format("plan format_version {} is not supported (this build reads 1)", plan.format_version));
   }
   if (int64_t(plan.layers.size()) != model.layers) {
-    throw_bad_input(fmt::format("the plan has {} layer entries but model '{}' has {} layers", plan.layers.size(),
-                                model.name, model.layers));
+    throw_bad_input(fmt::format("the plan has {} layer entries but model '{}' has {} layers",
+                                plan.layers.size(), model.name, model.layers));
   }
   for (size_t l = 0; l < plan.layers.size(); ++l) {
     for (const bool attn : {true, false}) {

@@ -24,7 +24,7 @@ th { background: #f4f4f4; } td.l, th.l { text-align: left; }
 .bad { color: #b3261e; } .good { color: #1b7f3b; }
 svg text { font: 11px sans-serif; fill: #333; } svg .label { font-size: 11px; } svg .tick { fill: #666; }
 svg .grid { stroke: #e4e4e4; } svg .lane { fill: #f7f7f7; } svg .lane.m { fill: #eef3f8; }
-svg .cp { stroke: #000; stroke-width: 1.2; }
+svg .cp { fill: #111; }
 .legend span { display: inline-block; margin-right: 14px; } .sw { display: inline-block; width: 12px; height: 12px; vertical-align: -2px; margin-right: 4px; }
 pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 420px; font-size: 12px; }
 .warn { background: #fff4e5; border: 1px solid #f0c36d; padding: 6px 10px; margin: 4px 0; }
@@ -33,18 +33,20 @@ pre { background: #f6f6f6; padding: 10px; overflow: auto; max-height: 420px; fon
 
 std::string scalar_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
-// "model · strategy · TP" from whichever trace's domino object has them (measured first).
+// "model · plan · TP" from the traces' domino objects; a value the two sides disagree on shows both.
 std::string plan_line(const TraceFile& p, const TraceFile& m) {
+  auto value = [](const TraceFile& t, const char* key) -> std::string {
+    auto it = t.meta.find(key);
+    if (it == t.meta.end() || it->is_null()) return "";
+    return it->is_object() && it->contains("name") ? scalar_text((*it)["name"]) : scalar_text(*it);
+  };
   std::string out;
   for (const char* key : {"model", "strategy", "tp"}) {
-    for (const TraceFile* t : {&m, &p}) {
-      auto it = t->meta.find(key);
-      if (it == t->meta.end() || it->is_null()) continue;
-      std::string v = it->is_object() && it->contains("name") ? scalar_text((*it)["name"]) : scalar_text(*it);
-      out += (out.empty() ? "" : " · ") + std::string(key == std::string("tp") ? "TP " : "") +
-             (key == std::string("strategy") ? "plan " : "") + v;
-      break;
-    }
+    std::string pv = value(p, key), mv = value(m, key);
+    std::string v = pv.empty() ? mv : mv.empty() || mv == pv ? pv : pv + " (predicted) / " + mv + " (measured)";
+    if (v.empty()) continue;
+    const std::string k = key;
+    out += (out.empty() ? "" : " · ") + std::string(k == "tp" ? "TP " : k == "strategy" ? "plan " : "") + v;
   }
   return out.empty() ? "no plan or model recorded in the traces" : out;
 }
@@ -85,7 +87,8 @@ std::string legend(const TraceFile& p, const TraceFile& m) {
   std::string s = "<p class=\"legend\">";
   for (const std::string& k : kinds)
     s += fmt::format("<span><i class=\"sw\" style=\"background:{}\"></i>{}</span>", kind_colour(k), html_escape(k));
-  s += "<span><i class=\"sw\" style=\"border:1.5px solid #000\"></i>critical path</span></p>\n";
+  s += "<span><i class=\"sw\" style=\"background:#4e79a7;border-bottom:3px solid #111;height:9px\"></i>critical path "
+       "(dark strip)</span></p>\n";
   return s;
 }
 

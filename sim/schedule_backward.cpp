@@ -182,7 +182,8 @@ void Builder::bwd_attn_grads(int l, int i) {
     op.attrs.accumulate = bp.dim == SplitDim::Sequence && !first_slice;
     op.attrs.heads = int16_t(a_l_), op.attrs.kv_heads = int16_t(kv_l_), op.attrs.head_dim = int16_t(d_);
     // dV, dP, dQ and dK: four products the size of QK^T.
-    op.flops = 8.0 * double(box.b1 - box.b0) * double(box.s1 - box.s0) * double(keys.s1) * double(d_) * double(a_l_);
+    op.flops =
+        8.0 * double(box.b1 - box.b0) * double(box.s1 - box.s0) * double(keys.s1) * double(d_) * double(a_l_);
   }
   if (llama_) {
     Op& op = emit(l, BW, A, "rope.bwd", i, -1, OpCode::RopeBwd);
@@ -225,7 +226,8 @@ void Builder::bwd_norm(int l, Block block, int i) {
   const Box box = slice_box(bp, i);
   const LayerBuffers& b = lb_[size_t(l)];
   const bool attn = block == Block::Attn;
-  Op& op = emit(l, Phase::Backward, block, "norm.bwd", i, -1, rms_ ? OpCode::RmsNormBwd : OpCode::LayerNormBwd);
+  Op& op =
+      emit(l, Phase::Backward, block, "norm.bwd", i, -1, rms_ ? OpCode::RmsNormBwd : OpCode::LayerNormBwd);
   in(op, rows(attn ? b.x_in : b.x_mid, box));
   in(op, rows(attn ? b.st1 : b.st2, box));
   in(op, whole(b.param[attn ? N1G : N2G]));
@@ -238,8 +240,8 @@ void Builder::bwd_norm(int l, Block block, int i) {
   op.attrs.accumulate_params = i != bp.p - 1;
 }
 
-void Builder::optimizer_step(int layer, Block block, const char* name, int32_t param, int32_t grad, int32_t s1,
-                             int32_t s2) {
+void Builder::optimizer_step(int layer, Block block, const char* name, int32_t param, int32_t grad,
+                             int32_t s1, int32_t s2) {
   if (param < 0) return;
   const bool adam = options_.optimizer == OptimizerKind::Adam;
   Op& op = emit(layer, Phase::Optimizer, block, name, -1, -1, adam ? OpCode::AdamStep : OpCode::SgdStep);
@@ -250,14 +252,15 @@ void Builder::optimizer_step(int layer, Block block, const char* name, int32_t p
 }
 
 void Builder::optimizer() {
-  static const char* const kLayerNames[kLayerParams] = {"qkv.w", "qkv.b", "proj.w", "proj.b",
-                                                        "fc1.w", "fc1.b", "fc2.w", "fc2.b",
-                                                        "attn.norm.g", "attn.norm.b", "mlp.norm.g", "mlp.norm.b"};
+  static const char* const kLayerNames[kLayerParams] = {
+      "qkv.w", "qkv.b", "proj.w",      "proj.b",      "fc1.w",      "fc1.b",
+      "fc2.w", "fc2.b", "attn.norm.g", "attn.norm.b", "mlp.norm.g", "mlp.norm.b"};
   static const char* const kGlobalNames[kGlobalParams] = {"tok", "pos", "w", "norm.g", "norm.b"};
-  static const Block kGlobalBlocks[kGlobalParams] = {Block::Embedding, Block::Embedding, Block::Head, Block::Head,
-                                                     Block::Head};
+  static const Block kGlobalBlocks[kGlobalParams] = {Block::Embedding, Block::Embedding, Block::Head,
+                                                     Block::Head, Block::Head};
   for (int g = 0; g < kGlobalParams; ++g) {
-    optimizer_step(-1, kGlobalBlocks[g], kGlobalNames[g], gb_.param[g], gb_.grad[g], gb_.state1[g], gb_.state2[g]);
+    optimizer_step(-1, kGlobalBlocks[g], kGlobalNames[g], gb_.param[g], gb_.grad[g], gb_.state1[g],
+                   gb_.state2[g]);
   }
   for (int l = 0; l < m_.layers; ++l) {
     const LayerBuffers& b = lb_[size_t(l)];

@@ -116,16 +116,18 @@ void Builder::make_buffers() {
 // Partial sums of one (slice, chunk) before their AllReduce: contiguous, so the AllReduce covers the whole
 // buffer. Layers alternate between two sets (parity) so that an AllReduce still in flight from layer l
 // never shares a buffer with layer l+1's writes; the shape is part of the key because layers may differ.
-int32_t Builder::partial_buffer(bool backward, Block block, int layer, const BlockPlan& bp, int slice, int chunk) {
+int32_t Builder::partial_buffer(bool backward, Block block, int layer, const BlockPlan& bp, int slice,
+                                int chunk) {
   const int parity = layer & 1;
   const std::array<int, 8> key{backward, int(block), parity, int(bp.dim), bp.p, bp.q, slice, chunk};
   const auto it = partials_.find(key);
   if (it != partials_.end()) return it->second;
   const bool batch = bp.dim == SplitDim::Batch;
-  const std::string name = fmt::format("ps.{}.{}.p{}.{}{}x{}.s{}.c{}", backward ? "bwd" : "fwd", to_string(block), parity,
-                                       batch ? "batch" : "seq", bp.p, bp.q, slice, chunk);
-  const int32_t id = add_buffer(name, BufferRole::Workspace, -1, batch ? B_ / bp.p : B_, batch ? S_ : S_ / bp.p,
-                                h_ / bp.q);
+  const std::string name =
+      fmt::format("ps.{}.{}.p{}.{}{}x{}.s{}.c{}", backward ? "bwd" : "fwd", to_string(block), parity,
+                  batch ? "batch" : "seq", bp.p, bp.q, slice, chunk);
+  const int32_t id =
+      add_buffer(name, BufferRole::Workspace, -1, batch ? B_ / bp.p : B_, batch ? S_ : S_ / bp.p, h_ / bp.q);
   partials_.emplace(key, id);
   return id;
 }

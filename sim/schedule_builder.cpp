@@ -68,7 +68,9 @@ Region Builder::rows(int32_t buf, const Box& b, int64_t c0, int64_t c1) const {
   return r;
 }
 
-Region Builder::rows(int32_t buf, const Box& b) const { return rows(buf, b, 0, s_.buffers[size_t(buf)].cols); }
+Region Builder::rows(int32_t buf, const Box& b) const {
+  return rows(buf, b, 0, s_.buffers[size_t(buf)].cols);
+}
 
 Region Builder::whole(int32_t buf) const {
   const BufferDesc& d = s_.buffers[size_t(buf)];
@@ -104,19 +106,36 @@ void Builder::flush_deferred_backward() {
 // Rough FLOPs per output element of the memory-bound ops (they are timed by bytes; FLOPs only inform).
 static double flops_per_element(OpCode c) {
   switch (c) {
-    case OpCode::LayerNormFwd: case OpCode::RmsNormFwd: return 8;
-    case OpCode::LayerNormBwd: case OpCode::RmsNormBwd: return 14;
-    case OpCode::GeluFwd: return 12;
-    case OpCode::GeluBwd: return 16;
-    case OpCode::SwigluFwd: return 8;
-    case OpCode::SwigluBwd: return 6;
-    case OpCode::RopeFwd: case OpCode::RopeBwd: return 3;
-    case OpCode::ResidualAdd: return 2;
-    case OpCode::EmbeddingFwd: case OpCode::EmbeddingBwd: return 1;
-    case OpCode::CrossEntropy: return 6;
-    case OpCode::AdamStep: return 12;
-    case OpCode::SgdStep: return 4;
-    default: return 0;
+    case OpCode::LayerNormFwd:
+    case OpCode::RmsNormFwd:
+      return 8;
+    case OpCode::LayerNormBwd:
+    case OpCode::RmsNormBwd:
+      return 14;
+    case OpCode::GeluFwd:
+      return 12;
+    case OpCode::GeluBwd:
+      return 16;
+    case OpCode::SwigluFwd:
+      return 8;
+    case OpCode::SwigluBwd:
+      return 6;
+    case OpCode::RopeFwd:
+    case OpCode::RopeBwd:
+      return 3;
+    case OpCode::ResidualAdd:
+      return 2;
+    case OpCode::EmbeddingFwd:
+    case OpCode::EmbeddingBwd:
+      return 1;
+    case OpCode::CrossEntropy:
+      return 6;
+    case OpCode::AdamStep:
+      return 12;
+    case OpCode::SgdStep:
+      return 4;
+    default:
+      return 0;
   }
 }
 
@@ -140,7 +159,9 @@ void fill_costs(Schedule& s) {
       op.flops = 2.0 * double(op.m) * double(op.n) * double(op.k);
     } else if (op.kind != OpKind::Attention) {
       // CrossEntropy's and the embedding's work scales with their input, not the tiny loss output.
-      const Region& r = op.code == OpCode::CrossEntropy ? op.in[0] : op.code == OpCode::EmbeddingBwd ? op.in[1] : op.out[0];
+      const Region& r = op.code == OpCode::CrossEntropy   ? op.in[0]
+                        : op.code == OpCode::EmbeddingBwd ? op.in[1]
+                                                          : op.out[0];
       if (op.m == 0) op.m = r.rows(), op.n = r.cols();
       op.flops = flops_per_element(op.code) * double(r.elements());
     }

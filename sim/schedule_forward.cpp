@@ -24,7 +24,8 @@ void Builder::forward() {
   // Head: needs every row, so nothing crosses into it.
   const int32_t x_last = L > 0 ? lb_[size_t(L - 1)].x_out : gb_.x0;
   {
-    Op& op = emit(-1, Phase::Forward, Block::Head, "norm", -1, -1, rms_ ? OpCode::RmsNormFwd : OpCode::LayerNormFwd);
+    Op& op = emit(-1, Phase::Forward, Block::Head, "norm", -1, -1,
+                  rms_ ? OpCode::RmsNormFwd : OpCode::LayerNormFwd);
     in(op, whole(x_last));
     in(op, whole(gb_.param[FinG]));
     if (layernorm_) in(op, whole(gb_.param[FinB]));
@@ -107,7 +108,8 @@ void Builder::fwd_attn_front(int l, int i) {
     out(op, rows(b.probs, box));
     op.attrs.heads = int16_t(a_l_), op.attrs.kv_heads = int16_t(kv_l_), op.attrs.head_dim = int16_t(d_);
     // QK^T and PV over the whole key rectangle, masked part included (as executed).
-    op.flops = 4.0 * double(box.b1 - box.b0) * double(box.s1 - box.s0) * double(keys.s1) * double(d_) * double(a_l_);
+    op.flops =
+        4.0 * double(box.b1 - box.b0) * double(box.s1 - box.s0) * double(keys.s1) * double(d_) * double(a_l_);
   }
   const int64_t cw = h_ / bp.q;
   for (int c = 0; c < bp.q; ++c) {

@@ -50,6 +50,10 @@ SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOpt
     }
     const bool silent = op.kind == OpKind::AllReduce && !comm_enabled;
     duration[i] = silent ? 0.0 : cost.op_us(op, tp, devices_per_node);
+    if (!(duration[i] >= 0 && duration[i] < std::numeric_limits<double>::infinity())) {
+      throw_runtime("cost model gives op " + op_id(op) + " a duration of " + std::to_string(duration[i]) +
+                    " us (flops " + std::to_string(op.flops) + ", bytes " + std::to_string(op.bytes) + ")");
+    }
     streams[static_cast<int>(op.stream)].order.push_back(i);
   }
 

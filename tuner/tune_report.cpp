@@ -48,7 +48,9 @@ nlohmann::json tp_json(const TpTuning& t) {
   j["baselines"] = nlohmann::json::object();
   for (const EvaluatedPlan& b : t.baselines) j["baselines"][b.label] = plan_json(t, b);
   nlohmann::json s;
-  s["space_size"] = t.space.plans(t.model.layers);
+  // The plan count overflows a double for deep models; log10 always fits.
+  s["space_size"] = number_or_null(t.space.plans(t.model.layers));
+  s["space_size_log10"] = double(t.model.layers) * std::log10(double(t.space.attn.size()) * double(t.space.mlp.size()));
   s["attn_choices"] = t.space.attn.size();
   s["mlp_choices"] = t.space.mlp.size();
   s["evaluated"] = t.stats.probe_simulations + t.full_simulations;
@@ -144,12 +146,8 @@ nlohmann::json summary_json(const TuneResult& result, const TuneOptions& options
   j["baselines"] = tj["baselines"];
   j["search"] = tj["search"];
   j["search"]["space"] = describe(t.space, options.search);
-  double space = 0, evaluated = 0;
-  for (const TpTuning& x : result.per_tp) {
-    space += x.space.plans(x.model.layers);
-    evaluated += double(x.stats.probe_simulations + x.full_simulations);
-  }
-  j["search"]["total_space_size"] = space;
+  double evaluated = 0;
+  for (const TpTuning& x : result.per_tp) evaluated += double(x.stats.probe_simulations + x.full_simulations);
   j["search"]["total_evaluated"] = evaluated;
   j["search"]["total_seconds"] = result.seconds;
   j["per_tp"] = nlohmann::json::array();

@@ -17,12 +17,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-int index_of(const std::vector<BlockPlan>& list, const BlockPlan& b) {
-  const auto it = std::find(list.begin(), list.end(), b);
-  if (it == list.end()) throw_runtime("tuner: the reference choice is missing from the search space");
-  return int(it - list.begin());
-}
-
 }  // namespace
 
 const EvaluatedPlan* TpTuning::baseline(const std::string& name) const {
@@ -62,21 +56,26 @@ TpTuning tune_tp(const ModelSpec& model, const CostModel& cost, const TuneOption
   const EvaluatedPlan* sync = out.baseline("megatron-sync");
   if (!sync) throw_runtime(fmt::format("tuner: megatron-sync cannot run {} at tp {}", model.name, model.tp));
 
-  // The reference of the decomposition: megatron-sync's first layer everywhere (its own plan when uniform).
-  const LayerPlan ref = sync->plan.layers.front();
-  const int ref_attn = index_of(out.space.attn, ref.attn), ref_mlp = index_of(out.space.mlp, ref.mlp);
-  double reference_us = sync->figures.iteration_us;
-  const std::vector<LayerPlan> ref_layers(model.layers, ref);
-  if (sync->plan.layers != ref_layers)
-    reference_us = simulate_plan(out.model, plan_from_blocks(out.model, ref_layers, "reference"), cost).iteration_us;
+  // The reference of the decomposition: megatron-sync's blocks when the space holds them, else the
+  // simplest choices; the constant is the full simulation of the model with every block at the reference.
+  auto ref_index = [](const std::vector<BlockPlan>& list, const BlockPlan& b) {
+    const auto it = std::find(list.begin(), list.end(), b);
+    return it == list.end() ? 0 : int(it - list.begin());
+  };
+  const int ref_attn = ref_index(out.space.attn, sync->plan.layers.front().attn);
+  const int ref_mlp = ref_index(out.space.mlp, sync->plan.layers.front().mlp);
+  const std::vector<LayerPlan> ref_layers(model.layers, LayerPlan{out.space.attn[ref_attn], out.space.mlp[ref_mlp]});
+  const double reference_us = sync->plan.layers == ref_layers
+                                  ? sync->figures.iteration_us
+                                  : simulate_plan(out.model, plan_from_blocks(out.model, ref_layers, "reference"), cost).iteration_us;
 
   if (progress) progress->set_stage(fmt::format("tp {}: search", model.tp));
   const PlanSearch search =
       search_plans(out.model, cost, out.space, ref_attn, ref_mlp, reference_us, options.tuning, progress);
   out.stats = search.stats;
 
-  // Every shortlisted plan and every comm baseline competes on its full simulation, so the tuned plan
-  // is never predicted slower than a baseline.
+  // Every shortlisted plan and every comm baseline (their choices are in the space) competes on its
+  // full simulation, so the tuned plan is never predicted slower than a baseline.
   std::vector<EvaluatedPlan> pool;
   for (size_t i = 0; i < search.shortlist.size(); ++i) {
     EvaluatedPlan e = evaluate("tuned", plan_from_blocks(out.model, search.shortlist[i].layers, "tuned"));
@@ -84,7 +83,7 @@ TpTuning tune_tp(const ModelSpec& model, const CostModel& cost, const TuneOption
     pool.push_back(std::move(e));
   }
   for (const EvaluatedPlan& b : out.baselines) {
-    if (!b.plan.comm_enabled) continue;
+    if (!b.plan.comm_enabled || !options.search.include_baselines) continue;
     EvaluatedPlan e = b;
     e.plan = plan_from_blocks(out.model, b.plan.layers, "tuned");
     e.label = "tuned";

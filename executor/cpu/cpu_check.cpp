@@ -10,6 +10,10 @@
 namespace domino::cpu {
 namespace {
 
+// Operand names as literals: run_cpu_op validates every call, so the happy path must not build strings.
+constexpr const char* kInName[kMaxIn] = {"in[0]", "in[1]", "in[2]", "in[3]", "in[4]", "in[5]", "in[6]", "in[7]"};
+constexpr const char* kOutName[kMaxOut] = {"out[0]", "out[1]", "out[2]", "out[3]"};
+
 class Checker {
  public:
   Checker(const Schedule& s, const Op& op) : s_(s), op_(op) {}
@@ -26,7 +30,7 @@ class Checker {
     }
     return true;
   }
-  bool bounds(const Region& r, const std::string& what) {
+  bool bounds(const Region& r, const char* what) {
     if (r.buffer < 0 || size_t(r.buffer) >= s_.buffers.size()) {
       return fail(fmt::format("{} names buffer {} of {}", what, r.buffer, s_.buffers.size()));
     }
@@ -38,7 +42,7 @@ class Checker {
     return true;
   }
   // rows/cols < 0 mean "any".
-  bool shape(const Region& r, const std::string& what, int64_t rows, int64_t cols) {
+  bool shape(const Region& r, const char* what, int64_t rows, int64_t cols) {
     if ((rows >= 0 && r.rows() != rows) || (cols >= 0 && r.cols() != cols)) {
       return fail(
           fmt::format("{} {} is {}x{}, expected {}x{}", what, box(r), r.rows(), r.cols(), dim(rows), dim(cols)));
@@ -46,7 +50,7 @@ class Checker {
     return true;
   }
   // One uniformly strided block (weights, biases, whole-buffer operands).
-  bool uniform(const Region& r, const std::string& what) {
+  bool uniform(const Region& r, const char* what) {
     const BufferDesc& b = s_.buffers[size_t(r.buffer)];
     if (r.b1 - r.b0 > 1 && !(r.s0 == 0 && r.s1 == b.seq)) {
       return fail(
@@ -55,7 +59,7 @@ class Checker {
     return true;
   }
   // Same batch count and seq range length: the row-wise correspondence of per-batch kernels.
-  bool same_rows(const Region& a, const Region& b, const std::string& what) {
+  bool same_rows(const Region& a, const Region& b, const char* what) {
     if (a.b1 - a.b0 != b.b1 - b.b0 || a.s1 - a.s0 != b.s1 - b.s0) {
       return fail(fmt::format("{} {} does not have the batch/seq extent of {}", what, box(b), box(a)));
     }
@@ -118,7 +122,7 @@ void check_norm_bwd(Checker& c, const Op& op, bool layer_norm) {
   if (h % n != 0) c.fail(fmt::format("hidden {} is not divisible by chunks {}", h, n));
   c.shape(op.in[1], "stats", rows, 2);
   c.shape(op.in[2], "gamma", 1, h);
-  for (int i = 0; i < n; ++i) c.shape(op.in[size_t(3 + i)], fmt::format("dy chunk {}", i), rows, h / n);
+  for (int i = 0; i < n; ++i) c.shape(op.in[size_t(3 + i)], kInName[3 + i], rows, h / n);  // dy chunks
   c.shape(op.out[0], "dx", rows, h);
   for (int i = 1; i < op.n_out; ++i) c.shape(op.out[i], i == 1 ? "dgamma" : "dbeta", 1, h);
 }
@@ -223,8 +227,8 @@ void check_shapes(Checker& c, const Op& op) {
       const int outs = op.code == OpCode::AdamStep ? 3 : 2;
       if (!c.arity(1, 1, outs, outs)) return;
       for (int i = 0; i < outs; ++i) {
-        c.shape(op.out[size_t(i)], fmt::format("out[{}]", i), i0.rows(), i0.cols());
-        c.same_rows(i0, op.out[size_t(i)], fmt::format("out[{}]", i));
+        c.shape(op.out[size_t(i)], kOutName[i], i0.rows(), i0.cols());
+        c.same_rows(i0, op.out[size_t(i)], kOutName[i]);
       }
       return;
     }
@@ -240,8 +244,8 @@ void check_shapes(Checker& c, const Op& op) {
 std::string op_problem(const Schedule& s, const Op& op) {
   Checker c(s, op);
   if (op.n_in > kMaxIn || op.n_out > kMaxOut) return "has too many operands";
-  for (int i = 0; i < op.n_in; ++i) c.bounds(op.in[size_t(i)], fmt::format("in[{}]", i));
-  for (int i = 0; i < op.n_out; ++i) c.bounds(op.out[size_t(i)], fmt::format("out[{}]", i));
+  for (int i = 0; i < op.n_in; ++i) c.bounds(op.in[size_t(i)], kInName[i]);
+  for (int i = 0; i < op.n_out; ++i) c.bounds(op.out[size_t(i)], kOutName[i]);
   if (!c.problem().empty()) return c.problem();
   if (op.n_in == 0 && op.code != OpCode::RopeFwd && op.code != OpCode::RopeBwd) return "has no inputs";
   if (op.n_out == 0 && op.code != OpCode::AllReduce) return "has no outputs";

@@ -43,6 +43,11 @@ TEST_F(Report, HoldsTheFiguresAndTheSvgs) {
   for (size_t pos = html.find("<title>head."); pos != std::string::npos; pos = html.find("<title>head.", pos + 1)) ++head_tooltips;
   EXPECT_EQ(tooltips + head_tooltips, 72u);
   EXPECT_NE(html.find("<title>L1.fwd.attn.ar (allreduce)\nstart 126.0 us, measured 12.00 us"), std::string::npos);
+  // Critical-path strips: 17 ops on the predicted rows of rank 0 and of rank 1 (drawn from rank 0), 17 on
+  // measured rank 1 (the rank that finished last).
+  size_t strips = 0;
+  for (size_t pos = html.find("class=\"cp\""); pos != std::string::npos; pos = html.find("class=\"cp\"", pos + 1)) ++strips;
+  EXPECT_EQ(strips, 51u);
 }
 
 TEST_F(Report, IsSelfContained) {

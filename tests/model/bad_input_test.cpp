@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 
 #include "sim/error.hpp"
 #include "sim/model_spec.hpp"
@@ -24,6 +24,20 @@ std::vector<std::string> corpus() {
   }
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// True when `msg` contains "NAME:<line>:<column>: " (std::regex avoided: GCC 12 warns inside it under ASan).
+bool located(const std::string& msg, const std::string& name) {
+  for (size_t at = msg.find(name + ":"); at != std::string::npos; at = msg.find(name + ":", at + 1)) {
+    size_t i = at + name.size() + 1;
+    int numbers = 0;
+    while (numbers < 2 && i < msg.size() && std::isdigit(static_cast<unsigned char>(msg[i]))) {
+      while (i < msg.size() && std::isdigit(static_cast<unsigned char>(msg[i]))) ++i;
+      if (i < msg.size() && msg[i] == ':') ++numbers, ++i;
+    }
+    if (numbers == 2 && i < msg.size() && msg[i] == ' ') return true;
+  }
+  return false;
 }
 
 class BadInput : public ::testing::TestWithParam<std::string> {};
@@ -63,9 +77,7 @@ TEST_P(BadInput, FailsWithItsPinnedMessage) {
     EXPECT_EQ(e.kind(), ErrorKind::BadInput);
     EXPECT_EQ(e.exit_code(), 2);
     const std::string msg = e.what();
-    const std::regex located(std::regex_replace(GetParam(), std::regex(R"([.\-])"), R"(\$&)") +
-                             R"(:[0-9]+:[0-9]+: )");
-    EXPECT_TRUE(std::regex_search(msg, located)) << "not located as file:line:column: " << msg;
+    EXPECT_TRUE(located(msg, GetParam())) << "not located as file:line:column: " << msg;
     for (const auto& f : fragments)
       EXPECT_NE(msg.find(f), std::string::npos) << "want '" << f << "' in: " << msg;
   }

@@ -22,15 +22,21 @@ constexpr int32_t kInitial = -2;  // parameters, data, optimizer state: valid be
 bool accumulates(const Op& op, int j) {
   switch (op.code) {
     case OpCode::MatMul:
-    case OpCode::MatMulDgrad: return j == 0 && op.attrs.accumulate;
+    case OpCode::MatMulDgrad:
+      return j == 0 && op.attrs.accumulate;
     case OpCode::MatMulWgrad:
-    case OpCode::EmbeddingBwd: return op.attrs.accumulate;
+    case OpCode::EmbeddingBwd:
+      return op.attrs.accumulate;
     case OpCode::LayerNormBwd:
-    case OpCode::RmsNormBwd: return j == 0 ? op.attrs.accumulate : op.attrs.accumulate_params;
-    case OpCode::AttnBwd: return j >= 1 && op.attrs.accumulate;
+    case OpCode::RmsNormBwd:
+      return j == 0 ? op.attrs.accumulate : op.attrs.accumulate_params;
+    case OpCode::AttnBwd:
+      return j >= 1 && op.attrs.accumulate;
     case OpCode::AdamStep:
-    case OpCode::SgdStep: return true;
-    default: return false;
+    case OpCode::SgdStep:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -49,7 +55,8 @@ struct Memory {
   std::vector<std::vector<int32_t>> last;  // last writer per element
   explicit Memory(const Schedule& s) {
     for (const BufferDesc& b : s.buffers) {
-      const bool initial = b.role == BufferRole::Param || b.role == BufferRole::Data || b.role == BufferRole::OptState;
+      const bool initial =
+          b.role == BufferRole::Param || b.role == BufferRole::Data || b.role == BufferRole::OptState;
       last.emplace_back(size_t(b.elements()), initial ? kInitial : kUnwritten);
     }
   }
@@ -78,14 +85,16 @@ struct Memory {
       });
     }
     if (problems && uninit) problems->push_back(op_id(op) + " reads memory nothing wrote");
-    if (problems && overwrite) problems->push_back(op_id(op) + " overwrites a gradient contribution with '='");
+    if (problems && overwrite)
+      problems->push_back(op_id(op) + " overwrites a gradient contribution with '='");
     return h;
   }
 };
 
-// Runs the ops in an order that honours stream order and deps; policy 0: random, 1: comm first, 2: compute first.
-void check_interleaving(const Schedule& s, const std::vector<uint64_t>& expected, const Memory& final_mem, int policy,
-                        uint32_t seed) {
+// Runs the ops in an order that honours stream order and deps; policy 0: random, 1: comm first, 2: compute
+// first.
+void check_interleaving(const Schedule& s, const std::vector<uint64_t>& expected, const Memory& final_mem,
+                        int policy, uint32_t seed) {
   std::vector<std::vector<int32_t>> queue(kNumStreams);
   for (const Op& op : s.ops) queue[size_t(op.stream)].push_back(op.index);
   std::vector<size_t> head(kNumStreams, 0);
@@ -123,23 +132,28 @@ bool overlaps(const Region& a, const Region& b) {
 
 bool conflict(const Op& x, const Op& y) {
   for (int i = 0; i < x.n_out; ++i) {
-    for (int j = 0; j < y.n_in; ++j) if (overlaps(x.out[size_t(i)], y.in[size_t(j)])) return true;
-    for (int j = 0; j < y.n_out; ++j) if (overlaps(x.out[size_t(i)], y.out[size_t(j)])) return true;
+    for (int j = 0; j < y.n_in; ++j)
+      if (overlaps(x.out[size_t(i)], y.in[size_t(j)])) return true;
+    for (int j = 0; j < y.n_out; ++j)
+      if (overlaps(x.out[size_t(i)], y.out[size_t(j)])) return true;
   }
   for (int i = 0; i < x.n_in; ++i) {
-    for (int j = 0; j < y.n_out; ++j) if (overlaps(x.in[size_t(i)], y.out[size_t(j)])) return true;
+    for (int j = 0; j < y.n_out; ++j)
+      if (overlaps(x.in[size_t(i)], y.out[size_t(j)])) return true;
   }
   return false;
 }
 
 // Exact: every pair of conflicting ops on different streams is ordered by happens-before.
 void check_happens_before(const Schedule& s) {
-  const size_t n = s.ops.size();
-  std::vector<std::vector<uint64_t>> before(n, std::vector<uint64_t>((n + 63) / 64, 0));
+  const size_t n = s.ops.size(), words = (n + 63) / 64;
+  std::vector<uint64_t> bits;  // row i: the ops that happen before op i
+  bits.resize(n * words);
+  const auto row = [&](size_t i) { return bits.data() + i * words; };
   std::vector<int32_t> last_on(kNumStreams, -1);
   const auto merge = [&](size_t into, int32_t from) {
-    for (size_t w = 0; w < before[into].size(); ++w) before[into][w] |= before[size_t(from)][w];
-    before[into][size_t(from) / 64] |= 1ull << (size_t(from) % 64);
+    for (size_t w = 0; w < words; ++w) row(into)[w] |= row(size_t(from))[w];
+    row(into)[size_t(from) / 64] |= 1ull << (size_t(from) % 64);
   };
   for (const Op& op : s.ops) {
     if (last_on[size_t(op.stream)] >= 0) merge(size_t(op.index), last_on[size_t(op.stream)]);
@@ -152,7 +166,7 @@ void check_happens_before(const Schedule& s) {
       if (x.stream == c.stream || !conflict(c, x)) continue;
       const auto [early, late] = c.index < x.index ? std::pair(&c, &x) : std::pair(&x, &c);
       const size_t e = size_t(early->index);
-      EXPECT_TRUE(before[size_t(late->index)][e / 64] >> (e % 64) & 1)
+      EXPECT_TRUE(row(size_t(late->index))[e / 64] >> (e % 64) & 1)
           << op_id(*late) << " conflicts with " << op_id(*early) << " but does not wait for it";
     }
   }
@@ -164,7 +178,8 @@ ModelSpec micro(ModelSpec m) {
 }
 
 TEST(ScheduleHazards, EveryInterleavingMatchesProgramOrder) {
-  for (const ModelSpec& m : {micro(test::tiny_gpt(2)), micro(test::tiny_llama(2)), micro(test::tiny_llama(4))}) {
+  for (const ModelSpec& m :
+       {micro(test::tiny_gpt(2)), micro(test::tiny_llama(2)), micro(test::tiny_llama(4))}) {
     for (const auto& np : test::plans_for(m)) {
       SCOPED_TRACE(m.name + " tp " + std::to_string(m.tp) + " / " + np.name);
       const Schedule s = build_schedule(m, np.plan);
@@ -175,7 +190,8 @@ TEST(ScheduleHazards, EveryInterleavingMatchesProgramOrder) {
       for (const auto& p : problems) ADD_FAILURE() << p;
       check_happens_before(s);
       for (int policy = 0; policy < 3; ++policy) {
-        for (uint32_t seed = 0; seed < (policy == 0 ? 4u : 1u); ++seed) check_interleaving(s, expected, seq, policy, seed);
+        for (uint32_t seed = 0; seed < (policy == 0 ? 4u : 1u); ++seed)
+          check_interleaving(s, expected, seq, policy, seed);
       }
     }
   }

@@ -42,8 +42,9 @@ void check_invariants(const ModelSpec& m, const NamedPlan& np) {
   const Schedule s = build_schedule(m, np.plan);
   ASSERT_FALSE(s.ops.empty());
   EXPECT_DOUBLE_EQ(gemm_flops(s), expected_gemm_flops(m));
-  const double ar_expected =
-      np.plan.comm_enabled ? 4.0 * m.layers * double(m.micro_batch) * m.seq_len * m.hidden * dtype_bytes(m.dtype) : 0.0;
+  const double ar_expected = np.plan.comm_enabled ? 4.0 * m.layers * double(m.micro_batch) * m.seq_len *
+                                                        m.hidden * dtype_bytes(m.dtype)
+                                                  : 0.0;
   EXPECT_DOUBLE_EQ(allreduce_bytes(s), ar_expected);
 
   static const std::regex layer_id(R"(L\d+\.(fwd|bwd)\.(attn|mlp)\.[a-z0-9.]+\.s\d+(\.c\d+)?)");
@@ -53,7 +54,8 @@ void check_invariants(const ModelSpec& m, const NamedPlan& np) {
   for (const Op& op : s.ops) {
     const std::string id = op_id(op);
     EXPECT_TRUE(ids.insert(id).second) << "duplicate id " << id;
-    EXPECT_TRUE(std::regex_match(id, layer_id) || std::regex_match(id, opt_id) || std::regex_match(id, other_id))
+    EXPECT_TRUE(std::regex_match(id, layer_id) || std::regex_match(id, opt_id) ||
+                std::regex_match(id, other_id))
         << "malformed id " << id;
     EXPECT_EQ(op.kind, kind_of(op.code)) << id;
     EXPECT_EQ(op.index, &op - s.ops.data()) << id;
@@ -68,7 +70,8 @@ void check_invariants(const ModelSpec& m, const NamedPlan& np) {
       const int32_t d = op.deps[i];
       ASSERT_GE(d, 0) << id;
       ASSERT_LT(d, op.index) << id << " depends on a later op";
-      EXPECT_NE(s.ops[size_t(d)].stream, op.stream) << id << " has a same-stream dep on " << op_id(s.ops[size_t(d)]);
+      EXPECT_NE(s.ops[size_t(d)].stream, op.stream)
+          << id << " has a same-stream dep on " << op_id(s.ops[size_t(d)]);
       if (i > 0) {
         EXPECT_LT(op.deps[i - 1], d) << id << ": deps not sorted and unique";
       }
@@ -89,7 +92,8 @@ void check_invariants(const ModelSpec& m, const NamedPlan& np) {
     }
   }
   std::set<std::string> names;
-  for (const BufferDesc& b : s.buffers) EXPECT_TRUE(names.insert(b.name).second) << "duplicate buffer " << b.name;
+  for (const BufferDesc& b : s.buffers)
+    EXPECT_TRUE(names.insert(b.name).second) << "duplicate buffer " << b.name;
   EXPECT_GT(schedule_memory_bytes(s), 0);
 }
 
@@ -156,7 +160,8 @@ TEST(ScheduleInvariants, OptimizerStepsEveryParameter) {
     o.optimizer = k;
     const Schedule s = build_schedule(m, make_strategy_plan("megatron-sync", m), o);
     size_t params = 0, steps = 0, states = 0;
-    for (const BufferDesc& b : s.buffers) params += b.role == BufferRole::Param, states += b.role == BufferRole::OptState;
+    for (const BufferDesc& b : s.buffers)
+      params += b.role == BufferRole::Param, states += b.role == BufferRole::OptState;
     for (const Op& op : s.ops) steps += op.kind == OpKind::Optimizer;
     EXPECT_EQ(steps, params);
     EXPECT_EQ(states, params * (k == OptimizerKind::Adam ? 2 : 1));

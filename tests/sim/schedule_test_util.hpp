@@ -100,13 +100,15 @@ inline std::vector<NamedPlan> plans_for(const ModelSpec& m) {
     mixed.layers[l].mlp = {S::Batch, 2 * p > 4 ? 1 : 2 * p, 1, l % 2 ? O::Intra : O::Inter, true};
   }
   out.push_back({"mixed-per-layer", mixed});
-  Plan nocomm_sliced = make_uniform_plan(m, {S::Batch, 2, 2, O::Inter, true}, {S::Sequence, 2, 2, O::Inter, true},
-                                         "custom");
+  Plan nocomm_sliced =
+      make_uniform_plan(m, {S::Batch, 2, 2, O::Inter, true}, {S::Sequence, 2, 2, O::Inter, true}, "custom");
   nocomm_sliced.comm_enabled = false;
   out.push_back({"no-comm-sliced", nocomm_sliced});
   return out;
 }
 
-inline std::vector<ModelSpec> small_models() { return {tiny_gpt(2), tiny_llama(2), tiny_llama(4), tiny_gpt(1)}; }
+inline std::vector<ModelSpec> small_models() {
+  return {tiny_gpt(2), tiny_llama(2), tiny_llama(4), tiny_gpt(1)};
+}
 
 }  // namespace domino::test

@@ -1,0 +1,56 @@
+// domino-profile: measures this machine with the executor's own kernels and collectives into a hardware
+// profile (docs/profiling.md), or calibrates a profile on a measured trace (--calibrate).
+#include <CLI/CLI.hpp>
+
+#include "executor/profiler/profile_run.hpp"
+#include "sim/error.hpp"
+
+#if defined(DOMINO_HAVE_CUDA) && __has_include("executor/cuda/cuda_profile.hpp")
+#include "executor/cuda/cuda_profile.hpp"
+#define DOMINO_PROFILE_CUDA 1
+#endif
+
+int main(int argc, char** argv) {
+  return domino::run_main("domino-profile", [&]() -> int {
+    CLI::App app{"Measure this machine into a hardware profile, or calibrate a profile on a measured trace."};
+    domino::prof::ProfileOptions o;
+    app.add_option("--backend", o.backend, "cpu (Eigen + Gloo) or cuda (cuBLAS; collectives from --profile)")
+        ->capture_default_str();
+    auto* tp = app.add_option("--tp", o.tp, "ranks in the AllReduce group (default 2)")->check(CLI::PositiveNumber);
+    app.add_option("--link-gbps", o.link_gbps, "measure through an emulated link of this rate (Gbit/s; needs root)")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--for", o.for_model, "measure exactly the GEMM shapes and AllReduce sizes of this model's plans");
+    app.add_flag("--quick", o.quick, "fewer sizes and repeats (under 2 minutes)");
+    app.add_option("-o,--output", o.output, "profile YAML to write")->required();
+    app.add_option("--calibrate", o.calibrate_trace, "fit --profile to this measured trace (domino-exec --trace)");
+    app.add_option("--profile", o.base_profile,
+                   "profile to calibrate (default: the trace's, else the model's default); cuda: collectives source");
+    app.add_option("--name", o.name, "profile name (default: the output file's name)");
+    app.add_option("--timeout", o.timeout_s, "give up measuring after this many seconds")->check(CLI::PositiveNumber);
+    app.set_version_flag("--version", DOMINO_VERSION);
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+      return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+      domino::throw_bad_input(std::string(e.what()) + " (see domino-profile --help)");
+    }
+    o.tp_given = tp->count() > 0;
+    if (!o.calibrate_trace.empty()) {
+      domino::prof::run_calibrate(o);
+      return 0;
+    }
+#ifdef DOMINO_PROFILE_CUDA
+    domino::prof::run_measure(o, [](const domino::prof::Workload& w, bool quick) {
+      return domino::cuda::measure_compute(w, quick);
+    });
+#else
+    domino::prof::run_measure(o, {});
+#endif
+    return 0;
+  });
+}

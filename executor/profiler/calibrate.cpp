@@ -1,0 +1,338 @@
+// calibrate.cpp: per-op samples from a measured trace, then one least-squares fit per op kind (see
+// calibrate.hpp). Ops that overlapped the other stream fit the interference; the others fit the base costs.
+#include "executor/profiler/calibrate.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+
+#include "executor/profiler/profile_stats.hpp"
+#include "sim/cost_model.hpp"
+#include "sim/error.hpp"
+
+namespace domino::prof {
+
+namespace {
+
+struct Sample {
+  Op op;              // kind, shape, flops, bytes, dtype: what the cost model needs
+  double dur = 0;     // measured: median over ranks (AllReduce: the fastest rank, which waited least)
+  double overlap = 0; // time the other stream of the same rank was busy during this op
+};
+
+const std::map<std::string, OpKind>& kinds_by_name() {
+  static const std::map<std::string, OpKind> m = [] {
+    std::map<std::string, OpKind> out;
+    for (OpKind k : {OpKind::Gemm, OpKind::Attention, OpKind::Norm, OpKind::Activation, OpKind::Elementwise,
+                     OpKind::Copy, OpKind::AllReduce, OpKind::Optimizer, OpKind::Embedding, OpKind::Loss})
+      out[to_string(k)] = k;
+    return out;
+  }();
+  return m;
+}
+
+bool is_memory(OpKind k) { return k != OpKind::Gemm && k != OpKind::Attention && k != OpKind::AllReduce; }
+
+double arg_number(const nlohmann::json& args, const char* key) {
+  return args.contains(key) && args[key].is_number() ? args[key].get<double>() : 0.0;
+}
+
+DType trace_dtype(const Profile& base, const TraceFile& trace) {
+  int present = 0;
+  DType only = DType::BF16;
+  for (int d = 0; d < kNumDTypes; ++d)
+    if (base.gemm[d]) {
+      ++present;
+      only = DType(d);
+    }
+  if (present == 1) return only;
+  if (trace.meta.contains("model") && trace.meta["model"].is_string()) {
+    try {
+      return load_model(trace.meta["model"].get<std::string>()).dtype;
+    } catch (const Error&) {
+    }
+  }
+  return only;
+}
+
+std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
+  // Busy intervals per (rank, stream), for the overlap of each event with the other stream.
+  std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> busy;
+  for (const TraceEvent& e : trace.events) busy[{e.rank, e.stream}].push_back({e.start_us, e.start_us + e.dur_us});
+  struct PerOp {
+    Op op;
+    std::vector<std::pair<double, double>> dur_overlap;
+  };
+  std::map<int, PerOp> ops;
+  for (const TraceEvent& e : trace.events) {
+    const auto kind = kinds_by_name().find(e.kind);
+    if (kind == kinds_by_name().end() || !e.args.contains("op")) continue;
+    PerOp& po = ops[e.args["op"].get<int>()];
+    po.op.kind = kind->second;
+    po.op.m = int64_t(arg_number(e.args, "m"));
+    po.op.n = int64_t(arg_number(e.args, "n"));
+    po.op.k = int64_t(arg_number(e.args, "k"));
+    po.op.flops = e.flops;
+    po.op.bytes = e.bytes;
+    po.op.dtype = dtype;
+    double overlap = 0;
+    for (const auto& [s, t] : busy[{e.rank, 1 - e.stream}])
+      overlap += std::max(0.0, std::min(t, e.start_us + e.dur_us) - std::max(s, e.start_us));
+    po.dur_overlap.push_back({e.dur_us, overlap});
+  }
+  std::vector<Sample> out;
+  for (auto& [index, po] : ops) {
+    auto& v = po.dur_overlap;
+    std::sort(v.begin(), v.end());
+    const auto& pick = po.op.kind == OpKind::AllReduce ? v.front() : v[v.size() / 2];
+    if (pick.first > 0) out.push_back({po.op, pick.first, pick.second});
+  }
+  return out;
+}
+
+int band_of(double flops) { return int(std::floor(std::log10(std::max(flops, 1.0)) * 2)); }
+
+// Scale of each band (y = c x, least squares on relative error), and a lookup that falls back to the
+// nearest band with data.
+struct BandScales {
+  std::map<int, double> c;
+  double at(double flops) const {
+    if (c.empty()) return 1;
+    const int b = band_of(flops);
+    auto best = c.begin();
+    for (auto it = c.begin(); it != c.end(); ++it)
+      if (std::abs(it->first - b) < std::abs(best->first - b)) best = it;
+    return best->second;
+  }
+};
+
+BandScales fit_bands(const std::vector<const Sample*>& s, const std::vector<double>& pred) {
+  std::map<int, std::pair<double, double>> acc;  // sum p/t, sum p^2/t^2
+  for (size_t i = 0; i < s.size(); ++i) {
+    const double t = s[i]->dur, p = pred[i];
+    auto& a = acc[band_of(s[i]->op.flops)];
+    a.first += p / t;
+    a.second += p * p / (t * t);
+  }
+  BandScales out;
+  for (const auto& [b, a] : acc)
+    if (a.second > 0) out.c[b] = a.first / a.second;
+  return out;
+}
+
+void scale_curve(std::vector<EfficiencyPoint>& curve, const BandScales& bands, double* peak_tflops) {
+  double top = 0;
+  for (auto& p : curve) {
+    p.efficiency /= bands.at(p.gflop * 1e9);
+    top = std::max(top, p.efficiency);
+  }
+  if (top > 1 && peak_tflops) {  // faster than the old peak: raise the peak instead of breaking eff <= 1
+    *peak_tflops *= top;
+    for (auto& p : curve) p.efficiency /= top;
+  }
+  for (auto& p : curve) p.efficiency = std::clamp(p.efficiency, 1e-4, 1.0);
+}
+
+// Interference: d = base + overlap * u, u = s / (1 + s) (CostModel's progress-rate model); s from u.
+std::optional<double> fit_slowdown(const std::vector<const Sample*>& s, const std::vector<double>& base) {
+  double so = 0, sor = 0, total_overlap = 0, total = 0;
+  int n = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    total += s[i]->dur;
+    if (s[i]->overlap <= 0.05 * s[i]->dur) continue;
+    ++n;
+    total_overlap += s[i]->overlap;
+    so += s[i]->overlap * s[i]->overlap;
+    sor += s[i]->overlap * (s[i]->dur - base[i]);
+  }
+  if (n < 3 || total_overlap < 0.02 * total || !(so > 0)) return std::nullopt;
+  const double u = std::clamp(sor / so, 0.0, 0.9);
+  return u / (1 - u);
+}
+
+struct ErrorSum {
+  double abs = 0, total = 0;
+  int n = 0;
+};
+
+}  // namespace
+
+CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace, int tp) {
+  if (tp <= 0) tp = trace.meta.contains("tp") && trace.meta["tp"].is_number() ? trace.meta["tp"].get<int>() : 1;
+  const DType dtype = trace_dtype(base, trace);
+  const std::vector<Sample> samples = collect(trace, dtype);
+  if (samples.empty())
+    throw_bad_input(trace.path + ": no op events with the executor's args (op, m, n, k, flops, bytes): not a "
+                                 "domino trace?");
+  const int dpn = base.devices_per_node;
+  Profile p = base;
+  std::string report;
+
+  // Base-cost samples: ops that did not overlap the other stream (or all of a kind, corrected by the old
+  // interference, when too few ran alone).
+  const auto select = [&](auto pred) {
+    std::vector<const Sample*> clean, all;
+    for (const Sample& s : samples)
+      if (pred(s.op.kind)) {
+        all.push_back(&s);
+        if (s.overlap <= 0.05 * s.dur) clean.push_back(&s);
+      }
+    return clean.size() >= 3 ? clean : all;
+  };
+  const auto interference_free = [&](const Profile& prof, const Sample& s) {
+    const double slow = s.op.kind == OpKind::AllReduce ? prof.interference.comm_slowdown_during_compute
+                                                       : prof.interference.compute_slowdown_during_comm;
+    return s.dur - s.overlap * slow / (1 + slow);
+  };
+
+  // Memory-bound ops: t = launch + c * bytes / bw_old.
+  {
+    const auto mem = select(is_memory);
+    std::vector<double> x, y;
+    for (const Sample* s : mem) {
+      x.push_back(s->op.bytes / (base.memory.bandwidth_gbps * 1e3));
+      y.push_back(interference_free(base, *s));
+    }
+    double xmin = 1e300, xmax = 0;
+    for (double v : x) xmin = std::min(xmin, v), xmax = std::max(xmax, v);
+    LineFit f;
+    if (x.size() >= 2 && xmax > 2 * xmin) f = fit_line(x, y, relative_weights(y));
+    if (!f.ok || f.a < 0) f = fit_slope(x, y, relative_weights(y), f.ok && f.a < 0 ? 0 : base.memory.launch_overhead_us);
+    if (f.ok && f.b > 0) {
+      p.memory.launch_overhead_us = f.a;
+      p.memory.bandwidth_gbps = base.memory.bandwidth_gbps / f.b;
+      report += fmt::format("memory-bound ops ({}): {:.3g} -> {:.3g} GB/s, fixed cost {:.3g} -> {:.3g} us\n", mem.size(),
+                            base.memory.bandwidth_gbps, p.memory.bandwidth_gbps, base.memory.launch_overhead_us,
+                            p.memory.launch_overhead_us);
+    }
+  }
+
+  // GEMMs and attention: a time scale per half-decade of FLOPs.
+  {
+    const CostModel cm(p);
+    for (OpKind kind : {OpKind::Gemm, OpKind::Attention}) {
+      const auto sel = select([&](OpKind k) { return k == kind; });
+      if (sel.empty()) continue;
+      std::vector<double> pred, y;
+      std::vector<Sample> corrected;
+      corrected.reserve(sel.size());
+      for (const Sample* s : sel) {
+        pred.push_back(cm.op_us(s->op, tp, dpn));
+        corrected.push_back(*s);
+        corrected.back().dur = interference_free(base, *s);
+      }
+      std::vector<const Sample*> cs;
+      for (const Sample& s : corrected) cs.push_back(&s);
+      const BandScales bands = fit_bands(cs, pred);
+      std::string scales;
+      for (const auto& [b, c] : bands.c) scales += fmt::format(" 1e{:.1f}:{:.3f}", b / 2.0, c);
+      report += fmt::format("{} ({} ops): time scale per FLOP band{}\n", to_string(kind), sel.size(), scales);
+      if (kind == OpKind::Gemm) {
+        auto& g = p.gemm[static_cast<int>(dtype)];
+        if (!g) continue;
+        for (auto& r : g->table) r.time_us *= bands.at(2.0 * double(r.m) * double(r.n) * double(r.k));
+        scale_curve(g->efficiency, bands, &g->peak_tflops);
+      } else if (!p.attention.efficiency.empty()) {
+        scale_curve(p.attention.efficiency, bands, nullptr);
+      } else {
+        const double c = median_of([&] {
+          std::vector<double> v;
+          for (const auto& [b, s] : bands.c) v.push_back(s);
+          return v;
+        }());
+        p.attention.relative_efficiency = std::clamp(p.attention.relative_efficiency / c, 1e-4, 1.0);
+      }
+    }
+  }
+
+  // AllReduce: t = latency + c * (old bandwidth term); the table keeps its shape.
+  {
+    const auto sel = select([](OpKind k) { return k == OpKind::AllReduce; });
+    if (!sel.empty() && tp > 1) {
+      const CostModel cm(base);
+      std::vector<double> x, y;
+      double smin = 1e300, smax = 0;
+      for (const Sample* s : sel) {
+        const double t = cm.allreduce_us(s->op.bytes, tp, dpn);
+        x.push_back(t - (tp > dpn && base.inter_node ? base.inter_node->latency_us : base.intra_node.latency_us));
+        y.push_back(interference_free(base, *s));
+        smin = std::min(smin, s->op.bytes), smax = std::max(smax, s->op.bytes);
+      }
+      CollectiveProfile& c = tp > dpn && p.inter_node ? *p.inter_node : p.intra_node;
+      LineFit f;
+      if (smax >= 2 * smin) f = fit_line(x, y, relative_weights(y));
+      if (!f.ok || f.a < 0) f = fit_slope(x, y, relative_weights(y), f.ok && f.a < 0 ? 0 : c.latency_us);
+      if (f.ok && f.b > 0) {
+        report += fmt::format("allreduce ({} ops, {} .. {} B): latency {:.3g} -> {:.3g} us, bus bandwidth x {:.3f}{}\n",
+                              sel.size(), int64_t(smin), int64_t(smax), c.latency_us, f.a, 1 / f.b,
+                              smax >= 2 * smin ? "" : " (one message size: latency kept)");
+        c.latency_us = f.a;
+        c.bus_bandwidth_gbps /= f.b;
+        for (auto& r : c.table) r.bus_bandwidth_gbps /= f.b;
+      }
+    }
+  }
+
+  // Interference, from ops that overlapped the other stream, against the calibrated base costs.
+  {
+    Profile no_interference = p;
+    no_interference.interference = {};
+    const CostModel cm(no_interference);
+    for (bool comm : {false, true}) {
+      std::vector<const Sample*> sel;
+      std::vector<double> pred;
+      for (const Sample& s : samples) {
+        if ((s.op.kind == OpKind::AllReduce) != comm) continue;
+        sel.push_back(&s);
+        pred.push_back(cm.op_us(s.op, tp, dpn));
+      }
+      const auto slow = fit_slowdown(sel, pred);
+      double& field = comm ? p.interference.comm_slowdown_during_compute : p.interference.compute_slowdown_during_comm;
+      if (slow) {
+        report += fmt::format("interference: {} slowdown {:.3f} -> {:.3f}\n", comm ? "comm" : "compute", field, *slow);
+        field = *slow;
+      }
+    }
+  }
+  validate_profile(p);
+
+  // Fit quality: per kind, sum |pred - measured| / sum measured (interference applied as fitted).
+  CalibrationResult res;
+  const CostModel before(base), after(p);
+  std::map<std::string, std::pair<ErrorSum, ErrorSum>> err;
+  const auto predict = [&](const CostModel& cm, const Sample& s) {
+    const double t = cm.op_us(s.op, tp, dpn);
+    const double slow = s.op.kind == OpKind::AllReduce ? cm.comm_slowdown() : cm.compute_slowdown();
+    return t + std::min(s.overlap, t) * slow;  // overlapped part runs slower (first order)
+  };
+  for (const Sample& s : samples) {
+    for (const std::string& key : {std::string(to_string(s.op.kind)), std::string("all")}) {
+      auto& [b, a] = err[key];
+      b.abs += std::abs(predict(before, s) - s.dur);
+      a.abs += std::abs(predict(after, s) - s.dur);
+      b.total += s.dur;
+      a.total += s.dur;
+      ++b.n;
+    }
+  }
+  report += "per-op error (sum |predicted - measured| / sum measured), before -> after:\n";
+  for (const auto& [kind, e] : err) {
+    if (kind == "all") continue;
+    res.errors.push_back({kind, e.first.n, e.first.abs / e.first.total, e.second.abs / e.second.total});
+  }
+  const auto& all = err["all"];
+  res.errors.push_back({"all", all.first.n, all.first.abs / all.first.total, all.second.abs / all.second.total});
+  for (const KindError& e : res.errors)
+    report += fmt::format("  {:<12} {:>5} ops  {:6.1f}% -> {:6.1f}%\n", e.kind, e.ops, 100 * e.before, 100 * e.after);
+  p.source = "calibrated by domino-profile --calibrate on " + trace.path + " from " +
+             (base.path.empty() ? base.name : base.path);
+  p.notes = (base.notes.empty() ? "" : base.notes + "; ") + "calibration: " + report;
+  res.profile = p;
+  res.report = report;
+  return res;
+}
+
+}  // namespace domino::prof

@@ -1,0 +1,107 @@
+// profile_run.cpp: measuring (workload -> forked ranks -> fit -> profile file) and calibrating
+// (trace -> fit -> profile file), with what the user sees on stdout and stderr.
+#include "executor/profiler/profile_run.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "executor/profiler/calibrate.hpp"
+#include "executor/profiler/profile_fit.hpp"
+#include "executor/profiler/rank_fork.hpp"
+#include "executor/profiler/rank_measure.hpp"
+#include "sim/error.hpp"
+
+namespace domino::prof {
+
+namespace {
+
+std::string stem_of(const std::string& path) { return std::filesystem::path(path).stem().string(); }
+
+}  // namespace
+
+void run_measure(const ProfileOptions& o, const ComputeMeasurer& cuda_measurer) {
+  if (o.output.empty()) throw_bad_input("give -o PROFILE.yaml (where to write the profile)");
+  if (o.backend != "cpu" && o.backend != "cuda") throw_bad_input("--backend must be cpu or cuda, not '" + o.backend + "'");
+  if (o.backend == "cuda" && !cuda_measurer)
+    throw_bad_input("--backend cuda: this domino-profile was built without the CUDA backend");
+  if (o.tp < 1 || o.tp > 64) throw_bad_input("--tp must be between 1 and 64");
+  if (o.link_gbps < 0) throw_bad_input("--link-gbps must be positive");
+  const auto t_start = std::chrono::steady_clock::now();
+
+  WorkloadOptions wo;
+  wo.tp = o.tp;
+  wo.quick = o.quick;
+  if (!o.for_model.empty()) {
+    ModelOverrides ov;
+    if (o.tp_given) ov.tp = o.tp;
+    wo.model = load_model(o.for_model, ov);
+  }
+  const Workload w = plan_workload(wo);
+  const std::string what = fmt::format(
+      "{} GEMM shapes ({}), {} memory-bound ops, {} attention ops, {} AllReduce sizes up to {} B on {} ranks{}{}",
+      w.gemms.size(), wo.model ? "every shape of " + w.model_name + "'s plans" : "size grid", w.memory_ops.size(),
+      w.attention.size(), w.allreduce_bytes.size(), int64_t(w.allreduce_bytes.empty() ? 0 : w.allreduce_bytes.back()),
+      o.tp, o.link_gbps > 0 ? fmt::format(" over an emulated {} Gbit/s link", o.link_gbps) : "",
+      o.quick ? " (--quick)" : "");
+  std::fprintf(stderr, "domino-profile: measuring %s; load average %s\n", what.c_str(), load_average().c_str());
+
+  FitInput in;
+  in.tp = o.tp;
+  in.link_gbps = o.link_gbps;
+  in.backend = o.backend;
+  in.name = o.name.empty() ? stem_of(o.output) : o.name;
+  in.workload_note = "measured: " + what + "; memory-bound and attention shapes cut from " + w.model_name +
+                     " schedules";
+  MeasureOptions mo;
+  mo.quick = o.quick;
+  mo.link_gbps = o.link_gbps;
+  if (o.backend == "cuda") {
+    in.compute = cuda_measurer(w, o.quick);
+    mo.compute = false;
+  }
+  ForkOptions fo;
+  fo.ranks = o.tp;
+  fo.link_gbps = o.link_gbps;
+  fo.timeout_s = o.timeout_s;
+  in.ranks = run_ranks(fo, [&](GlooComm& comm) { return measure_rank(w, comm, mo); });
+  FitResult fit = fit_profile(in);
+  if (o.backend == "cuda") {
+    // Gloo between host processes says nothing about NCCL over NVLink: keep the base profile's collectives.
+    const Profile base = load_profile(resolve_profile_path(o.base_profile.empty() ? "dgx-h100" : o.base_profile));
+    fit.profile.intra_node = base.intra_node;
+    fit.profile.inter_node = base.inter_node;
+    fit.profile.interference = base.interference;
+    fit.profile.devices_per_node = base.devices_per_node;
+    fit.profile.notes += "; collectives and interference copied from " + base.name + " (NCCL not measured)";
+  }
+  save_profile(fit.profile, o.output);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  std::printf("%s", fit.summary.c_str());
+  std::printf("wrote %s (%.0f s)\n", o.output.c_str(), secs);
+}
+
+void run_calibrate(const ProfileOptions& o) {
+  if (o.output.empty()) throw_bad_input("give -o PROFILE.yaml (where to write the calibrated profile)");
+  const TraceFile trace = read_trace(o.calibrate_trace);
+  if (trace.source != "measured")
+    std::fprintf(stderr, "domino-profile: warning: %s is a '%s' trace, not a measured one\n", trace.path.c_str(),
+                 trace.source.c_str());
+  std::string base_arg = o.base_profile;
+  if (base_arg.empty() && trace.meta.contains("profile") && trace.meta["profile"].is_string())
+    base_arg = trace.meta["profile"].get<std::string>();
+  if (base_arg.empty() && trace.meta.contains("model") && trace.meta["model"].is_string())
+    base_arg = default_profile_name(load_model(trace.meta["model"].get<std::string>()));
+  if (base_arg.empty()) throw_bad_input("give --profile P: the trace names no profile and no model");
+  const Profile base = load_profile(resolve_profile_path(base_arg));
+  CalibrationResult res = calibrate_profile(base, trace, o.tp_given ? o.tp : 0);
+  if (!o.name.empty()) res.profile.name = o.name;
+  else res.profile.name = stem_of(o.output);
+  save_profile(res.profile, o.output);
+  std::printf("calibrated %s on %s\n%swrote %s\n", base.name.c_str(), trace.path.c_str(), res.report.c_str(),
+              o.output.c_str());
+}
+
+}  // namespace domino::prof

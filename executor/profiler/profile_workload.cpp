@@ -1,0 +1,243 @@
+// profile_workload.cpp: builds the probe list from schedules the builder makes (see profile_workload.hpp).
+#include "executor/profiler/profile_workload.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "sim/error.hpp"
+
+namespace domino::prof {
+
+namespace {
+
+// Ops bigger than this are not probed on the host (a GPU-sized model given to the CPU profiler).
+constexpr int64_t kMaxProbeBytes = int64_t(1) << 30;
+
+bool is_memory_kind(OpKind k) {
+  switch (k) {
+    case OpKind::Norm:
+    case OpKind::Activation:
+    case OpKind::Elementwise:
+    case OpKind::Copy:
+    case OpKind::Optimizer:
+    case OpKind::Embedding:
+    case OpKind::Loss: return true;
+    default: return false;
+  }
+}
+
+std::optional<Schedule> try_build(const ModelSpec& model, int p, int q, SplitDim dim) {
+  try {
+    validate_model(model);
+    const BlockPlan b{dim, p, q, OverlapMode::None, false};
+    const Plan plan = make_uniform_plan(model, b, b, "custom");
+    return build_schedule(model, plan);
+  } catch (const Error&) {
+    return std::nullopt;  // p or q does not divide this model: not a shape it can produce
+  }
+}
+
+class Builder {
+ public:
+  explicit Builder(Workload& w) : w_(w) {}
+
+  const Schedule* keep(Schedule s) {
+    w_.schedules.push_back(std::move(s));
+    return &w_.schedules.back();
+  }
+
+  void add_gemm(const Schedule& s, const Op& op) {
+    const auto key = std::make_tuple(op.m, op.n, op.k);
+    if (!gemm_seen_.insert(key).second) return;
+    Schedule mini = extract_op(s, op);
+    if (mini_bytes(mini) > kMaxProbeBytes) return;
+    const std::string label = fmt::format("gemm {}x{}x{} {}", op.m, op.n, op.k, to_string(op.code));
+    w_.gemms.push_back({label, keep(std::move(mini))});
+  }
+
+  void add_synthetic_gemm(int64_t m, int64_t n, int64_t k) {
+    if (!gemm_seen_.insert(std::make_tuple(m, n, k)).second) return;
+    w_.gemms.push_back({fmt::format("gemm {}x{}x{} MatMul", m, n, k), keep(synthetic_gemm(m, n, k))});
+  }
+
+  // One op per (opcode, bytes): optimizer steps differ only by parameter size, so a few sizes suffice.
+  void add_memory_ops(const Schedule& s, int max_per_code) {
+    std::map<OpCode, int> taken;
+    for (const Op& op : s.ops) {
+      if (!is_memory_kind(op.kind)) continue;
+      if (!mem_seen_.insert({op.code, int64_t(op.bytes)}).second) continue;
+      if (taken[op.code] >= max_per_code) continue;
+      Schedule mini = extract_op(s, op);
+      if (mini_bytes(mini) > kMaxProbeBytes) continue;
+      ++taken[op.code];
+      const std::string label = fmt::format("{} {} {}B", to_string(op.kind), to_string(op.code), int64_t(op.bytes));
+      w_.memory_ops.push_back({label, keep(std::move(mini))});
+    }
+  }
+
+  void add_attention(const Schedule& s, const std::string& tag) {
+    for (OpCode code : {OpCode::AttnFwd, OpCode::AttnBwd}) {
+      for (const Op& op : s.ops) {
+        if (op.code != code) continue;
+        Schedule mini = extract_op(s, op);
+        if (mini_bytes(mini) <= kMaxProbeBytes)
+          w_.attention.push_back({fmt::format("attention {} {}", to_string(code), tag), keep(std::move(mini))});
+        break;
+      }
+    }
+  }
+
+ private:
+  Workload& w_;
+  std::set<std::tuple<int64_t, int64_t, int64_t>> gemm_seen_;
+  std::set<std::pair<OpCode, int64_t>> mem_seen_;
+};
+
+}  // namespace
+
+Schedule extract_op(const Schedule& s, const Op& op) {
+  Schedule mini;
+  mini.model = s.model;
+  mini.plan = s.plan;
+  std::map<int32_t, int32_t> renumber;
+  Op o = op;
+  o.index = 0;
+  o.deps.clear();
+  const auto map_region = [&](Region& r) {
+    if (!r.valid()) return;
+    auto it = renumber.find(r.buffer);
+    if (it == renumber.end()) {
+      it = renumber.emplace(r.buffer, int32_t(mini.buffers.size())).first;
+      mini.buffers.push_back(s.buffers.at(size_t(r.buffer)));
+    }
+    r.buffer = it->second;
+  };
+  for (int i = 0; i < o.n_in; ++i) map_region(o.in[size_t(i)]);
+  for (int i = 0; i < o.n_out; ++i) map_region(o.out[size_t(i)]);
+  mini.ops.push_back(o);
+  return mini;
+}
+
+Schedule synthetic_gemm(int64_t m, int64_t n, int64_t k) {
+  Schedule s;
+  s.model = default_model();
+  s.model.dtype = DType::FP32;
+  s.plan.tp = 1;
+  s.plan.strategy = "profile";
+  const auto buffer = [&](const char* name, int64_t rows, int64_t cols) {
+    BufferDesc b;
+    b.name = name;
+    b.role = BufferRole::Workspace;
+    b.seq = rows;
+    b.cols = cols;
+    s.buffers.push_back(b);
+    return Region{int32_t(s.buffers.size() - 1), 0, 1, 0, rows, 0, cols};
+  };
+  Op op;
+  op.name = "profile.gemm";
+  op.kind = OpKind::Gemm;
+  op.code = OpCode::MatMul;
+  op.stream = Stream::Compute;
+  op.in[0] = buffer("A", m, k);
+  op.in[1] = buffer("B", k, n);
+  op.out[0] = buffer("C", m, n);
+  op.n_in = 2;
+  op.n_out = 1;
+  op.m = m;
+  op.n = n;
+  op.k = k;
+  op.flops = 2.0 * double(m) * double(n) * double(k);
+  op.bytes = 4.0 * double(m * k + k * n + m * n);
+  op.dtype = DType::FP32;
+  s.ops.push_back(op);
+  return s;
+}
+
+int64_t mini_bytes(const Schedule& s) {
+  int64_t total = 0;
+  for (const BufferDesc& b : s.buffers) total += b.elements() * 4;
+  return total;
+}
+
+Workload plan_workload(const WorkloadOptions& opt) {
+  Workload w;
+  Builder add(w);
+  ModelSpec base = opt.model ? *opt.model : default_model();
+  w.model_name = base.name;
+  const std::vector<int> ps = {1, 2, 4, 8}, qs = {1, 2, 4};
+
+  // GEMMs: the model's exact shapes for every p and q, else a log-spaced grid (cost model interpolates).
+  double max_ar = 0;
+  std::set<double> ar_sizes;
+  if (opt.model) {
+    for (int p : ps)
+      for (int q : qs)
+        for (SplitDim dim : {SplitDim::Batch, SplitDim::Sequence}) {
+          const auto s = try_build(base, p, q, dim);
+          if (!s) continue;
+          for (const Op& op : s->ops) {
+            if (op.kind == OpKind::Gemm) add.add_gemm(*s, op);
+            if (op.kind == OpKind::AllReduce && op.bytes > 0) {
+              ar_sizes.insert(op.bytes);
+              max_ar = std::max(max_ar, op.bytes);
+            }
+          }
+        }
+    if (w.gemms.empty()) throw_bad_input("--for " + base.name + ": no plan of this model builds (check its tp)");
+  } else {
+    const std::vector<int64_t> grid = opt.quick ? std::vector<int64_t>{128, 512} : std::vector<int64_t>{64, 256, 1024};
+    for (int64_t m : grid)
+      for (int64_t n : grid)
+        for (int64_t k : grid) add.add_synthetic_gemm(m, n, k);
+    if (!opt.quick) add.add_synthetic_gemm(2048, 1024, 1024);
+  }
+
+  // Memory-bound ops at several token counts (activations scale with micro_batch; parameters do not).
+  const std::vector<int> batches = opt.quick ? std::vector<int>{1, 8} : std::vector<int>{1, 4, 16};
+  for (int mb : batches) {
+    ModelSpec m = base;
+    m.micro_batch = mb;
+    if (const auto s = try_build(m, 1, 1, SplitDim::Batch)) add.add_memory_ops(*s, opt.quick ? 1 : 3);
+  }
+
+  // Attention over sequence length and heads per rank (the TP degree divides the heads).
+  const std::vector<int> seqs = opt.quick ? std::vector<int>{64, 128} : std::vector<int>{64, 128, 256};
+  for (int seq : seqs)
+    for (int tp : {1, 2, 4}) {
+      if (opt.quick && tp == 4) continue;
+      ModelSpec m = base;
+      m.seq_len = seq;
+      m.tp = tp;
+      m.micro_batch = std::min(base.micro_batch, 4);
+      if (const auto s = try_build(m, 1, 1, SplitDim::Batch))
+        add.add_attention(*s, fmt::format("seq {} heads/rank {}", seq, m.heads_per_rank()));
+    }
+
+  // AllReduce sizes: 4 B and powers of 4 (quick: of 16) up to the largest the model needs, plus its sizes.
+  if (!opt.model) max_ar = opt.max_allreduce_bytes;
+  const double step = opt.quick ? 16 : 4;
+  for (double b = 4; b < max_ar * 1.0001; b *= step) ar_sizes.insert(b);
+  ar_sizes.insert(max_ar);
+  w.allreduce_bytes.assign(ar_sizes.begin(), ar_sizes.end());
+
+  // Interference: the model's biggest forward GEMM beside its biggest AllReduce (or a 1 GFLOP GEMM, 4 MiB).
+  if (opt.model) {
+    if (const auto s = try_build(base, 1, 1, SplitDim::Batch)) {
+      const Op* best = nullptr;
+      for (const Op& op : s->ops)
+        if (op.kind == OpKind::Gemm && op.phase == Phase::Forward && (!best || op.flops > best->flops)) best = &op;
+      if (best) w.interference_gemm = Probe{"interference gemm", add.keep(extract_op(*s, *best))};
+    }
+    w.interference_bytes = max_ar;
+  }
+  if (!w.interference_gemm) w.interference_gemm = Probe{"interference gemm", add.keep(synthetic_gemm(1024, 1024, 512))};
+  if (!(w.interference_bytes > 0)) w.interference_bytes = 4.0 * 1024 * 1024;
+  return w;
+}
+
+}  // namespace domino::prof

@@ -1,0 +1,112 @@
+// results.cpp: rank reports (JSON text through the rendezvous store) and their merge (see results.hpp).
+#include "executor/runtime/results.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/error.hpp"
+
+namespace domino {
+
+std::string rank_result_to_text(const RankResult& r) {
+  nlohmann::json iterations = nlohmann::json::array();
+  for (const IterationRecord& it : r.iterations) {
+    nlohmann::json spans = nlohmann::json::array();
+    for (const OpTiming& t : it.spans) spans.push_back({t.op, t.start_us, t.end_us});
+    iterations.push_back({{"timed", it.timed},
+                          {"time_us", it.time_us},
+                          {"loss", std::isfinite(it.loss) ? nlohmann::json(it.loss) : nlohmann::json(nullptr)},
+                          {"spans", std::move(spans)}});
+  }
+  return nlohmann::json{{"rank", r.rank}, {"peak_memory_bytes", r.peak_memory_bytes}, {"iterations", iterations}}.dump();
+}
+
+RankResult rank_result_from_text(const std::string& text) {
+  RankResult r;
+  try {
+    const auto j = nlohmann::json::parse(text);
+    r.rank = j.at("rank").get<int>();
+    r.peak_memory_bytes = j.at("peak_memory_bytes").get<int64_t>();
+    for (const auto& it : j.at("iterations")) {
+      IterationRecord rec;
+      rec.timed = it.at("timed").get<bool>();
+      rec.time_us = it.at("time_us").get<double>();
+      rec.loss = it.at("loss").is_null() ? NAN : it.at("loss").get<float>();
+      for (const auto& s : it.at("spans")) rec.spans.push_back({s.at(0).get<int32_t>(), s.at(1).get<double>(), s.at(2).get<double>()});
+      r.iterations.push_back(std::move(rec));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw_bad_input(std::string("malformed rank report: ") + e.what());
+  }
+  return r;
+}
+
+double percentile(std::vector<double> values, double pct) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const double pos = pct / 100.0 * double(values.size() - 1);
+  const size_t lo = size_t(std::floor(pos)), hi = std::min(lo + 1, values.size() - 1);
+  return values[lo] + (values[hi] - values[lo]) * (pos - double(lo));
+}
+
+RunSummary summarize(const std::vector<RankResult>& ranks) {
+  RunSummary out;
+  if (ranks.empty()) throw_runtime("no rank reported a result");
+  const size_t n_iter = ranks[0].iterations.size();
+  for (const RankResult& r : ranks)
+    if (r.iterations.size() != n_iter) throw_runtime("ranks ran different numbers of iterations");
+  std::vector<size_t> timed;
+  std::vector<double> samples;
+  for (size_t i = 0; i < n_iter; ++i) {
+    if (!ranks[0].iterations[i].timed) {
+      ++out.warmup;
+    } else {
+      double t = 0;
+      for (const RankResult& r : ranks) t = std::max(t, r.iterations[i].time_us);
+      timed.push_back(i);
+      samples.push_back(t);
+    }
+  }
+  for (const IterationRecord& it : ranks[0].iterations) out.losses.push_back(it.loss);
+  out.median_us = percentile(samples, 50);
+  out.p10_us = percentile(samples, 10);
+  out.p90_us = percentile(samples, 90);
+  Timeline& tl = out.timeline;
+  tl.source = "measured";
+  tl.ranks = int32_t(ranks.size());
+  tl.iteration_us = out.median_us;
+  tl.iteration_samples_us = samples;
+  if (!timed.empty()) {
+    // The timed iteration closest to the median stands for the run in the trace.
+    size_t pick = 0;
+    for (size_t k = 1; k < timed.size(); ++k)
+      if (std::abs(samples[k] - out.median_us) < std::abs(samples[pick] - out.median_us)) pick = k;
+    for (const RankResult& r : ranks)
+      for (const OpTiming& t : r.iterations[timed[pick]].spans)
+        tl.spans.push_back({t.op, int32_t(r.rank), t.start_us, t.end_us});
+  }
+  std::vector<RankResult> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  for (const RankResult& r : sorted) tl.peak_memory_bytes.push_back(r.peak_memory_bytes);
+  return out;
+}
+
+nlohmann::json summary_json(const RunSummary& s, const Schedule& schedule, const nlohmann::json& meta) {
+  nlohmann::json losses = nlohmann::json::array();
+  for (float l : s.losses) losses.push_back(std::isfinite(l) ? nlohmann::json(l) : nlohmann::json(nullptr));
+  nlohmann::json j{{"model", schedule.model.name},
+                   {"strategy", schedule.plan.strategy},
+                   {"tp", schedule.model.tp},
+                   {"ranks", s.timeline.ranks},
+                   {"ops", schedule.ops.size()},
+                   {"warmup", s.warmup},
+                   {"iteration_time_us",
+                    {{"median", s.median_us}, {"p10", s.p10_us}, {"p90", s.p90_us},
+                     {"samples", s.timeline.iteration_samples_us}}},
+                   {"peak_memory_bytes", s.timeline.peak_memory_bytes},
+                   {"loss", losses}};
+  for (const auto& [k, v] : meta.items()) j[k] = v;
+  return j;
+}
+
+}  // namespace domino

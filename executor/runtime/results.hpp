@@ -1,0 +1,34 @@
+// results.hpp: what ranks report after their iterations and how rank 0 turns all ranks' reports into the
+// measured Timeline (Chrome trace via write_trace) and the summary JSON.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "executor/runtime/rank_runner.hpp"
+#include "sim/timeline.hpp"
+
+namespace domino {
+
+std::string rank_result_to_text(const RankResult& r);
+RankResult rank_result_from_text(const std::string& text);  // BadInput when malformed
+
+struct RunSummary {
+  Timeline timeline;                // spans of the median iteration, all ranks
+  std::vector<float> losses;        // rank 0, every iteration (warm-up included)
+  int warmup = 0;
+  double median_us = 0, p10_us = 0, p90_us = 0;
+};
+
+// Iteration time = the latest end over ranks of that iteration's ops (every rank starts after a barrier).
+// The timeline's spans are those of the timed iteration whose time is the median.
+RunSummary summarize(const std::vector<RankResult>& ranks);
+
+// Linear-interpolated percentile (0..100) of the values.
+double percentile(std::vector<double> values, double pct);
+
+nlohmann::json summary_json(const RunSummary& summary, const Schedule& schedule, const nlohmann::json& meta);
+
+}  // namespace domino

@@ -1,0 +1,142 @@
+// fidelity_short_test.cpp: scripts/fidelity-sweep end to end on a tiny shape (4 plans, loopback, 2 timed
+// iterations), and the table arithmetic of scripts/fidelity-table.py on hand-made rows. The accuracy targets
+// (MAPE, tau, regret) are NOT asserted: timings on a shared machine vary too much; only that the sweep runs
+// and writes a well-formed table with finite figures.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kScripts = fs::path(DOMINO_TEST_DATA) / ".." / "scripts";
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int run(const std::string& cmd, const fs::path& log) {
+  const int status = std::system((cmd + " > " + log.string() + " 2>&1").c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+class FidelitySweep : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::system("command -v python3 > /dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not installed";
+    dir = fs::temp_directory_path() / ("domino_fidelity_" + std::to_string(::getpid()) + "_" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  void TearDown() override {
+    if (!dir.empty() && !HasFailure()) fs::remove_all(dir);
+  }
+  fs::path dir;
+};
+
+TEST_F(FidelitySweep, ShortSweepWritesAWellFormedTable) {
+  const fs::path bin(DOMINO_BIN_DIR);
+  for (const char* tool : {"domino-sim", "domino-tune", "domino-exec", "domino-compare"})
+    if (!fs::exists(bin / tool)) GTEST_SKIP() << (bin / tool) << " not built";
+  const fs::path out = dir / "out";
+  const int rc = run("bash " + (kScripts / "fidelity-sweep").string() + " --short --models cpu-gpt --links 0 " +
+                         "--seq-len 32 --micro-batch 4 --iters 2 --warmup 1 --build " + bin.parent_path().string() +
+                         " --out " + out.string(),
+                     dir / "log");
+  ASSERT_EQ(rc, 0) << slurp(dir / "log");
+
+  const auto doc = nlohmann::json::parse(slurp(out / "fidelity.json"));
+  ASSERT_TRUE(doc["configurations"].contains("cpu-gpt-loopback")) << doc.dump(1);
+  const auto& config = doc["configurations"]["cpu-gpt-loopback"];
+  const auto& rows = config["rows"];
+  ASSERT_EQ(rows.size(), 4u);
+  const std::string md = slurp(out / "fidelity.md");
+  EXPECT_NE(md.find("| plan | predicted ms | measured ms (median) | error % |"), std::string::npos) << md;
+  for (const auto& row : rows) {
+    const std::string plan = row["plan"];
+    EXPECT_EQ(row["status"], "ok") << plan;
+    ASSERT_TRUE(row.contains("error_pct")) << row.dump();
+    EXPECT_GT(row["predicted_ms"].get<double>(), 0) << plan;
+    EXPECT_GT(row["measured_ms"].get<double>(), 0) << plan;
+    EXPECT_EQ(row["measured_samples_ms"].size(), 2u) << plan;  // --iters 2, one round
+    EXPECT_TRUE(std::isfinite(row["error_pct"].get<double>())) << plan;
+    EXPECT_NE(md.find("| " + plan + " |"), std::string::npos) << plan;
+    EXPECT_TRUE(fs::exists(out / "cpu-gpt-loopback" / "compare" / ((plan == "slices:2x2:sequence" ? "slices-2x2-sequence"
+                                                                                                : plan) + ".json")))
+        << plan;
+  }
+  const auto& fig = config["figures"];
+  EXPECT_EQ(fig["plans_measured"], 4);
+  EXPECT_TRUE(std::isfinite(fig["mape_pct"].get<double>()));
+  EXPECT_GE(fig["kendall_tau"].get<double>(), -1.0);
+  EXPECT_LE(fig["kendall_tau"].get<double>(), 1.0);
+  EXPECT_GE(fig["regret_pct"].get<double>(), 0.0);  // the tuned plan is one of the candidates
+  EXPECT_TRUE(fs::exists(out / "cpu-gpt-loopback" / "compare" / "tuned.html"));
+  // The sliced plan the script wrote is a valid plan for the overridden model (domino-sim accepted it).
+  EXPECT_NE(slurp(out / "cpu-gpt-loopback" / "plans" / "slices-2x2-sequence.yaml").find("split: sequence, p: 2, q: 2"),
+            std::string::npos);
+}
+
+TEST_F(FidelitySweep, BadUsageExitsTwo) {
+  EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --bogus", dir / "log"), 2);
+  EXPECT_NE(slurp(dir / "log").find("unknown argument '--bogus'"), std::string::npos);
+  EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --iters 0", dir / "log"), 2);
+}
+
+// Hand-made predictions and measurements: the figures are known exactly.
+TEST_F(FidelitySweep, TableFiguresFromKnownRows) {
+  const fs::path cfg = dir / "cfg";
+  fs::create_directories(cfg);
+  struct Row {
+    const char* plan;
+    double predicted_us;
+    std::vector<double> samples_us;  // median is the middle one
+  };
+  const std::vector<Row> rows = {{"megatron-sync", 100000, {90000, 80000, 70000}},   // +25 %
+                                 {"domino-ds", 50000, {50000, 40000, 60000}},        // 0 %
+                                 {"no-comm", 40000, {30000, 20000, 25000}},          // +60 %
+                                 {"tuned", 45000, {55000, 50000, 60000}}};           // -18.18 %
+  std::ofstream tsv(cfg / "rows.tsv");
+  for (const Row& r : rows) {
+    const fs::path pred = cfg / (std::string(r.plan) + ".pred.json"), meas = cfg / (std::string(r.plan) + ".json");
+    std::ofstream(pred) << nlohmann::json{{"iteration_time_us", r.predicted_us}, {"exposed_comm_us", 0}}.dump();
+    std::ofstream(meas) << nlohmann::json{{"iteration_time_us", {{"samples", r.samples_us}}}}.dump();
+    tsv << r.plan << '\t' << pred.string() << '\t' << meas.string() << "\t\tok\n";
+  }
+  tsv.close();
+  ASSERT_EQ(run("python3 " + (kScripts / "fidelity-table.py").string() + " table " + dir.string() + " cfg",
+                dir / "log"),
+            0)
+      << slurp(dir / "log");
+  const auto fig = nlohmann::json::parse(slurp(dir / "fidelity.json"))["configurations"]["cfg"]["figures"];
+  EXPECT_NEAR(fig["mape_pct"].get<double>(), (25.0 + 0 + 60 + 100.0 * 10 / 55) / 4, 1e-9);
+  // Predicted order sync > ds > tuned > no-comm, measured sync > tuned > ds > no-comm: of the 6 pairs only
+  // (ds, tuned) is discordant -> tau = (5 - 1) / 6.
+  EXPECT_NEAR(fig["kendall_tau"].get<double>(), 4.0 / 6, 1e-9);
+  // Best measured plan that trains is domino-ds (no-comm is only a bound): 55 / 50 - 1.
+  EXPECT_NEAR(fig["regret_pct"].get<double>(), 10.0, 1e-9);
+  EXPECT_EQ(fig["best_measured_plan"], "domino-ds");
+  EXPECT_EQ(fig["best_predicted_plan"], "tuned");
+  // A tie in one ranking only: tau-b's denominator shrinks (same predictions, ds measured like tuned).
+  std::ofstream(cfg / "domino-ds.json") << nlohmann::json{{"iteration_time_us", {{"samples", {55000.0}}}}}.dump();
+  ASSERT_EQ(run("python3 " + (kScripts / "fidelity-table.py").string() + " table " + dir.string() + " cfg",
+                dir / "log"),
+            0);
+  const auto tied = nlohmann::json::parse(slurp(dir / "fidelity.json"))["configurations"]["cfg"]["figures"];
+  EXPECT_NEAR(tied["kendall_tau"].get<double>(), 5 / std::sqrt(6.0 * 5), 1e-9);
+}
+
+}  // namespace

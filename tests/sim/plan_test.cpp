@@ -1,0 +1,194 @@
+// plan_test.cpp: named strategies, plan validation, plan files (round trip, byte-identical output, ranges)
+// and the corpus of bad plan files in tests/data/plans/bad, each with its pinned, located message.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "sim/error.hpp"
+#include "tests/sim/schedule_test_util.hpp"
+
+namespace domino {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kPlans = fs::path(DOMINO_TEST_DATA) / "data" / "plans";
+
+// The model the plan files in tests/data/plans are written for: micro-batch 6, sequence 12 and hidden 42
+// so that p = 4 / p = 8 / q = 4 do not divide them.
+ModelSpec bad_model() {
+  ModelSpec m = test::tiny_gpt(2);
+  m.name = "tiny-bad";
+  m.hidden = 42, m.heads = 6, m.kv_heads = 6, m.ffn_hidden = 84, m.micro_batch = 6, m.seq_len = 12;
+  return m;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+fs::path temp_dir() {
+  const fs::path d = fs::temp_directory_path() / ("domino-plan-test-" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+    return e.what();
+  }
+  return "<no error>";
+}
+
+TEST(Strategies, ExpandAsDocumented) {
+  const ModelSpec m = test::tiny_gpt();
+  EXPECT_EQ(strategy_names(),
+            (std::vector<std::string>{"megatron-sync", "megatron-async", "domino-ds", "no-comm"}));
+  const Plan sync = make_strategy_plan("megatron-sync", m);
+  const Plan async = make_strategy_plan("megatron-async", m);
+  const Plan ds = make_strategy_plan("domino-ds", m);
+  const Plan bound = make_strategy_plan("no-comm", m);
+  ASSERT_EQ(ds.layers.size(), size_t(m.layers));
+  for (size_t l = 0; l < ds.layers.size(); ++l) {
+    EXPECT_EQ(sync.layers[l].attn, (BlockPlan{SplitDim::Batch, 1, 1, OverlapMode::None, false}));
+    EXPECT_EQ(async.layers[l].mlp, (BlockPlan{SplitDim::Batch, 1, 1, OverlapMode::None, true}));
+    EXPECT_EQ(ds.layers[l].attn, (BlockPlan{SplitDim::Batch, 2, 1, OverlapMode::Inter, true}));
+    EXPECT_EQ(ds.layers[l].mlp, ds.layers[l].attn);
+    EXPECT_EQ(bound.layers[l], sync.layers[l]);
+  }
+  EXPECT_TRUE(sync.comm_enabled);
+  EXPECT_FALSE(bound.comm_enabled);
+  EXPECT_EQ(ds.strategy, "domino-ds");
+  EXPECT_EQ(ds.model_fingerprint, model_fingerprint(m));
+  EXPECT_EQ(ds.tp, m.tp);
+}
+
+TEST(Strategies, BadNamesAndModels) {
+  ModelSpec m = test::tiny_gpt();
+  EXPECT_NE(error_of([&] { make_strategy_plan("megatron-snyc", m); }).find("did you mean 'megatron-sync'"),
+            std::string::npos);
+  m.micro_batch = 3;
+  const std::string e = error_of([&] { make_strategy_plan("domino-ds", m); });
+  EXPECT_NE(e.find("micro_batch 3 (odd)"), std::string::npos) << e;
+  EXPECT_NO_THROW(make_strategy_plan("megatron-sync", m));
+}
+
+TEST(ValidatePlan, NamesTheLayerAndBlock) {
+  const ModelSpec m = bad_model();
+  Plan p = make_strategy_plan("megatron-sync", m);
+  p.layers[1].mlp.q = 4;
+  EXPECT_EQ(error_of([&] { validate_plan(p, m); }), "plan layer 1 mlp: q=4 does not divide hidden 42");
+  p = make_strategy_plan("megatron-sync", m);
+  p.layers.resize(5);
+  EXPECT_NE(error_of([&] { validate_plan(p, m); }).find("5 layer entries"), std::string::npos);
+  p = make_strategy_plan("megatron-sync", m);
+  ModelSpec other = m;
+  other.tp = 3;
+  other.heads = 6;
+  EXPECT_NE(error_of([&] { validate_plan(p, other); }).find("tp 2, not tp 3"), std::string::npos);
+  EXPECT_NO_THROW(validate_plan(p, other, /*force=*/true));
+  ModelSpec wider = m;
+  wider.ffn_hidden = 168;
+  EXPECT_NE(error_of([&] { validate_plan(p, wider); }).find("another shape"), std::string::npos);
+}
+
+TEST(PlanFile, RoundTripsEveryPlan) {
+  const fs::path dir = temp_dir();
+  for (const ModelSpec& m : {test::tiny_gpt(), test::tiny_llama()}) {
+    for (auto np : test::plans_for(m)) {
+      np.plan.profile = "dgx-h100";
+      np.plan.provenance = {
+          {"tuner", "domino-tune 0.1.0"}, {"note", "quotes \" and \\ and: colons"}, {"empty", ""}};
+      const fs::path f = dir / (np.name + ".yaml");
+      save_plan(np.plan, f.string());
+      const Plan back = load_plan(f.string(), m);
+      EXPECT_EQ(back.layers, np.plan.layers) << np.name;
+      EXPECT_EQ(back.provenance, np.plan.provenance) << np.name;
+      EXPECT_EQ(back.comm_enabled, np.plan.comm_enabled) << np.name;
+      EXPECT_EQ(back.strategy, np.plan.strategy);
+      EXPECT_EQ(back.profile, "dgx-h100");
+      EXPECT_EQ(back.model_fingerprint, np.plan.model_fingerprint);
+      EXPECT_EQ(plan_to_yaml(back), read_text(f)) << np.name << ": output is not byte-identical";
+      save_plan(back, f.string());
+      EXPECT_EQ(plan_to_yaml(np.plan), read_text(f));
+    }
+  }
+  fs::remove_all(dir);
+}
+
+TEST(PlanFile, FoldsIdenticalLayersIntoRanges) {
+  const ModelSpec m = test::llama2_70b();
+  Plan p = make_strategy_plan("domino-ds", m);
+  std::string y = plan_to_yaml(p);
+  EXPECT_NE(y.find("  - layers: 0-79\n"), std::string::npos) << y;
+  EXPECT_EQ(std::count(y.begin(), y.end(), '\n'), 14) << y;
+  p.layers[40].mlp.q = 2;
+  y = plan_to_yaml(p);
+  EXPECT_NE(y.find("layers: 0-39\n"), std::string::npos);
+  EXPECT_NE(y.find("layers: 40\n"), std::string::npos);
+  EXPECT_NE(y.find("layers: 41-79\n"), std::string::npos);
+}
+
+TEST(PlanFile, GoodFilesLoad) {
+  const ModelSpec m = bad_model();
+  const Plan p = load_plan((kPlans / "good" / "mixed-ranges.yaml").string(), m, /*force=*/true);
+  EXPECT_EQ(p.layers[0].attn, (BlockPlan{SplitDim::Batch, 2, 2, OverlapMode::Inter, true}));
+  EXPECT_EQ(p.layers[1].mlp, (BlockPlan{SplitDim::Sequence, 4, 1, OverlapMode::Intra, false}));
+  EXPECT_EQ(p.layers[2].attn, BlockPlan{});
+  EXPECT_EQ(p.layers[2].mlp, (BlockPlan{SplitDim::Batch, 2, 1, OverlapMode::None, false}));
+  EXPECT_EQ(p.profile, "dgx-h100");
+  EXPECT_EQ(p.provenance.at("predicted_us"), "1234.5");
+  EXPECT_NO_THROW(build_schedule(m, p));
+  const Plan q = load_plan((kPlans / "good" / "minimal.yaml").string(), m, /*force=*/true);
+  EXPECT_EQ(q.strategy, "custom");
+  EXPECT_TRUE(q.comm_enabled);
+  EXPECT_TRUE(q.provenance.empty());
+  // Without --force the plan's fingerprint must match this model's.
+  EXPECT_NE(
+      error_of([&] { load_plan((kPlans / "good" / "minimal.yaml").string(), m); }).find("another shape"),
+      std::string::npos);
+}
+
+std::vector<std::string> bad_corpus() {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(kPlans / "bad")) {
+    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+class BadPlan : public ::testing::TestWithParam<std::string> {};
+
+TEST(BadPlanCorpus, IsLargeEnough) { EXPECT_GE(bad_corpus().size(), 20u); }
+
+// NAME.expect holds the exact message, with the path reduced to the file name.
+TEST_P(BadPlan, FailsWithItsPinnedMessage) {
+  const fs::path input = kPlans / "bad" / (GetParam() + ".yaml");
+  std::string expected = read_text(fs::path(input).replace_extension(".expect"));
+  ASSERT_FALSE(expected.empty()) << "no .expect sidecar for " << GetParam();
+  while (!expected.empty() && expected.back() == '\n') expected.pop_back();
+  std::string message = error_of([&] { load_plan(input.string(), bad_model()); });
+  const std::string dir = input.parent_path().string() + "/";
+  if (message.rfind(dir, 0) == 0) message = message.substr(dir.size());
+  EXPECT_EQ(message, expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, BadPlan, ::testing::ValuesIn(bad_corpus()), [](const auto& info) {
+  std::string n = info.param;
+  std::replace(n.begin(), n.end(), '-', '_');
+  return n;
+});
+
+}  // namespace
+}  // namespace domino

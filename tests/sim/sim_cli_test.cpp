@@ -1,0 +1,110 @@
+// sim_cli_test.cpp: domino-sim end to end: the JSON figures with their stable keys, a trace file, and exit
+// code 2 with a clear message for bad usage, unknown names and malformed profiles.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kBin = fs::path(DOMINO_BIN_DIR) / "domino-sim";
+
+struct CliResult {
+  int code = -1;
+  std::string output;  // stdout and stderr
+};
+
+CliResult run_sim(const std::string& args) {
+  CliResult r;
+  const std::string cmd = "cd " + std::string(DOMINO_SOURCE_DIR) + " && " + kBin.string() + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class DominoSimCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kBin)) GTEST_SKIP() << kBin << " not built";
+  }
+};
+
+TEST_F(DominoSimCli, JsonHasStableKeysAndConsistentFigures) {
+  const fs::path json_path = fs::temp_directory_path() / "domino_sim_cli.json";
+  const fs::path trace_path = fs::temp_directory_path() / "domino_sim_cli_trace.json";
+  const CliResult r = run_sim("gpt3-2.7b --strategy domino-ds --tp 8 --seq-len 512 --micro-batch 4 --profile dgx-h100 --json " +
+                    json_path.string() + " --trace " + trace_path.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("overlap fraction"), std::string::npos);
+  std::ifstream in(json_path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  for (const char* key : {"iteration_time_us", "compute_us", "comm_us", "exposed_comm_us", "overlap_fraction",
+                          "peak_memory_bytes", "strategies"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  const auto& s = j.at("strategies");
+  for (const char* name : {"megatron-sync", "megatron-async", "domino-ds", "no-comm"}) {
+    ASSERT_TRUE(s.contains(name)) << name;
+    for (const char* key : {"iteration_time_us", "exposed_comm_us", "speedup_vs_megatron_sync"}) {
+      EXPECT_TRUE(s.at(name).contains(key)) << name << " " << key;
+    }
+  }
+  EXPECT_DOUBLE_EQ(s.at("domino-ds").at("iteration_time_us").get<double>(), j.at("iteration_time_us").get<double>());
+  EXPECT_DOUBLE_EQ(s.at("megatron-sync").at("speedup_vs_megatron_sync").get<double>(), 1.0);
+  EXPECT_GE(s.at("no-comm").at("speedup_vs_megatron_sync").get<double>(),
+            s.at("domino-ds").at("speedup_vs_megatron_sync").get<double>());
+  std::ifstream tin(trace_path);
+  const nlohmann::json trace = nlohmann::json::parse(tin);
+  EXPECT_EQ(trace.at("domino").at("profile"), "dgx-h100");
+  EXPECT_DOUBLE_EQ(trace.at("domino").at("iteration_time_us").get<double>(), j.at("iteration_time_us").get<double>());
+  fs::remove(json_path);
+  fs::remove(trace_path);
+}
+
+TEST_F(DominoSimCli, SummaryNeedsNoPlan) {
+  const CliResult r = run_sim("--summary");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("cpu-gpt"), std::string::npos);
+}
+
+TEST_F(DominoSimCli, BadUsageExitsTwoWithAMessage) {
+  const struct {
+    const char* args;
+    const char* message;
+  } cases[] = {
+      {"", "give --plan PLAN or --strategy NAME"},
+      {"--strategy domino-dss", "did you mean 'domino-ds'?"},
+      {"--strategy domino-ds --profile dgx-h10", "did you mean 'dgx-h100'?"},
+      {"--strategy domino-ds --plan p.yaml", "excludes"},
+      {"--strategy domino-ds --tp 0", "--tp"},
+      {"no-such-model --strategy domino-ds", "unknown model 'no-such-model'"},
+      {"gpt3-6.7b --strategy megatron-sync --profile dgx-h100 --tp 16", "inter_node"},
+      {"--strategy no-comm --profile tests/data/profiles/bad/unknown_key.yaml",
+       "unknown_key.yaml:5:5: profile gemm.bf16: unknown key 'peak_tflop'"},
+  };
+  for (const auto& c : cases) {
+    const CliResult r = run_sim(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find("domino-sim: error: "), std::string::npos) << r.output;
+  }
+}
+
+TEST_F(DominoSimCli, AStrategyTheModelCannotRunIsReportedNotFatal) {
+  const CliResult r = run_sim("gpt3-2.7b --strategy megatron-sync --micro-batch 3 --profile dgx-h100");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("domino-ds        n/a"), std::string::npos) << r.output;
+}
+
+}  // namespace

@@ -1,0 +1,128 @@
+// brute_force_test.cpp: the proof obligation of the tuner. On small models (2-4 layers) with reduced
+// choice sets, exhaustive enumeration of every per-block assignment (each simulated in full) must find
+// the same optimum time as the tuner, on several models and profiles, both when the tuner simulates
+// every pair of choices and when it screens them (forced here) and relies on its swap checks.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/tuner/tuner_test_util.hpp"
+#include "tuner/brute_force.hpp"
+#include "tuner/tuner.hpp"
+
+namespace domino {
+namespace {
+
+struct Case {
+  std::string name;
+  std::string model;
+  int layers;
+  int tp;
+  std::string profile;
+  SearchOptions search;
+};
+
+SearchOptions space(std::vector<SplitDim> splits, std::vector<int> ps, std::vector<int> qs,
+                    std::vector<OverlapMode> overlaps, std::vector<bool> bwd) {
+  SearchOptions o;
+  o.splits = std::move(splits);
+  o.p_values = std::move(ps);
+  o.q_values = std::move(qs);
+  o.overlaps = std::move(overlaps);
+  o.bwd_overlaps = std::move(bwd);
+  o.include_baselines = false;  // keeps the enumeration small; the baselines are tested elsewhere
+  return o;
+}
+
+const auto kNone = OverlapMode::None, kIntra = OverlapMode::Intra, kInter = OverlapMode::Inter;
+const auto kBatch = SplitDim::Batch, kSeq = SplitDim::Sequence;
+
+std::vector<Case> cases() {
+  return {
+      // 8 choices per block, 2 layers: 4096 plans.
+      {"cpu_gpt_2_layers", "cpu-gpt", 2, 2, "cpu-dev", space({kSeq}, {1, 2}, {1, 2}, {kNone, kInter}, {true})},
+      // Slow network: communication dominates.
+      {"cpu_gpt_2_layers_slow_link", "cpu-gpt", 2, 2, "cpu-dev-2gbps",
+       space({kBatch}, {1, 4}, {1, 2}, {kNone, kInter}, {true})},
+      // 4 choices, 3 layers: 4096 plans; Llama family (RMSNorm, SwiGLU, GQA, rotary).
+      {"cpu_llama_3_layers", "cpu-llama", 3, 2, "cpu-dev", space({kBatch, kSeq}, {2}, {1}, {kIntra, kInter}, {true})},
+      // GPU profile, GPT-3 13B shapes, 2 layers at TP 8 (6 choices: 1296 plans).
+      {"gpt3_13b_2_layers_h100", "gpt3-13b", 2, 8, "dgx-h100", space({kSeq}, {1, 2, 4}, {1}, {kNone, kInter}, {true})},
+      // 3 choices, 4 layers: 6561 plans, Llama-2 7B shapes on A100.
+      {"llama2_7b_4_layers_a100", "llama2-7b", 4, 8, "dgx-a100", space({kSeq}, {1, 2, 4}, {1}, {kInter}, {true})},
+  };
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+class BruteForce : public ::testing::TestWithParam<Case> {};
+
+void expect_same_optimum(const Case& c, const SearchTuning& tuning) {
+  const ModelSpec m = test::shipped_model(c.model, c.layers, c.tp);
+  const CostModel cost = test::shipped_cost(c.profile);
+  TuneOptions options;
+  options.search = c.search;
+  options.tuning = tuning;
+  options.progress = false;
+  const TpTuning tuned = tune_tp(m, cost, options);
+  const BruteForceResult truth = brute_force(m, cost, tuned.space);
+  ASSERT_FALSE(tuned.top.empty());
+  const EvaluatedPlan& best = tuned.top.front();
+  // Same optimum time (to rounding: different plans may tie) ...
+  EXPECT_NEAR(best.figures.iteration_us, truth.iteration_us, 1e-9 * truth.iteration_us)
+      << "tuner " << best.figures.iteration_us << " us, brute force " << truth.iteration_us << " us over "
+      << truth.evaluated << " plans";
+  // ... the tuner's figure is the full simulation of the plan it returns ...
+  EXPECT_DOUBLE_EQ(simulate_plan(m, best.plan, cost).iteration_us, best.figures.iteration_us);
+  // ... and the brute-force plan, simulated, confirms the enumeration.
+  EXPECT_DOUBLE_EQ(simulate_plan(m, plan_from_blocks(m, truth.layers, "bf"), cost).iteration_us, truth.iteration_us);
+}
+
+TEST_P(BruteForce, TunerFindsTheExhaustiveOptimum) {
+  SearchTuning tuning;  // small spaces: every pair simulated
+  expect_same_optimum(GetParam(), tuning);
+}
+
+TEST_P(BruteForce, ScreenedSearchWithSwapChecksFindsItToo) {
+  SearchTuning tuning;
+  tuning.exact_pair_limit = 0;  // force screening ...
+  tuning.keep_per_group = 1;    // ... down to one choice per group
+  expect_same_optimum(GetParam(), tuning);
+}
+
+TEST_P(BruteForce, DecompositionPredictsTheFullSimulation) {
+  // The search's additive figure for its best plan equals the full simulation on these models: the
+  // chain decomposition is exact, not only good enough to rank.
+  const Case& c = GetParam();
+  const ModelSpec m = test::shipped_model(c.model, c.layers, c.tp);
+  const CostModel cost = test::shipped_cost(c.profile);
+  TuneOptions options;
+  options.search = c.search;
+  options.progress = false;
+  const TpTuning tuned = tune_tp(m, cost, options);
+  for (const EvaluatedPlan& e : tuned.top) {
+    if (std::isnan(e.predicted_us)) continue;  // a baseline's plan
+    EXPECT_NEAR(e.predicted_us, e.figures.iteration_us, 1e-6 * e.figures.iteration_us) << e.label;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SmallModels, BruteForce, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(BruteForceScreening, SingleLayerFullAxesAgreeWithEnumeration) {
+  // One layer over a wide space (about 50 choices per block, 2500 plans): the screened search, which the
+  // tuner uses on large spaces, against enumeration.
+  const ModelSpec m = test::shipped_model("cpu-gpt", 1, 2);
+  const CostModel cost = test::shipped_cost("cpu-dev");
+  TuneOptions options;
+  options.search = space({kBatch, kSeq}, {1, 2, 4}, {1, 2}, {kNone, kIntra, kInter}, {false, true});
+  options.progress = false;
+  options.tuning.exact_pair_limit = 0;
+  const TpTuning tuned = tune_tp(m, cost, options);
+  ASSERT_TRUE(tuned.stats.screened);
+  const BruteForceResult truth = brute_force(m, cost, tuned.space);
+  EXPECT_NEAR(tuned.top.front().figures.iteration_us, truth.iteration_us, 1e-9 * truth.iteration_us);
+}
+
+}  // namespace
+}  // namespace domino

@@ -1,0 +1,190 @@
+// tuner_test.cpp: the tuner's promises: never slower than a baseline, deterministic plans, the memory
+// limit, several TP degrees, the JSON keys and plan provenance, and the CLI's exit codes.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "sim/error.hpp"
+#include "tests/tuner/tuner_test_util.hpp"
+#include "tuner/tune_report.hpp"
+
+namespace domino {
+namespace {
+
+TuneOptions quiet_options() {
+  TuneOptions o;
+  o.progress = false;
+  return o;
+}
+
+class ShippedH100 : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ShippedH100, TunedPlanIsNeverSlowerThanAnyBaseline) {
+  const ModelSpec m = test::shipped_model(GetParam(), load_model(test::repo_path("configs/models/" + GetParam() + ".yaml")).layers, 8);
+  const CostModel cost = test::shipped_cost("dgx-h100");
+  const TuneResult r = tune(m, {}, cost, quiet_options());
+  const TpTuning& t = r.best_tuning();
+  ASSERT_GE(t.baselines.size(), 3u);
+  for (const EvaluatedPlan& b : t.baselines) {
+    if (!b.plan.comm_enabled) {
+      // The no-comm bound is a bound: no plan with communication beats it.
+      EXPECT_GE(r.best().figures.iteration_us, b.figures.iteration_us * (1 - 1e-12));
+      continue;
+    }
+    EXPECT_LE(r.best().figures.iteration_us, b.figures.iteration_us) << b.label;
+  }
+  // The table lists K plans, fastest first.
+  for (size_t i = 1; i < t.top.size(); ++i) EXPECT_LE(t.top[i - 1].figures.iteration_us, t.top[i].figures.iteration_us);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ShippedH100, ::testing::Values("gpt3-13b", "llama2-70b"),
+                         [](const auto& info) { return std::string(info.param == "gpt3-13b" ? "gpt3_13b" : "llama2_70b"); });
+
+TEST(Tuner, SameInputGivesByteIdenticalPlan) {
+  const ModelSpec m = default_model();
+  const CostModel cost = test::shipped_cost("cpu-dev");
+  const TuneOptions o = quiet_options();
+  const std::string a = plan_to_yaml(tuned_plan(tune(m, {}, cost, o), o));
+  const std::string b = plan_to_yaml(tuned_plan(tune(m, {}, cost, o), o));
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a.find("domino-tune"), std::string::npos);
+}
+
+TEST(Tuner, PlanRecordsProvenanceAndRoundTrips) {
+  const ModelSpec m = default_model();
+  const CostModel cost = test::shipped_cost("cpu-dev");
+  const TuneOptions o = quiet_options();
+  const TuneResult r = tune(m, {}, cost, o);
+  const Plan plan = tuned_plan(r, o);
+  EXPECT_EQ(plan.strategy, "tuned");
+  EXPECT_EQ(plan.profile, cost.profile().name);
+  for (const char* key : {"tuner", "profile", "search_space", "predicted_iteration_us",
+                          "baseline_megatron-sync_iteration_us", "baseline_no-comm_iteration_us"})
+    EXPECT_TRUE(plan.provenance.count(key)) << key;
+  EXPECT_EQ(std::stod(plan.provenance.at("predicted_iteration_us")), std::stod(fmt::format("{:.3f}", r.best().figures.iteration_us)));
+  const std::string path = testing::TempDir() + "/h4_tuned_plan.yaml";
+  save_plan(plan, path);
+  const Plan back = load_plan(path, m);
+  EXPECT_EQ(back.layers, plan.layers);
+  EXPECT_DOUBLE_EQ(simulate_plan(m, back, cost).iteration_us, r.best().figures.iteration_us);
+}
+
+TEST(Tuner, JsonSummaryHasTheStableKeys) {
+  const ModelSpec m = default_model();
+  const CostModel cost = test::shipped_cost("cpu-dev");
+  TuneOptions o = quiet_options();
+  o.top_k = 3;
+  const TuneResult r = tune(m, {}, cost, o);
+  const nlohmann::json j = summary_json(r, o);
+  EXPECT_DOUBLE_EQ(j["best"]["iteration_time_us"].get<double>(), r.best().figures.iteration_us);
+  EXPECT_GE(j["best"]["speedup_vs_megatron_sync"].get<double>(), 1.0);
+  for (const char* name : {"megatron-sync", "megatron-async", "domino-ds", "no-comm"})
+    EXPECT_TRUE(j["baselines"][name]["iteration_time_us"].is_number()) << name;
+  EXPECT_LE(j["top"].size(), 3u);
+  EXPECT_GT(j["search"]["evaluated"].get<double>(), 0);
+  EXPECT_TRUE(j["search"]["seconds"].is_number());
+  EXPECT_TRUE(j["search"]["space_size_log10"].is_number());
+}
+
+TEST(Tuner, MemoryLimitExcludesPlansAndExplainsWhenNothingFits) {
+  const ModelSpec m = default_model();
+  const CostModel cost = test::shipped_cost("cpu-dev");
+  TuneOptions o = quiet_options();
+  const TuneResult free_run = tune(m, {}, cost, o);
+  int64_t smallest = free_run.best_tuning().smallest.figures.peak_memory_bytes;
+  for (const EvaluatedPlan& b : free_run.best_tuning().baselines) smallest = std::min(smallest, b.figures.peak_memory_bytes);
+  o.mem_limit_gib = double(smallest) / kGiB * 0.5;
+  try {
+    tune(m, {}, cost, o);
+    FAIL() << "expected BadInput";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+    EXPECT_NE(std::string(e.what()).find("no plan fits"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("the smallest needs"), std::string::npos) << e.what();
+  }
+  // A limit just above megatron-sync's peak: everything listed fits.
+  o.mem_limit_gib = double(free_run.best_tuning().baseline("megatron-sync")->figures.peak_memory_bytes) / kGiB;
+  const TuneResult limited = tune(m, {}, cost, o);
+  for (const EvaluatedPlan& e : limited.best_tuning().top)
+    EXPECT_LE(double(e.figures.peak_memory_bytes), o.mem_limit_gib * kGiB) << e.label;
+}
+
+TEST(Tuner, SearchesSeveralTpDegreesAndKeepsTheFastest) {
+  const ModelSpec m = default_model();
+  const CostModel cost = test::shipped_cost("cpu-dev");
+  const TuneResult r = tune(m, {1, 2, 4}, cost, quiet_options());
+  ASSERT_EQ(r.per_tp.size(), 3u);
+  for (const TpTuning& t : r.per_tp) {
+    EXPECT_EQ(t.model.tp, t.top.front().plan.tp);
+    EXPECT_LE(r.best().figures.iteration_us, t.top.front().figures.iteration_us);
+  }
+  EXPECT_THROW(tune(m, {3}, cost, quiet_options()), Error);  // 8 heads do not split over 3 ranks
+}
+
+// ---- the command line ----
+
+struct CliRun {
+  int code;
+  std::string out, err;
+};
+
+CliRun run_cli(const std::string& args) {
+  const std::string bin = std::string(DOMINO_BIN_DIR) + "/domino-tune";
+  const std::string dir = testing::TempDir();
+  const std::string cmd = "cd " + std::string(DOMINO_TEST_DATA) + "/.. && " + bin + " " + args + " >" + dir +
+                          "/h4_cli.out 2>" + dir + "/h4_cli.err";
+  const int status = std::system(cmd.c_str());
+  auto slurp = [](const std::string& p) {
+    std::ifstream f(p);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+  };
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir + "/h4_cli.out"), slurp(dir + "/h4_cli.err")};
+}
+
+bool have_cli() { return std::filesystem::exists(std::string(DOMINO_BIN_DIR) + "/domino-tune"); }
+
+TEST(TuneCli, WritesPlanTraceAndJsonDeterministically) {
+  if (!have_cli()) GTEST_SKIP() << "domino-tune not built";
+  const std::string dir = testing::TempDir();
+  const CliRun a = run_cli("-o " + dir + "/h4_a.yaml --json " + dir + "/h4_a.json --trace " + dir + "/h4_a.trace.json --top 3");
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_NE(a.out.find("megatron-sync"), std::string::npos);
+  EXPECT_NE(a.out.find("tuned #1"), std::string::npos);
+  EXPECT_EQ(a.err, "");  // no progress line when stderr is not a terminal
+  const CliRun b = run_cli("-o " + dir + "/h4_b.yaml");
+  ASSERT_EQ(b.code, 0) << b.err;
+  std::ifstream fa(dir + "/h4_a.yaml"), fb(dir + "/h4_b.yaml");
+  std::stringstream sa, sb;
+  sa << fa.rdbuf();
+  sb << fb.rdbuf();
+  EXPECT_EQ(sa.str(), sb.str());
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(dir + "/h4_a.json"));
+  EXPECT_TRUE(j["best"]["iteration_time_us"].is_number());
+  EXPECT_TRUE(std::filesystem::exists(dir + "/h4_a.trace.json"));
+}
+
+TEST(TuneCli, BadInputExitsWithTwoAndSaysWhy) {
+  if (!have_cli()) GTEST_SKIP() << "domino-tune not built";
+  CliRun r = run_cli("--micro-batch 1 --splits batch");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("empty search space"), std::string::npos) << r.err;
+  r = run_cli("--mem-gb 0.001");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no plan fits"), std::string::npos) << r.err;
+  r = run_cli("--tp 2,x");
+  EXPECT_EQ(r.code, 2);
+  r = run_cli("--splits rows");
+  EXPECT_EQ(r.code, 2);
+  r = run_cli("no-such-model");
+  EXPECT_EQ(r.code, 2);
+}
+
+}  // namespace
+}  // namespace domino
