@@ -70,16 +70,25 @@ TpTuning tune_tp(const ModelSpec& model, const CostModel& cost, const TuneOption
                                   : simulate_plan(out.model, plan_from_blocks(out.model, ref_layers, "reference"), cost).iteration_us;
 
   if (progress) progress->set_stage(fmt::format("tp {}: search", model.tp));
-  const PlanSearch search =
-      search_plans(out.model, cost, out.space, ref_attn, ref_mlp, reference_us, options.tuning, progress);
+  SearchTuning tuning = options.tuning;
+  tuning.memory_frontier = limit > 0;
+  const PlanSearch search = search_plans(out.model, cost, out.space, ref_attn, ref_mlp, reference_us, tuning, progress);
   out.stats = search.stats;
 
   // Every shortlisted plan and every comm baseline (their choices are in the space) competes on its
   // full simulation, so the tuned plan is never predicted slower than a baseline.
   std::vector<EvaluatedPlan> pool;
-  for (size_t i = 0; i < search.shortlist.size(); ++i) {
-    EvaluatedPlan e = evaluate("tuned", plan_from_blocks(out.model, search.shortlist[i].layers, "tuned"));
-    e.predicted_us = search.shortlist[i].predicted_us;
+  std::vector<Candidate> candidates = search.shortlist;
+  if (limit > 0) {
+    // Under a memory limit the fastest plans may not fit: the time/memory trade-offs compete too.
+    for (const Candidate& c : search.memory_frontier) {
+      const bool seen = std::any_of(candidates.begin(), candidates.end(), [&](const Candidate& x) { return x.layers == c.layers; });
+      if (!seen) candidates.push_back(c);
+    }
+  }
+  for (const Candidate& c : candidates) {
+    EvaluatedPlan e = evaluate("tuned", plan_from_blocks(out.model, c.layers, "tuned"));
+    e.predicted_us = c.predicted_us;
     pool.push_back(std::move(e));
   }
   for (const EvaluatedPlan& b : out.baselines) {

@@ -171,8 +171,10 @@ FitResult fit_profile(const FitInput& in) {
   GemmProfile g;
   std::vector<double> gflops, geff, gspread;
   double peak = 0;
+  DType gemm_dtype = DType::FP32;  // the CPU backend computes in fp32; CUDA probes carry the model's dtype
   for (const Point& pt : compute) {
     if (pt.entry.at("kind") != "gemm") continue;
+    if (in.backend != "cpu" && pt.entry.contains("dtype")) gemm_dtype = DType(pt.entry["dtype"].get<int>());
     peak = std::max(peak, pt.entry.at("flops").get<double>() / compute_part(pt.t.median_us, launch));
   }
   if (!(peak > 0)) throw_runtime("profiler: no GEMM was measured");
@@ -192,7 +194,7 @@ FitResult fit_profile(const FitInput& in) {
   g.peak_tflops = peak / 1e6;
   g.efficiency = efficiency_curve(gflops, geff);
   p.metadata.spread["gemm"] = median_of(gspread);
-  p.gemm[static_cast<int>(DType::FP32)] = g;
+  p.gemm[static_cast<int>(gemm_dtype)] = g;
   sum += fmt::format("GEMM ({} shapes): peak {:.4g} GFLOP/s, efficiency {:.2f} .. {:.2f}\n", g.table.size(),
                      g.peak_tflops * 1e3, g.efficiency.front().efficiency, g.efficiency.back().efficiency);
 
@@ -232,7 +234,7 @@ FitResult fit_profile(const FitInput& in) {
     if (!f.ok || !(f.b > 0)) throw_runtime("profiler: the AllReduce timings gave no usable bandwidth fit");
     // The table must reproduce every point with the same latency: keep it below the fastest message.
     const double min_t = *std::min_element(y.begin(), y.end());
-    p.intra_node.latency_us = std::min(f.a, 0.9 * min_t);
+    p.intra_node.latency_us = std::min(f.a, 0.98 * min_t);
     p.intra_node.bus_bandwidth_gbps = 1.0 / f.b / 1e3;
     for (size_t i = 0; i < x.size(); ++i)
       p.intra_node.table.push_back({coll[i].first, x[i] / (y[i] - p.intra_node.latency_us) / 1e3});

@@ -34,6 +34,7 @@ void run_measure(const ProfileOptions& o, const ComputeMeasurer& cuda_measurer) 
   WorkloadOptions wo;
   wo.tp = o.tp;
   wo.quick = o.quick;
+  if (o.backend == "cuda") wo.grid_dtype = DType::BF16;  // what GPU models train in
   if (!o.for_model.empty()) {
     ModelOverrides ov;
     if (o.tp_given) ov.tp = o.tp;

@@ -60,9 +60,9 @@ class Builder {
     w_.gemms.push_back({label, keep(std::move(mini))});
   }
 
-  void add_synthetic_gemm(int64_t m, int64_t n, int64_t k) {
+  void add_synthetic_gemm(int64_t m, int64_t n, int64_t k, DType dtype) {
     if (!gemm_seen_.insert(std::make_tuple(m, n, k)).second) return;
-    w_.gemms.push_back({fmt::format("gemm {}x{}x{} MatMul", m, n, k), keep(synthetic_gemm(m, n, k))});
+    w_.gemms.push_back({fmt::format("gemm {}x{}x{} MatMul", m, n, k), keep(synthetic_gemm(m, n, k, dtype))});
   }
 
   // One op per (opcode, bytes): optimizer steps differ only by parameter size, so a few sizes suffice.
@@ -123,10 +123,10 @@ Schedule extract_op(const Schedule& s, const Op& op) {
   return mini;
 }
 
-Schedule synthetic_gemm(int64_t m, int64_t n, int64_t k) {
+Schedule synthetic_gemm(int64_t m, int64_t n, int64_t k, DType dtype) {
   Schedule s;
   s.model = default_model();
-  s.model.dtype = DType::FP32;
+  s.model.dtype = dtype;
   s.plan.tp = 1;
   s.plan.strategy = "profile";
   const auto buffer = [&](const char* name, int64_t rows, int64_t cols) {
@@ -153,7 +153,7 @@ Schedule synthetic_gemm(int64_t m, int64_t n, int64_t k) {
   op.k = k;
   op.flops = 2.0 * double(m) * double(n) * double(k);
   op.bytes = 4.0 * double(m * k + k * n + m * n);
-  op.dtype = DType::FP32;
+  op.dtype = dtype;
   s.ops.push_back(op);
   return s;
 }
@@ -193,8 +193,8 @@ Workload plan_workload(const WorkloadOptions& opt) {
     const std::vector<int64_t> grid = opt.quick ? std::vector<int64_t>{128, 512} : std::vector<int64_t>{64, 256, 1024};
     for (int64_t m : grid)
       for (int64_t n : grid)
-        for (int64_t k : grid) add.add_synthetic_gemm(m, n, k);
-    if (!opt.quick) add.add_synthetic_gemm(2048, 1024, 1024);
+        for (int64_t k : grid) add.add_synthetic_gemm(m, n, k, opt.grid_dtype);
+    if (!opt.quick) add.add_synthetic_gemm(2048, 1024, 1024, opt.grid_dtype);
   }
 
   // Memory-bound ops at several token counts (activations scale with micro_batch; parameters do not).

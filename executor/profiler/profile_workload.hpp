@@ -36,6 +36,7 @@ struct WorkloadOptions {
   int tp = 2;                      // the group size the collectives use
   bool quick = false;
   double max_allreduce_bytes = 64.0 * 1024 * 1024;  // without --for
+  DType grid_dtype = DType::FP32;  // the size grid's GEMMs (the CPU backend computes in fp32)
 };
 
 Workload plan_workload(const WorkloadOptions& options);
@@ -43,7 +44,7 @@ Workload plan_workload(const WorkloadOptions& options);
 // The op alone in a schedule whose buffers are only the ones it touches (same shapes, renumbered).
 Schedule extract_op(const Schedule& s, const Op& op);
 // A MatMul of contiguous row-major A[m,k] B[k,n] -> C[m,n] in fp32, as the builder lays out a forward GEMM.
-Schedule synthetic_gemm(int64_t m, int64_t n, int64_t k);
+Schedule synthetic_gemm(int64_t m, int64_t n, int64_t k, DType dtype = DType::FP32);
 // Bytes the probe's buffers take in fp32.
 int64_t mini_bytes(const Schedule& s);
 

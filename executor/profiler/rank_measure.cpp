@@ -40,7 +40,7 @@ RepeatPolicy compute_policy(bool quick) {
 nlohmann::json op_json(const Probe& probe, const std::vector<double>& samples) {
   const Op& op = probe.op();
   return {{"label", probe.label}, {"kind", to_string(op.kind)}, {"code", to_string(op.code)}, {"m", op.m},
-          {"n", op.n}, {"k", op.k}, {"flops", op.flops}, {"bytes", op.bytes}, {"samples_us", samples}};
+          {"n", op.n}, {"k", op.k}, {"flops", op.flops}, {"bytes", op.bytes}, {"dtype", int(op.dtype)}, {"samples_us", samples}};
 }
 
 nlohmann::json measure_compute(const Workload& w, GlooComm& comm, bool quick, Progress& progress) {

@@ -25,7 +25,6 @@ void run(benchmark::State& state, const std::string& model_name, const std::vect
     simulations = 0;
     for (const TpTuning& t : r.per_tp) simulations += double(t.stats.probe_simulations + t.full_simulations);
     best_us = r.best().figures.iteration_us;
-    benchmark::DoNotOptimize(best_us);
   }
   state.counters["simulations"] = simulations;
   state.counters["best_iteration_ms"] = best_us / 1000.0;

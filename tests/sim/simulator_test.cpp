@@ -190,6 +190,12 @@ TEST(Simulator, DeadlockAndBadDepsAreReported) {
   EXPECT_THROW(simulate(u.s, CostModel(unit_profile())), Error);
 }
 
+TEST(Simulator, ImpossibleDurationIsAnErrorNotAHang) {
+  Toy t;
+  t.compute(-5);  // negative bytes: a broken schedule
+  EXPECT_THROW(simulate(t.s, CostModel(unit_profile())), Error);
+}
+
 TEST(Simulator, FiguresDoNotDependOnRecordingTheTimeline) {
   Toy t;
   const int32_t a = t.compute(100);

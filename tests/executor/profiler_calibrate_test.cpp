@@ -1,0 +1,78 @@
+// profiler_calibrate_test.cpp: calibration round trip. A trace predicted by the simulator with a known
+// profile is calibrated starting from a deliberately wrong profile; the result must predict every op of
+// the trace again and recover the known figures.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "executor/profiler/calibrate.hpp"
+#include "sim/cost_model.hpp"
+#include "sim/simulator.hpp"
+
+namespace domino::prof {
+namespace {
+
+Profile known_profile() {
+  Profile p;
+  p.name = "known";
+  p.devices_per_node = 4;
+  GemmProfile g;
+  g.peak_tflops = 0.08;
+  g.efficiency = {{0.001, 0.4}, {0.01, 0.6}, {0.1, 0.75}, {1, 0.85}};
+  p.gemm[int(DType::FP32)] = g;
+  p.memory = {10.0, 4.0};
+  p.attention.efficiency = {{0.001, 0.2}, {0.1, 0.4}};
+  p.intra_node = {60.0, 1.2, {}};
+  p.interference = {0.0, 0.0};  // the simulator then reports each op's standalone time
+  return p;
+}
+
+TraceFile predicted_trace(const Profile& truth, const Plan& plan, const ModelSpec& model, const std::string& path) {
+  const Schedule s = build_schedule(model, plan);
+  const SimResult r = simulate(s, CostModel(truth));
+  write_trace(path, s, r.timeline);
+  return read_trace(path);
+}
+
+TEST(ProfilerCalibrate, RoundTripRecoversTheProfile) {
+  const Profile truth = known_profile();
+  const ModelSpec model = default_model();  // cpu-gpt, tp 2
+  // A plan with two message sizes (whole and half blocks) so latency and bandwidth are both identifiable.
+  const Plan plan = make_uniform_plan(model, BlockPlan{SplitDim::Batch, 1, 1, OverlapMode::None, false},
+                                      BlockPlan{SplitDim::Batch, 2, 1, OverlapMode::None, false}, "custom");
+  const std::string path = (std::filesystem::temp_directory_path() / "domino_calibrate_roundtrip.json").string();
+  const TraceFile trace = predicted_trace(truth, plan, model, path);
+
+  Profile wrong = truth;
+  wrong.name = "wrong";
+  wrong.memory = {25.0, 1.0};
+  for (auto& e : wrong.gemm[int(DType::FP32)]->efficiency) e.efficiency *= 0.6;
+  for (auto& e : wrong.attention.efficiency) e.efficiency *= 1.5;
+  wrong.intra_node = {20.0, 3.0, {}};
+
+  const CalibrationResult r = calibrate_profile(wrong, trace);
+  const Profile& p = r.profile;
+  EXPECT_NEAR(p.memory.bandwidth_gbps, 10.0, 0.2);
+  EXPECT_NEAR(p.memory.launch_overhead_us, 4.0, 0.2);
+  EXPECT_NEAR(p.intra_node.bus_bandwidth_gbps, 1.2, 0.03);
+  EXPECT_NEAR(p.intra_node.latency_us, 60.0, 2.0);
+  ASSERT_FALSE(r.errors.empty());
+  EXPECT_EQ(r.errors.back().kind, "all");
+  EXPECT_GT(r.errors.back().before, 0.1);  // the wrong profile was visibly wrong
+  EXPECT_LT(r.errors.back().after, 0.01);  // and the calibrated one predicts the trace again
+
+  // The calibrated profile predicts the whole iteration as the known one does.
+  const Schedule s = build_schedule(model, plan);
+  const double want = simulate(s, CostModel(truth)).iteration_us;
+  EXPECT_NEAR(simulate(s, CostModel(p)).iteration_us, want, 0.01 * want);
+  std::filesystem::remove(path);
+}
+
+TEST(ProfilerCalibrate, RejectsATraceWithoutOps) {
+  TraceFile empty;
+  empty.path = "empty.json";
+  EXPECT_THROW(calibrate_profile(known_profile(), empty), Error);
+}
+
+}  // namespace
+}  // namespace domino::prof

@@ -1,0 +1,140 @@
+// profiler_fit_test.cpp: the profiler's fitting on synthetic measurements made from known figures (the fit
+// must recover them and reproduce every point within its spread), and its small statistics helpers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "executor/profiler/profile_fit.hpp"
+#include "executor/profiler/profile_stats.hpp"
+#include "sim/cost_model.hpp"
+
+namespace domino::prof {
+namespace {
+
+TEST(ProfilerStats, PercentilesAndSpread) {
+  const Timing t = timing_of({5, 1, 4, 2, 3});
+  EXPECT_DOUBLE_EQ(t.median_us, 3);
+  EXPECT_NEAR(t.p10_us, 1.4, 1e-12);
+  EXPECT_NEAR(t.p90_us, 4.6, 1e-12);
+  EXPECT_NEAR(t.spread(), (4.6 - 1.4) / 6, 1e-12);
+}
+
+TEST(ProfilerStats, LineFitRecoversLatencyAndSlope) {
+  std::vector<double> x, y;
+  for (double b = 4; b < 1e8; b *= 4) {
+    x.push_back(b);
+    y.push_back(50 + b / 1200.0);
+  }
+  const LineFit f = fit_line(x, y, relative_weights(y));
+  ASSERT_TRUE(f.ok);
+  EXPECT_NEAR(f.a, 50, 1e-6);
+  EXPECT_NEAR(f.b, 1 / 1200.0, 1e-12);
+}
+
+TEST(ProfilerStats, LogBinsIncrease) {
+  const auto c = log_binned_median({1, 1.1, 10, 11, 1000}, {0.1, 0.3, 0.5, 0.5, 0.9}, 0.5);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_NEAR(c[0].y, 0.2, 1e-12);
+  for (size_t i = 1; i < c.size(); ++i) EXPECT_GT(c[i].x, c[i - 1].x);
+}
+
+// Synthetic raw measurements from known figures, with +-4% multiplicative noise on every repeat.
+struct Truth {
+  double gflops = 70, mem_gbps = 12, launch_us = 3, latency_us = 45, busbw_gbps = 1.1;
+  double compute_slow = 0.2, comm_slow = 0.1;
+};
+
+nlohmann::json samples(double t, std::mt19937& rng) {
+  std::uniform_real_distribution<double> u(0.96, 1.04);
+  std::vector<double> s;
+  for (int i = 0; i < 9; ++i) s.push_back(t * u(rng));
+  return s;
+}
+
+FitInput synthetic_input(const Truth& T, int tp) {
+  std::mt19937 rng(7);
+  FitInput in;
+  in.tp = tp;
+  nlohmann::json rank;
+  rank["compute"] = nlohmann::json::array();
+  for (int64_t m : {128, 512, 1024})
+    for (int64_t n : {256, 1024})
+      for (int64_t k : {128, 768}) {
+        const double flops = 2.0 * m * n * k;
+        const double t = T.launch_us + flops / (T.gflops * 1e3);  // GFLOP/s = 1e3 FLOP/us
+        rank["compute"].push_back({{"label", "g"}, {"kind", "gemm"}, {"m", m}, {"n", n}, {"k", k}, {"flops", flops},
+                                   {"bytes", 4.0 * (m * k + k * n + m * n)}, {"samples_us", samples(t, rng)}});
+      }
+  for (double bytes : {1e4, 1e5, 1e6, 1e7, 5e7}) {
+    const double t = T.launch_us + bytes / (T.mem_gbps * 1e3);
+    rank["compute"].push_back({{"label", "norm " + std::to_string(bytes)}, {"kind", "norm"}, {"m", 1}, {"n", 1},
+                               {"k", 0}, {"flops", 0}, {"bytes", bytes}, {"samples_us", samples(t, rng)}});
+  }
+  for (double flops : {1e7, 1e8, 1e9}) {
+    const double t = T.launch_us + flops / (0.4 * T.gflops * 1e3);
+    rank["compute"].push_back({{"label", "attention " + std::to_string(flops)}, {"kind", "attention"}, {"m", 1},
+                               {"n", 1}, {"k", 0}, {"flops", flops}, {"bytes", 1e5}, {"samples_us", samples(t, rng)}});
+  }
+  rank["collectives"] = nlohmann::json::array();
+  const double ring = 2.0 * (tp - 1) / tp;
+  for (double b = 4; b <= 64.0 * 1024 * 1024; b *= 4) {
+    const double t = T.latency_us + b * ring / (T.busbw_gbps * 1e3);
+    rank["collectives"].push_back({{"bytes", b}, {"samples_us", samples(t, rng)}});
+  }
+  rank["interference"] = {{"gemm_alone_us", samples(1000, rng)}, {"gemm_during_us", samples(1000 * (1 + T.compute_slow), rng)},
+                          {"allreduce_alone_us", samples(500, rng)},
+                          {"allreduce_during_us", samples(500 * (1 + T.comm_slow), rng)}};
+  in.ranks = {rank, rank};
+  return in;
+}
+
+TEST(ProfilerFit, RecoversKnownFiguresFromSyntheticMeasurements) {
+  const Truth T;
+  for (int tp : {2, 4}) {
+    SCOPED_TRACE("tp " + std::to_string(tp));
+    const FitResult r = fit_profile(synthetic_input(T, tp));
+    const Profile& p = r.profile;
+    EXPECT_NEAR(p.memory.bandwidth_gbps, T.mem_gbps, 0.05 * T.mem_gbps);
+    EXPECT_NEAR(p.memory.launch_overhead_us, T.launch_us, 0.5);
+    EXPECT_NEAR(p.intra_node.bus_bandwidth_gbps, T.busbw_gbps, 0.05 * T.busbw_gbps);
+    EXPECT_LE(p.intra_node.latency_us, T.latency_us * 1.05);
+    EXPECT_GT(p.intra_node.latency_us, T.latency_us * 0.8);
+    EXPECT_NEAR(p.interference.compute_slowdown_during_comm, T.compute_slow, 0.05);
+    EXPECT_NEAR(p.interference.comm_slowdown_during_compute, T.comm_slow, 0.05);
+    ASSERT_TRUE(p.gemm[int(DType::FP32)]);
+    EXPECT_NEAR(p.gemm[int(DType::FP32)]->peak_tflops * 1e3, T.gflops, 0.08 * T.gflops);
+    // The fitted parameters alone (tables removed) reproduce every measured point within its spread.
+    const SelfCheck sc = self_check(p, tp);
+    ASSERT_FALSE(sc.gemm.empty());
+    ASSERT_FALSE(sc.allreduce.empty());
+    for (double e : sc.gemm) EXPECT_LT(e, 0.08);       // 4% noise each side, plus the median of bins
+    for (double e : sc.allreduce) EXPECT_LT(e, 0.1);  // the stored latency is kept below the fastest message
+    // The recorded fit quality is what the file's own figures give.
+    EXPECT_GT(p.metadata.spread.at("fit.gemm_curve"), 0);
+    EXPECT_LT(p.metadata.spread.at("fit.gemm_curve"), 0.08);
+  }
+}
+
+TEST(ProfilerFit, TablesReproduceTheMeasuredMediansExactly) {
+  const Truth T;
+  const FitInput in = synthetic_input(T, 2);
+  const FitResult r = fit_profile(in);
+  const CostModel cm(r.profile);
+  for (const auto& e : in.ranks[0]["collectives"]) {
+    std::vector<double> s = e["samples_us"].get<std::vector<double>>();
+    s.insert(s.end(), s.begin(), s.end());  // both ranks gave the same samples: the mean is each sample
+    const double measured = timing_of(s).median_us;
+    EXPECT_NEAR(cm.allreduce_us(e["bytes"].get<double>(), 2, r.profile.devices_per_node), measured, 1e-6 * measured);
+  }
+  for (const auto& e : in.ranks[0]["compute"]) {
+    if (e["kind"] != "gemm") continue;
+    std::vector<double> s = e["samples_us"].get<std::vector<double>>();
+    s.insert(s.end(), s.begin(), s.end());
+    const double measured = timing_of(s).median_us;
+    EXPECT_NEAR(cm.gemm_us(DType::FP32, e["m"], e["n"], e["k"], e["flops"], e["bytes"]), measured, 1e-9 * measured);
+  }
+}
+
+}  // namespace
+}  // namespace domino::prof

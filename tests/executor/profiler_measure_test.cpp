@@ -1,0 +1,103 @@
+// profiler_measure_test.cpp: a tiny real measurement (a few GEMMs, memory-bound and attention ops, small
+// AllReduces on 2 forked ranks, the interference experiment), fitted into a profile that must load in the
+// simulator and reproduce its own measured points. No timed assertions: only consistency.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "executor/profiler/profile_fit.hpp"
+#include "executor/profiler/profile_workload.hpp"
+#include "executor/profiler/rank_fork.hpp"
+#include "executor/profiler/rank_measure.hpp"
+#include "sim/cost_model.hpp"
+#include "sim/simulator.hpp"
+
+namespace domino::prof {
+namespace {
+
+Workload tiny_workload() {
+  WorkloadOptions wo;
+  wo.quick = true;
+  wo.max_allreduce_bytes = 64 * 1024;
+  Workload w = plan_workload(wo);
+  w.gemms.resize(std::min<size_t>(w.gemms.size(), 3));
+  w.memory_ops.resize(std::min<size_t>(w.memory_ops.size(), 6));
+  w.attention.resize(std::min<size_t>(w.attention.size(), 2));
+  w.interference_bytes = 64 * 1024;
+  w.interference_gemm = w.gemms.front();
+  return w;
+}
+
+TEST(ProfilerWorkload, ForModelCoversEveryGemmShapeOfItsPlans) {
+  WorkloadOptions wo;
+  wo.model = default_model();
+  const Workload w = plan_workload(wo);
+  // Every GEMM of the domino-ds plan (sliced, chunked, backward) is a measured shape.
+  const Schedule s = build_schedule(*wo.model, make_strategy_plan("domino-ds", *wo.model));
+  for (const Op& op : s.ops) {
+    if (op.kind != OpKind::Gemm) continue;
+    bool found = false;
+    for (const Probe& p : w.gemms) found |= p.op().m == op.m && p.op().n == op.n && p.op().k == op.k;
+    EXPECT_TRUE(found) << op_id(op) << " " << op.m << "x" << op.n << "x" << op.k;
+  }
+  // AllReduce sizes reach the model's largest message exactly.
+  EXPECT_DOUBLE_EQ(w.allreduce_bytes.back(), double(derive_facts(*wo.model).allreduce_bytes));
+  EXPECT_DOUBLE_EQ(w.allreduce_bytes.front(), 4.0);
+}
+
+TEST(ProfilerMeasure, TinyProfileLoadsInTheSimulatorAndReproducesItsPoints) {
+  const Workload w = tiny_workload();
+  MeasureOptions mo;
+  mo.quick = true;
+  ForkOptions fo;
+  fo.ranks = 2;
+  fo.timeout_s = 120;
+  FitInput in;
+  in.tp = 2;
+  in.name = "tiny";
+  in.ranks = run_ranks(fo, [&](GlooComm& comm) { return measure_rank(w, comm, mo); });
+  ASSERT_EQ(in.ranks.size(), 2u);
+  const FitResult fit = fit_profile(in);
+
+  const std::string path = (std::filesystem::temp_directory_path() / "domino_tiny_profile.yaml").string();
+  save_profile(fit.profile, path);
+  const Profile loaded = load_profile(path);
+  EXPECT_FALSE(loaded.metadata.machine.empty());
+  EXPECT_FALSE(loaded.metadata.library_versions.at("eigen").empty());
+  EXPECT_EQ(loaded.intra_node.table.size(), w.allreduce_bytes.size());
+
+  // The simulator runs a small model on it.
+  const ModelSpec model = default_model();
+  const SimResult r = simulate(build_schedule(model, make_strategy_plan("domino-ds", model)), CostModel(loaded));
+  EXPECT_GT(r.iteration_us, 0);
+  EXPECT_GT(r.comm_us, 0);
+
+  // With its tables the profile gives back every measured median (units and ring factor consistent).
+  const CostModel cm(loaded);
+  for (size_t i = 0; i < in.ranks[0]["compute"].size(); ++i) {
+    const auto& e = in.ranks[0]["compute"][i];
+    if (e["kind"] != "gemm") continue;
+    std::vector<double> pooled = e["samples_us"].get<std::vector<double>>();
+    const auto other = in.ranks[1]["compute"][i]["samples_us"].get<std::vector<double>>();
+    pooled.insert(pooled.end(), other.begin(), other.end());
+    const double measured = timing_of(pooled).median_us;
+    EXPECT_NEAR(cm.gemm_us(DType::FP32, e["m"], e["n"], e["k"], e["flops"], e["bytes"]), measured, 1e-9 * measured);
+  }
+  for (size_t i = 0; i < loaded.intra_node.table.size(); ++i) {
+    const double bytes = loaded.intra_node.table[i].bytes;
+    std::vector<double> mean = in.ranks[0]["collectives"][i]["samples_us"].get<std::vector<double>>();
+    const auto other = in.ranks[1]["collectives"][i]["samples_us"].get<std::vector<double>>();
+    for (size_t k = 0; k < mean.size(); ++k) mean[k] = (mean[k] + other[k]) / 2;
+    const double measured = timing_of(mean).median_us;
+    EXPECT_NEAR(cm.allreduce_us(bytes, 2, loaded.devices_per_node), measured, 1e-6 * measured) << bytes << " B";
+  }
+  // The fit quality the file records is what its own figures give.
+  const SelfCheck sc = self_check(loaded, 2);
+  std::vector<double> g = sc.gemm;
+  std::sort(g.begin(), g.end());
+  EXPECT_NEAR(loaded.metadata.spread.at("fit.gemm_curve"), g[size_t(0.9 * double(g.size() - 1))], 1e-12);
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace domino::prof
