@@ -40,9 +40,40 @@ Plan make_uniform_plan(const ModelSpec& model, const BlockPlan& attn, const Bloc
   return p;
 }
 
+// "slices:P[xQ][:batch|sequence]": every block split into P row slices (and Q column chunks) with
+// inter-layer and backward overlap, so sweeps and checks can name any uniform Domino plan on the command line.
+static BlockPlan parse_slices_strategy(const std::string& name) {
+  const std::string spec = name.substr(std::string("slices:").size());
+  const size_t colon = spec.find(':');
+  const std::string counts = spec.substr(0, colon);
+  const std::string dim = colon == std::string::npos ? "batch" : spec.substr(colon + 1);
+  BlockPlan b{SplitDim::Batch, 1, 1, OverlapMode::Inter, true};
+  size_t used = 0;
+  try {
+    b.p = std::stoi(counts, &used);
+    if (used < counts.size()) {
+      if (counts[used] != 'x') throw std::invalid_argument(counts);
+      const std::string q = counts.substr(used + 1);
+      b.q = std::stoi(q, &used);
+      if (used != q.size()) throw std::invalid_argument(q);
+    }
+  } catch (const std::exception&) {
+    throw_bad_input("strategy '" + name + "': expected slices:P[xQ][:batch|sequence], e.g. slices:4 or slices:2x2:sequence");
+  }
+  if (dim != "batch" && dim != "sequence")
+    throw_bad_input("strategy '" + name + "': the split must be batch or sequence, not '" + dim + "'");
+  b.dim = dim == "batch" ? SplitDim::Batch : SplitDim::Sequence;
+  return b;
+}
+
 Plan make_strategy_plan(const std::string& name, const ModelSpec& model) {
   BlockPlan b;  // batch, p = q = 1, every AllReduce blocks
-  if (name == "megatron-sync" || name == "no-comm") {
+  if (name.rfind("slices:", 0) == 0) {
+    b = parse_slices_strategy(name);
+    std::string key;
+    const std::string why = detail::block_problem(b, model, &key);
+    if (!why.empty()) throw_bad_input("strategy '" + name + "': " + why);
+  } else if (name == "megatron-sync" || name == "no-comm") {
   } else if (name == "megatron-async") {
     b.bwd_overlap = true;
   } else if (name == "domino-ds") {
@@ -58,7 +89,7 @@ Plan make_strategy_plan(const std::string& name, const ModelSpec& model) {
     for (const auto& s : strategy_names()) list += (list.empty() ? "" : ", ") + s;
     const std::string near = closest_key(name, strategy_names());
     throw_bad_input("unknown strategy '" + name + "'" +
-                    (near.empty() ? "" : " (did you mean '" + near + "'?)") + "; known strategies: " + list);
+                    (near.empty() ? "" : " (did you mean '" + near + "'?)") + "; known strategies: " + list + ", slices:P[xQ][:batch|sequence]");
   }
   Plan p = make_uniform_plan(model, b, b, name);
   p.comm_enabled = name != "no-comm";

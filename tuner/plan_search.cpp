@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -62,44 +63,43 @@ class Searcher {
     }
   }
 
-  // K best paths under w_time * time + w_mem * memory (both expansions), picks as space indices.
-  std::vector<ChainPath> solve(int k, double w_time, double w_mem) {
+  // K best paths under the time expansion, picks as space indices.
+  std::vector<ChainPath> solve(int k) {
     const int blocks = 2 * costs_.probe_layers();
-    auto unary_term = [&](int p, int c) {
-      return w_time * costs_.unary(p, c) + (w_mem != 0 ? w_mem * costs_.unary_memory(p, c) : 0.0);
-    };
-    auto pair_term = [&](int p, int a, int b) {
-      return w_time * costs_.pair(p, a, b) + (w_mem != 0 ? w_mem * costs_.pair_memory(p, a, b) : 0.0);
-    };
     std::vector<std::vector<double>> unary(blocks);
     for (int p = 0; p < blocks; ++p)
-      for (int c : keep[type_at(p)]) unary[p].push_back(unary_term(p, c));
+      for (int c : keep[type_at(p)]) unary[p].push_back(costs_.unary(p, c));
     std::vector<std::vector<double>> pair(std::min(blocks - 1, 2));
     for (int p = 0; p < int(pair.size()); ++p)
       for (int a : keep[type_at(p)])
-        for (int b : keep[type_at(p + 1)]) pair[p].push_back(pair_term(p, a, b));
+        for (int b : keep[type_at(p + 1)]) pair[p].push_back(costs_.pair(p, a, b));
     std::vector<ChainStage> stages(n_);
     for (int i = 0; i < n_; ++i) {
       stages[i].size = int(keep[type_at(i)].size());
       stages[i].unary = unary[costs_.probe_position(i)].data();
       if (i > 0) stages[i].pair_in = pair[pair_probe(i - 1)].data();
     }
-    std::vector<ChainPath> paths = k_best_paths(stages, w_time * reference_us_, k);
-    for (ChainPath& path : paths) {
+    std::vector<ChainPath> paths = k_best_paths(stages, reference_us_, k);
+    for (ChainPath& path : paths)
       for (int i = 0; i < n_; ++i) path.pick[i] = keep[type_at(i)][path.pick[i]];
-      if (w_mem != 0 || w_time != 1) path.cost = predict_time(path.pick);
-    }
     return paths;
   }
 
-  // The time expansion of one plan (picks as space indices).
-  double predict_time(const std::vector<int>& pick) {
-    double t = reference_us_;
-    for (int i = 0; i < n_; ++i) {
-      t += costs_.unary(costs_.probe_position(i), pick[i]);
-      if (i > 0) t += costs_.pair(pair_probe(i - 1), pick[i - 1], pick[i]);
+  // The best plans whose blocks all have the buffer shapes (split dim, p, q) of `shape`: peak memory is
+  // the sum of the distinct buffers, so plans that mix shapes need more than single-shape ones.
+  std::vector<ChainPath> solve_single_shape(const LayerPlan& shape, int k) {
+    const std::vector<int> saved[2] = {keep[0], keep[1]};
+    for (int t = 0; t < 2; ++t) {
+      const auto& list = t == 0 ? space_.attn : space_.mlp;
+      const BlockPlan& want = t == 0 ? shape.attn : shape.mlp;
+      keep[t].clear();
+      for (int c = 0; c < int(list.size()); ++c)
+        if (list[c].dim == want.dim && list[c].p == want.p && list[c].q == want.q) keep[t].push_back(c);
     }
-    return t;
+    std::vector<ChainPath> paths = solve(k);
+    keep[0] = saved[0];
+    keep[1] = saved[1];
+    return paths;
   }
 
   // Adds every screened-out choice that would make `best` cheaper when put in one block position.
@@ -172,24 +172,32 @@ PlanSearch search_plans(const ModelSpec& model, const CostModel& cost, const Sea
     costs.set_expected(long(searcher.keep[0].size() * searcher.keep[1].size()) * 2 +
                        long(space.attn.size() + space.mlp.size()) * 6);
   }
-  std::vector<ChainPath> paths = searcher.solve(tuning.shortlist, 1.0, 0.0);
+  std::vector<ChainPath> paths = searcher.solve(tuning.shortlist);
   if (paths.empty()) throw_runtime(fmt::format("plan search for {}: every plan has an infinite cost", model.name));
   if (out.stats.screened) {
     // A screened-out choice could only matter through its neighbours: check each one in the best plan's
     // actual contexts, re-run the DP with any that helps, until none does.
     while (out.stats.swap_rounds < tuning.max_swap_rounds && searcher.add_improving(paths.front().pick) > 0) {
       ++out.stats.swap_rounds;
-      paths = searcher.solve(tuning.shortlist, 1.0, 0.0);
+      paths = searcher.solve(tuning.shortlist);
     }
   }
   for (const ChainPath& p : paths) out.shortlist.push_back(to_candidate(space, p));
   if (tuning.memory_frontier) {
-    // Trade time for memory: minimise time + lambda * bytes for growing lambda (microseconds per byte),
-    // ending at the smallest plan. The caller keeps what fits its limit after full simulation.
-    for (double lambda = 1e-12; lambda < 1e3; lambda *= 10)
-      for (const ChainPath& p : searcher.solve(2, 1.0, lambda)) out.memory_frontier.push_back(to_candidate(space, p));
+    // Under a memory limit the fastest plans may mix buffer shapes (more memory): offer, for the shapes
+    // the best plans mostly use, the best single-shape plans too.
+    std::vector<LayerPlan> shapes;
+    for (const Candidate& c : out.shortlist) {
+      std::map<LayerPlan, int> count;
+      for (const LayerPlan& l : c.layers) ++count[l];
+      const LayerPlan common = std::max_element(count.begin(), count.end(), [](const auto& a, const auto& b) {
+                                 return a.second < b.second;
+                               })->first;
+      if (std::find(shapes.begin(), shapes.end(), common) == shapes.end()) shapes.push_back(common);
+    }
+    for (const LayerPlan& shape : shapes)
+      for (const ChainPath& p : searcher.solve_single_shape(shape, 2)) out.memory_frontier.push_back(to_candidate(space, p));
   }
-  out.smallest_memory = to_candidate(space, searcher.solve(1, 0.0, 1.0).front());
   out.stats.probe_simulations = costs.simulations();
   out.stats.attn_kept = int(searcher.keep[0].size());
   out.stats.mlp_kept = int(searcher.keep[1].size());

@@ -14,7 +14,7 @@ struct SearchTuning {
   long exact_pair_limit = 1600;   // |attn| * |mlp| up to which every pair is simulated (no screening)
   int keep_per_group = 3;         // screening: best choices kept per (split dim, overlap) group
   int max_swap_rounds = 8;        // screening: rounds of "could any screened-out choice improve it?"
-  bool memory_frontier = false;   // also return plans trading time for memory (under a memory limit)
+  bool memory_frontier = false;   // also return single-buffer-shape plans (under a memory limit)
 };
 
 struct Candidate {
@@ -31,8 +31,7 @@ struct SearchStats {
 
 struct PlanSearch {
   std::vector<Candidate> shortlist;  // best predicted first
-  std::vector<Candidate> memory_frontier;  // with SearchTuning::memory_frontier: time/memory trade-offs
-  Candidate smallest_memory;         // the decomposition's smallest-peak-memory plan
+  std::vector<Candidate> memory_frontier;  // with SearchTuning::memory_frontier: leaner alternatives
   SearchStats stats;
 };
 

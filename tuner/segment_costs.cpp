@@ -93,13 +93,4 @@ double SegmentCosts::pair(int k, int left, int right) {
 
 bool SegmentCosts::has_pair(int k, int left, int right) const { return pair_[k][pair_index(k, left, right)].done; }
 
-double SegmentCosts::unary_memory(int k, int choice) {
-  return double(run(k, choice, -1).peak_memory_bytes - base_.peak_memory_bytes);
-}
-
-double SegmentCosts::pair_memory(int k, int left, int right) {
-  const double both = double(run(k, left, right).peak_memory_bytes);
-  return both - double(base_.peak_memory_bytes) - unary_memory(k, left) - unary_memory(k + 1, right);
-}
-
 }  // namespace domino

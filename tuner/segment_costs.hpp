@@ -57,11 +57,6 @@ class SegmentCosts {
   double unary(int probe_pos, int choice);
   double pair(int probe_pos, int left_choice, int right_choice);
   bool has_pair(int probe_pos, int left_choice, int right_choice) const;
-  // The same expansion of the peak memory (approximate: peak memory is a maximum, not a sum); used only
-  // to look for the smallest plan when nothing fits the memory limit.
-  double unary_memory(int probe_pos, int choice);
-  double pair_memory(int probe_pos, int left_choice, int right_choice);
-
   // T(r) of the probe (the constant of the probe expansion).
   double probe_base_us() const { return base_.iteration_us; }
   long simulations() const { return simulations_; }

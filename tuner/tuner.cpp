@@ -80,7 +80,7 @@ TpTuning tune_tp(const ModelSpec& model, const CostModel& cost, const TuneOption
   std::vector<EvaluatedPlan> pool;
   std::vector<Candidate> candidates = search.shortlist;
   if (limit > 0) {
-    // Under a memory limit the fastest plans may not fit: the time/memory trade-offs compete too.
+    // Under a memory limit the fastest plans may not fit: leaner alternatives compete too.
     for (const Candidate& c : search.memory_frontier) {
       const bool seen = std::any_of(candidates.begin(), candidates.end(), [&](const Candidate& x) { return x.layers == c.layers; });
       if (!seen) candidates.push_back(c);
@@ -108,16 +108,10 @@ TpTuning tune_tp(const ModelSpec& model, const CostModel& cost, const TuneOption
                                  [&](const EvaluatedPlan& t) { return t.plan.layers == e.plan.layers; });
     if (!dup) out.top.push_back(e);
   }
-  // The smallest plan seen, and when nothing fits, the search's smallest-memory plan as a last try.
+  // The smallest plan seen, for the "nothing fits" message.
   out.smallest = pool.front();
   for (const EvaluatedPlan& e : pool)
     if (e.figures.peak_memory_bytes < out.smallest.figures.peak_memory_bytes) out.smallest = e;
-  if (out.top.empty()) {
-    EvaluatedPlan e = evaluate("tuned", plan_from_blocks(out.model, search.smallest_memory.layers, "tuned"));
-    e.predicted_us = search.smallest_memory.predicted_us;
-    if (e.fits) out.top.push_back(e);
-    if (e.figures.peak_memory_bytes < out.smallest.figures.peak_memory_bytes) out.smallest = e;
-  }
   for (size_t i = 0; i < out.top.size(); ++i) out.top[i].label = fmt::format("tuned #{}", i + 1);
   out.seconds = seconds_since(t0);
   return out;

@@ -24,8 +24,10 @@ int main(int argc, char** argv) {
     if (!domino::parse_exec_options(argc, argv, &options)) return 0;
     worker = options.rank_worker || domino::env_mode();
     if (worker) {
-      if (options.check) domino::throw_bad_input("--check runs its own launches: not available in env mode");
-      if (options.link_gbps > 0) domino::throw_bad_input("--link-gbps needs the built-in launcher (not env mode)");
+      if (!options.rank_worker && options.check)
+        domino::throw_bad_input("--check runs its own launches: not available in env mode");
+      if (!options.rank_worker && options.link_gbps > 0)
+        domino::throw_bad_input("--link-gbps needs the built-in launcher (not env mode)");
       domino::run_rank_process(options);
       return 0;
     }

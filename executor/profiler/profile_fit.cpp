@@ -146,8 +146,12 @@ FitResult fit_profile(const FitInput& in) {
     per_kind[kind].second.push_back(pt.t.median_us);
     p.metadata.spread["memory " + pt.entry.at("label").get<std::string>()] = pt.t.spread();
   }
-  LineFit mem = fit_line(mx, my, relative_weights(my));
-  if (!mem.ok || mem.a < 0) mem = fit_slope(mx, my, relative_weights(my), 0);
+  // Weights 1/t: between absolute error (the big ops dominate an iteration) and relative error (small ops
+  // are many); a single bandwidth cannot fit every kind (per-kind figures go to the notes).
+  std::vector<double> mw;
+  for (double t : my) mw.push_back(1.0 / t);
+  LineFit mem = fit_line(mx, my, mw);
+  if (!mem.ok || mem.a < 0) mem = fit_slope(mx, my, mw, 0);
   if (!mem.ok || !(mem.b > 0)) throw_runtime("profiler: the memory-bound ops gave no usable bandwidth fit");
   p.memory.launch_overhead_us = mem.a;
   p.memory.bandwidth_gbps = 1.0 / mem.b / 1e3;

@@ -192,3 +192,35 @@ INSTANTIATE_TEST_SUITE_P(Corpus, BadPlan, ::testing::ValuesIn(bad_corpus()), [](
 
 }  // namespace
 }  // namespace domino
+
+namespace domino {
+namespace {
+
+TEST(SlicesStrategy, ParsesCountsAndDimension) {
+  ModelSpec m = tiny_gpt();
+  const Plan a = make_strategy_plan("slices:4", m);
+  EXPECT_EQ(a.layers[0].attn.p, 4);
+  EXPECT_EQ(a.layers[0].attn.q, 1);
+  EXPECT_EQ(a.layers[0].mlp.dim, SplitDim::Batch);
+  EXPECT_EQ(a.layers[0].mlp.overlap, OverlapMode::Inter);
+  const Plan b = make_strategy_plan("slices:2x2:sequence", m);
+  EXPECT_EQ(b.layers[1].mlp.p, 2);
+  EXPECT_EQ(b.layers[1].mlp.q, 2);
+  EXPECT_EQ(b.layers[1].attn.dim, SplitDim::Sequence);
+}
+
+TEST(SlicesStrategy, RejectsMalformedAndImpossibleSpecs) {
+  ModelSpec m = tiny_gpt();
+  for (const char* bad : {"slices:", "slices:4y2", "slices:2x", "slices:2:rows", "slices:3", "slices:2x3"}) {
+    try {
+      make_strategy_plan(bad, m);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::BadInput) << bad;
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace domino

@@ -112,6 +112,24 @@ TEST(Tuner, MemoryLimitExcludesPlansAndExplainsWhenNothingFits) {
   const TuneResult limited = tune(m, {}, cost, o);
   for (const EvaluatedPlan& e : limited.best_tuning().top)
     EXPECT_LE(double(e.figures.peak_memory_bytes), o.mem_limit_gib * kGiB) << e.label;
+  for (const EvaluatedPlan& b : limited.best_tuning().baselines)
+    if (b.plan.comm_enabled && b.fits) EXPECT_LE(limited.best().figures.iteration_us, b.figures.iteration_us) << b.label;
+}
+
+TEST(Tuner, MemoryLimitBetweenBaselineAndFastestStillBeatsTheBaselines) {
+  // GPT-3 13B at TP 8: the fastest plans mix buffer shapes at the last layer and need a little more
+  // memory than the single-shape plans; a limit between the two must still yield a plan at least as
+  // fast as every baseline.
+  const ModelSpec m = test::shipped_model("gpt3-13b", 40, 8);
+  const CostModel cost = test::shipped_cost("dgx-h100");
+  TuneOptions o = quiet_options();
+  const TuneResult free_run = tune(m, {}, cost, o);
+  const int64_t sync_peak = free_run.best_tuning().baseline("megatron-sync")->figures.peak_memory_bytes;
+  o.mem_limit_gib = double(sync_peak) / kGiB;
+  const TuneResult r = tune(m, {}, cost, o);
+  EXPECT_LE(r.best().figures.peak_memory_bytes, sync_peak);
+  for (const EvaluatedPlan& b : r.best_tuning().baselines)
+    if (b.plan.comm_enabled) EXPECT_LE(r.best().figures.iteration_us, b.figures.iteration_us) << b.label;
 }
 
 TEST(Tuner, SearchesSeveralTpDegreesAndKeepsTheFastest) {

@@ -1,0 +1,187 @@
+// exec_run_test.cpp: domino-exec end to end on tiny models: 2- and 4-rank runs whose measured trace has
+// exactly the simulator's op ids on every rank, a falling loss and a summary; plan files (naming their
+// model, refused for another TP degree unless --force); env mode as torchrun starts it; tensor dumps;
+// bad input; and, where root and iproute2 allow, the emulated link.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "exec_test_util.hpp"
+#include "executor/runtime/link_emulation.hpp"
+#include "executor/runtime/tcp_store.hpp"
+#include "sim/timeline.hpp"
+
+namespace domino {
+namespace {
+
+using namespace exectest;
+namespace fs = std::filesystem;
+
+ModelSpec tiny(const std::string& name, int tp) {
+  ModelOverrides o;
+  o.tp = tp;
+  return load_model(model_file(name), o);
+}
+
+std::set<std::string> schedule_ids(const Schedule& s) {
+  std::set<std::string> ids;
+  for (const Op& op : s.ops) ids.insert(op_id(op));
+  return ids;
+}
+
+void expect_trace_matches(const std::string& trace_path, const Schedule& s, int ranks) {
+  const TraceFile trace = read_trace(trace_path);
+  EXPECT_EQ(trace.source, "measured");
+  std::vector<std::multiset<std::string>> per_rank(size_t(ranks));
+  for (const TraceEvent& e : trace.events) {
+    ASSERT_GE(e.rank, 0);
+    ASSERT_LT(e.rank, ranks);
+    EXPECT_GE(e.start_us, 0) << e.id;
+    EXPECT_GE(e.dur_us, 0) << e.id;
+    per_rank[size_t(e.rank)].insert(e.id);
+  }
+  const std::set<std::string> expected = schedule_ids(s);
+  for (int r = 0; r < ranks; ++r) {
+    EXPECT_EQ(per_rank[size_t(r)].size(), s.ops.size()) << "rank " << r << ": one span per op";
+    EXPECT_EQ(std::set<std::string>(per_rank[size_t(r)].begin(), per_rank[size_t(r)].end()), expected) << "rank " << r;
+  }
+}
+
+nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(read_text(path)); }
+
+TEST(ExecRun, TwoRanksTraceHasTheSimulatorsOpIdsAndLossFalls) {
+  TempDir dir;
+  const Outcome o = run({model_file("tiny-gpt"), "--strategy", "domino-ds", "--iters", "4", "--warmup", "2",
+                         "--lr", "3e-3", "--trace", dir / "t.json", "--json", dir / "s.json"},
+                        dir / "log");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const ModelSpec m = tiny("tiny-gpt", 2);
+  expect_trace_matches(dir / "t.json", build_schedule(m, make_strategy_plan("domino-ds", m)), 2);
+  const nlohmann::json s = read_json(dir / "s.json");
+  EXPECT_EQ(s["iteration_time_us"]["samples"].size(), 4u);
+  EXPECT_GT(s["iteration_time_us"]["median"].get<double>(), 0);
+  EXPECT_LE(s["iteration_time_us"]["p10"].get<double>(), s["iteration_time_us"]["p90"].get<double>());
+  EXPECT_EQ(s["peak_memory_bytes"].size(), 2u);
+  EXPECT_GT(s["peak_memory_bytes"][1].get<int64_t>(), 0);
+  const auto& loss = s["loss"];
+  ASSERT_EQ(loss.size(), 6u);
+  EXPECT_LT(loss[5].get<double>(), loss[0].get<double>() - 0.3) << loss.dump();
+  EXPECT_NE(o.output.find("iter   5"), std::string::npos) << o.output;  // rank 0 prints every iteration
+}
+
+TEST(ExecRun, FourRanksLlama) {
+  TempDir dir;
+  const Outcome o = run({model_file("tiny-llama"), "--strategy", "domino-ds", "--tp", "4", "--iters", "2",
+                         "--warmup", "1", "--trace", dir / "t.json"},
+                        dir / "log");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const ModelSpec m = tiny("tiny-llama", 4);
+  expect_trace_matches(dir / "t.json", build_schedule(m, make_strategy_plan("domino-ds", m)), 4);
+}
+
+TEST(ExecRun, PlanFileNamesItsModelAndTp) {
+  TempDir dir;
+  ModelOverrides small;
+  small.seq_len = 16;
+  small.micro_batch = 2;
+  const ModelSpec m = load_model("cpu-gpt", small);
+  BlockPlan b{SplitDim::Sequence, 2, 2, OverlapMode::Inter, true};
+  save_plan(make_uniform_plan(m, b, b, "custom"), dir / "plan.yaml");
+  const Outcome o = run({dir / "plan.yaml", "--seq-len", "16", "--micro-batch", "2", "--iters", "1", "--warmup", "0",
+                         "--trace", dir / "t.json"},
+                        dir / "log");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  expect_trace_matches(dir / "t.json", build_schedule(m, make_uniform_plan(m, b, b, "custom")), m.tp);
+}
+
+TEST(ExecRun, PlanForAnotherTpIsRefusedUnlessForced) {
+  TempDir dir;
+  const ModelSpec m = tiny("tiny-gpt", 2);
+  save_plan(make_strategy_plan("domino-ds", m), dir / "plan.yaml");
+  const Outcome refused = run({dir / "plan.yaml", "--model", model_file("tiny-gpt"), "--tp", "4"}, dir / "log1");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("--force"), std::string::npos) << refused.output;
+  const Outcome forced = run({dir / "plan.yaml", "--model", model_file("tiny-gpt"), "--tp", "4", "--force",
+                              "--iters", "1", "--warmup", "0"},
+                             dir / "log2");
+  EXPECT_EQ(forced.exit_code, 0) << forced.output;
+}
+
+TEST(ExecRun, BadInputIsExitTwoWithAMessage) {
+  TempDir dir;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{model_file("tiny-gpt"), "--strategy", "domino-dss"}, "domino-ds"},
+      {{model_file("tiny-gpt"), "--strategy", "domino-ds", "--backend", "cuda"}, "CUDA"},
+      {{model_file("tiny-gpt"), "--strategy", "domino-ds", "--ranks", "3"}, "--ranks"},
+      {{dir / "missing-plan.yaml"}, "missing-plan.yaml"},
+      {{model_file("tiny-gpt"), "--strategy", "domino-ds", "--iters", "0"}, "--iters"},
+  };
+  for (const auto& [args, needle] : cases) {
+    const Outcome o = run(args, dir / "log");
+    EXPECT_EQ(o.exit_code, 2) << o.output;
+    EXPECT_NE(o.output.find(needle), std::string::npos) << "expected '" << needle << "' in: " << o.output;
+  }
+}
+
+TEST(ExecRun, EnvModeAsTorchrunStartsIt) {
+  TempDir dir;
+  int port = 0;
+  {
+    TcpStoreServer probe(0);
+    port = probe.port();
+  }
+  std::vector<Proc> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.push_back(start({model_file("tiny-gpt"), "--strategy", "megatron-sync", "--iters", "2", "--warmup", "0",
+                           "--json", dir / "s.json"},
+                          dir / ("log" + std::to_string(r)),
+                          {"RANK=" + std::to_string(r), "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
+                           "MASTER_PORT=" + std::to_string(port)}));
+  for (const Proc& p : ranks) {
+    const Outcome o = finish(p, 120);
+    EXPECT_EQ(o.exit_code, 0) << o.output;
+  }
+  ASSERT_TRUE(fs::exists(dir / "s.json"));
+  EXPECT_EQ(read_json(dir / "s.json")["peak_memory_bytes"].size(), 2u);
+}
+
+TEST(ExecRun, DumpTensorsWritesEveryRanksOutputs) {
+  TempDir dir;
+  const Outcome o = run({model_file("tiny-gpt"), "--strategy", "domino-ds", "--iters", "1", "--warmup", "1",
+                         "--dump-tensors", dir / "dump", "--dump-iter", "1"},
+                        dir / "log");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const ModelSpec m = tiny("tiny-gpt", 2);
+  const Schedule s = build_schedule(m, make_strategy_plan("domino-ds", m));
+  for (int r = 0; r < 2; ++r) {
+    const std::string rank_dir = dir / ("dump/rank" + std::to_string(r));
+    EXPECT_TRUE(fs::exists(rank_dir + "/" + op_id(s.ops.front()) + ".out0.npy")) << rank_dir;
+    EXPECT_TRUE(fs::exists(rank_dir + "/" + op_id(s.ops.back()) + ".out0.npy")) << rank_dir;
+    for (const BufferDesc& b : s.buffers)
+      if (b.role == BufferRole::Param) EXPECT_TRUE(fs::exists(rank_dir + "/" + b.name + ".npy")) << b.name;
+  }
+}
+
+TEST(ExecRun, EmulatedLinkRunsAndCleansUp) {
+  std::string why;
+  if (!LinkEmulation::available(&why)) GTEST_SKIP() << "link emulation unavailable: " << why;
+  TempDir dir;
+  const Proc p = start({model_file("tiny-gpt"), "--strategy", "domino-ds", "--iters", "2", "--warmup", "1",
+                        "--link-gbps", "1", "--json", dir / "s.json"},
+                       dir / "log");
+  const Outcome o = finish(p, 120);
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_EQ(read_json(dir / "s.json")["link_gbps"].get<double>(), 1.0);
+  // No namespace of that launcher is left.
+  const std::string prefix = "dmn" + std::to_string(p.pid) + "-";
+  if (fs::exists("/run/netns"))
+    for (const auto& e : fs::directory_iterator("/run/netns"))
+      EXPECT_NE(e.path().filename().string().rfind(prefix, 0), 0u) << e.path();
+}
+
+}  // namespace
+}  // namespace domino

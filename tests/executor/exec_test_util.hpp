@@ -1,0 +1,132 @@
+// exec_test_util.hpp: running build/bin/domino-exec from the end-to-end tests: start it with arguments and
+// extra environment, capture stdout+stderr in a file, wait with a deadline (a hung job fails the test
+// instead of hanging ctest), and find the rank processes a launcher started.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace domino::exectest {
+
+inline std::string exec_bin() { return std::string(DOMINO_BIN_DIR) + "/domino-exec"; }
+inline std::string model_file(const std::string& name) {
+  return std::string(DOMINO_TEST_DATA) + "/data/executor/" + name + ".yaml";
+}
+
+// A fresh temporary folder, removed with the object.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    path = (std::filesystem::temp_directory_path() / "domino-exec-test.XXXXXX").string();
+    if (!::mkdtemp(path.data())) path.clear();
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+};
+
+struct Proc {
+  pid_t pid = -1;
+  std::string log;
+};
+
+inline Proc start(const std::vector<std::string>& args, const std::string& log,
+                  const std::vector<std::string>& env = {}) {
+  Proc p;
+  p.log = log;
+  std::vector<std::string> argv{exec_bin()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  p.pid = ::fork();
+  if (p.pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
+    std::vector<char*> a;
+    for (const std::string& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    ::execv(a[0], a.data());
+    ::_exit(127);
+  }
+  return p;
+}
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct Outcome {
+  int exit_code = -1;  // -1: killed by a signal or timed out
+  bool timed_out = false;
+  double seconds = 0;
+  std::string output;
+};
+
+inline Outcome finish(const Proc& p, int timeout_s) {
+  Outcome o;
+  const auto t0 = std::chrono::steady_clock::now();
+  int status = 0;
+  for (;;) {
+    const pid_t got = ::waitpid(p.pid, &status, WNOHANG);
+    if (got == p.pid) break;
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(timeout_s)) {
+      ::kill(p.pid, SIGKILL);
+      ::waitpid(p.pid, &status, 0);
+      o.timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!o.timed_out && WIFEXITED(status)) o.exit_code = WEXITSTATUS(status);
+  o.output = read_text(p.log);
+  return o;
+}
+
+inline Outcome run(const std::vector<std::string>& args, const std::string& log, int timeout_s = 120,
+                   const std::vector<std::string>& env = {}) {
+  return finish(start(args, log, env), timeout_s);
+}
+
+inline std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> out;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  for (pid_t c; in >> c;) out.push_back(c);
+  return out;
+}
+
+// The value of `key` in a process's environment ("" when absent or unreadable).
+inline std::string env_of(pid_t pid, const std::string& key) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ");
+  std::string entry;
+  while (std::getline(in, entry, '\0'))
+    if (entry.rfind(key + "=", 0) == 0) return entry.substr(key.size() + 1);
+  return "";
+}
+
+inline bool alive(pid_t pid) {
+  if (::kill(pid, 0) != 0) return false;
+  // A zombie is dead: only its parent has not reaped it yet.
+  const std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
+  const size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+
+}  // namespace domino::exectest
