@@ -1,10 +1,6 @@
 #!/usr/bin/env python3
 """fidelity-table.py: the arithmetic of scripts/fidelity-sweep (plain python3, standard library only).
 
-  fidelity-table.py plan TUNED.yaml P Q SPLIT OUT.yaml
-      writes a uniform sliced plan (every block {split, p, q, overlap: inter, bwd_overlap: true}) for the
-      model the tuner's plan names (same name, fingerprint, tp, layer count), so that it matches the model
-      exactly as the tools loaded it (overrides included).
   fidelity-table.py table OUT_DIR CONFIG...
       reads OUT_DIR/CONFIG/rows.tsv (plan, predicted json, measured jsons, compare json) for each
       configuration and writes OUT_DIR/fidelity.md and OUT_DIR/fidelity.json: one table per configuration,
@@ -13,46 +9,7 @@
 import json
 import math
 import os
-import re
 import sys
-
-
-def write_sliced_plan(tuned_path, p, q, split, out_path):
-    text = open(tuned_path, encoding="utf-8").read()
-
-    def field(pattern, what):
-        m = re.search(pattern, text, re.MULTILINE)
-        if not m:
-            sys.exit(f"fidelity-table: {tuned_path}: no {what} found (is it a domino-tune plan?)")
-        return m.group(1)
-
-    name = field(r'^\s+name:\s*"([^"]*)"', "model.name")
-    fingerprint = field(r'^\s+fingerprint:\s*"([^"]*)"', "model.fingerprint")
-    tp = field(r"^tp:\s*(\d+)", "tp")
-    # Layer count: the largest layer number any entry of the tuned plan covers, plus one.
-    numbers = [int(n) for line in re.findall(r"^\s*-\s*layers:\s*(.*)$", text, re.MULTILINE)
-               for n in re.findall(r"\d+", line)]
-    if not numbers:
-        sys.exit(f"fidelity-table: {tuned_path}: no layer entries")
-    block = f"{{split: {split}, p: {p}, q: {q}, overlap: inter, bwd_overlap: true}}"
-    plan = (
-        "# Domino plan (docs/plan-format.md), written by scripts/fidelity-sweep\n"
-        "format_version: 1\n"
-        "model:\n"
-        f'  name: "{name}"\n'
-        f'  fingerprint: "{fingerprint}"\n'
-        f"tp: {tp}\n"
-        'profile: ""\n'
-        'strategy: "custom"\n'
-        "comm: true\n"
-        "layers:\n"
-        f'  - layers: "0-{max(numbers)}"\n'
-        f"    attn: {block}\n"
-        f"    mlp: {block}\n")
-    tmp = out_path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(plan)
-    os.replace(tmp, out_path)
 
 
 def median(values):
@@ -109,6 +66,7 @@ def read_config(out_dir, config):
             if status == "ok" and pred and samples:
                 row["predicted_ms"] = pred["iteration_time_us"] / 1e3
                 row["measured_ms"] = median(samples) / 1e3
+                row["measured_min_ms"] = min(samples) / 1e3
                 row["measured_samples_ms"] = [s / 1e3 for s in samples]
                 row["error_pct"] = 100.0 * (row["predicted_ms"] - row["measured_ms"]) / row["measured_ms"]
                 row["predicted_exposed_comm_ms"] = pred["exposed_comm_us"] / 1e3
@@ -152,13 +110,14 @@ def markdown(config, rows, meta, fig):
                                                                    "rounds", "overrides", "load_average"))
     if desc:
         lines += [desc, ""]
-    lines += ["| plan | predicted ms | measured ms (median) | error % | exposed comm ms pred / meas | op err median % |",
-              "|---|---:|---:|---:|---:|---:|"]
+    lines += ["| plan | predicted ms | measured ms (median) | error % | measured min ms | "
+              "exposed comm ms pred / meas | op err median % |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if "error_pct" not in r:
-            lines.append(f"| {r['plan']} | | | {r['status']} | | |")
+            lines.append(f"| {r['plan']} | | | {r['status']} | | | |")
             continue
-        lines.append(f"| {r['plan']} | {r['predicted_ms']:.1f} | {r['measured_ms']:.1f} | {r['error_pct']:+.1f} | "
+        lines.append(f"| {r['plan']} | {r['predicted_ms']:.1f} | {r['measured_ms']:.1f} | {r['error_pct']:+.1f} | {r['measured_min_ms']:.1f} | "
                      f"{r['predicted_exposed_comm_ms']:.1f} / {fmt(r.get('measured_exposed_comm_ms'), '.1f')} | "
                      f"{fmt(r.get('op_error_median_pct'), '.1f')} |")
     lines += ["",
@@ -191,9 +150,7 @@ def write_table(out_dir, configs):
 
 
 def main(argv):
-    if len(argv) == 7 and argv[1] == "plan":
-        write_sliced_plan(argv[2], int(argv[3]), int(argv[4]), argv[5], argv[6])
-    elif len(argv) >= 4 and argv[1] == "table":
+    if len(argv) >= 4 and argv[1] == "table":
         write_table(argv[2], argv[3:])
     else:
         sys.exit(__doc__)

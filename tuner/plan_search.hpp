@@ -12,7 +12,7 @@ namespace domino {
 struct SearchTuning {
   int shortlist = 8;              // best DP plans handed back (re-simulated in full by the caller)
   long exact_pair_limit = 1600;   // |attn| * |mlp| up to which every pair is simulated (no screening)
-  int keep_per_group = 3;         // screening: best choices kept per (split dim, overlap) group
+  int keep_per_group = 1;         // screening: best choices kept per (split dim, p, overlap) group
   int max_swap_rounds = 8;        // screening: rounds of "could any screened-out choice improve it?"
   bool memory_frontier = false;   // also return single-buffer-shape plans (under a memory limit)
 };

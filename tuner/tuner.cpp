@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
+#include <map>
 
 #include "sim/error.hpp"
 #include "tuner/progress.hpp"
@@ -79,6 +81,19 @@ TpTuning tune_tp(const ModelSpec& model, const CostModel& cost, const TuneOption
   // full simulation, so the tuned plan is never predicted slower than a baseline.
   std::vector<EvaluatedPlan> pool;
   std::vector<Candidate> candidates = search.shortlist;
+  // The uniform version of each shortlisted plan's most common layer: a cheap guard for models where the
+  // chain decomposition is only approximate (its error shows as search_predicted_us vs the simulation).
+  for (const Candidate& c : search.shortlist) {
+    std::map<LayerPlan, int> count;
+    for (const LayerPlan& l : c.layers) ++count[l];
+    const LayerPlan common =
+        std::max_element(count.begin(), count.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->first;
+    Candidate u;
+    u.layers.assign(model.layers, common);
+    u.predicted_us = std::numeric_limits<double>::quiet_NaN();  // not the search's own pick
+    const bool seen = std::any_of(candidates.begin(), candidates.end(), [&](const Candidate& x) { return x.layers == u.layers; });
+    if (!seen) candidates.push_back(u);
+  }
   if (limit > 0) {
     // Under a memory limit the fastest plans may not fit: leaner alternatives compete too.
     for (const Candidate& c : search.memory_frontier) {

@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
     auto* tp = app.add_option("--tp", o.tp, "ranks in the AllReduce group (default 2)")->check(CLI::PositiveNumber);
     app.add_option("--link-gbps", o.link_gbps, "measure through an emulated link of this rate (Gbit/s; needs root)")
         ->check(CLI::PositiveNumber);
-    app.add_option("--for", o.for_model, "measure exactly the GEMM shapes and AllReduce sizes of this model's plans");
+    app.add_option("--for", o.for_model, "measure exactly the GEMM shapes and AllReduce sizes of these models' plans (comma-separated)");
     app.add_flag("--quick", o.quick, "fewer sizes and repeats (under 2 minutes)");
     app.add_option("-o,--output", o.output, "profile YAML to write")->required();
     app.add_option("--calibrate", o.calibrate_trace, "fit --profile to this measured trace (domino-exec --trace)");

@@ -198,9 +198,11 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
     }
     double xmin = 1e300, xmax = 0;
     for (double v : x) xmin = std::min(xmin, v), xmax = std::max(xmax, v);
+    std::vector<double> w;  // 1/t, as the profiler's fit: big ops dominate an iteration, small ones are many
+    for (double t : y) w.push_back(t > 0 ? 1 / t : 0);
     LineFit f;
-    if (x.size() >= 2 && xmax > 2 * xmin) f = fit_line(x, y, relative_weights(y));
-    if (!f.ok || f.a < 0) f = fit_slope(x, y, relative_weights(y), f.ok && f.a < 0 ? 0 : base.memory.launch_overhead_us);
+    if (x.size() >= 2 && xmax > 2 * xmin) f = fit_line(x, y, w);
+    if (!f.ok || f.a < 0) f = fit_slope(x, y, w, f.ok && f.a < 0 ? 0 : base.memory.launch_overhead_us);
     if (f.ok && f.b > 0) {
       p.memory.launch_overhead_us = f.a;
       p.memory.bandwidth_gbps = base.memory.bandwidth_gbps / f.b;

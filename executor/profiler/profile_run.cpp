@@ -38,12 +38,18 @@ void run_measure(const ProfileOptions& o, const ComputeMeasurer& cuda_measurer) 
   if (!o.for_model.empty()) {
     ModelOverrides ov;
     if (o.tp_given) ov.tp = o.tp;
-    wo.model = load_model(o.for_model, ov);
+    std::string list = o.for_model;
+    for (size_t start = 0; start <= list.size();) {
+      const size_t comma = std::min(list.find(',', start), list.size());
+      const std::string name = list.substr(start, comma - start);
+      if (!name.empty()) wo.models.push_back(load_model(name, ov));
+      start = comma + 1;
+    }
   }
   const Workload w = plan_workload(wo);
   const std::string what = fmt::format(
       "{} GEMM shapes ({}), {} memory-bound ops, {} attention ops, {} AllReduce sizes up to {} B on {} ranks{}{}",
-      w.gemms.size(), wo.model ? "every shape of " + w.model_name + "'s plans" : "size grid", w.memory_ops.size(),
+      w.gemms.size(), !wo.models.empty() ? "every shape of the plans of " + w.model_name : "size grid", w.memory_ops.size(),
       w.attention.size(), w.allreduce_bytes.size(), int64_t(w.allreduce_bytes.empty() ? 0 : w.allreduce_bytes.back()),
       o.tp, o.link_gbps > 0 ? fmt::format(" over an emulated {} Gbit/s link", o.link_gbps) : "",
       o.quick ? " (--quick)" : "");

@@ -167,18 +167,20 @@ int64_t mini_bytes(const Schedule& s) {
 Workload plan_workload(const WorkloadOptions& opt) {
   Workload w;
   Builder add(w);
-  ModelSpec base = opt.model ? *opt.model : default_model();
-  w.model_name = base.name;
+  const ModelSpec base = opt.models.empty() ? default_model() : opt.models.front();
+  for (const ModelSpec& m : opt.models) w.model_name += (w.model_name.empty() ? "" : ", ") + m.name;
+  if (w.model_name.empty()) w.model_name = base.name;
   const std::vector<int> ps = {1, 2, 4, 8}, qs = {1, 2, 4};
 
   // GEMMs: the model's exact shapes for every p and q, else a log-spaced grid (cost model interpolates).
   double max_ar = 0;
   std::set<double> ar_sizes;
-  if (opt.model) {
+  for (const ModelSpec& model : opt.models) {
+    const size_t before = w.gemms.size();
     for (int p : ps)
       for (int q : qs)
         for (SplitDim dim : {SplitDim::Batch, SplitDim::Sequence}) {
-          const auto s = try_build(base, p, q, dim);
+          const auto s = try_build(model, p, q, dim);
           if (!s) continue;
           for (const Op& op : s->ops) {
             if (op.kind == OpKind::Gemm) add.add_gemm(*s, op);
@@ -188,8 +190,9 @@ Workload plan_workload(const WorkloadOptions& opt) {
             }
           }
         }
-    if (w.gemms.empty()) throw_bad_input("--for " + base.name + ": no plan of this model builds (check its tp)");
-  } else {
+    if (w.gemms.size() == before) throw_bad_input("--for " + model.name + ": no plan of this model builds (check its tp)");
+  }
+  if (opt.models.empty()) {
     const std::vector<int64_t> grid = opt.quick ? std::vector<int64_t>{128, 512} : std::vector<int64_t>{64, 256, 1024};
     for (int64_t m : grid)
       for (int64_t n : grid)
@@ -211,6 +214,7 @@ Workload plan_workload(const WorkloadOptions& opt) {
     for (int tp : {1, 2, 4}) {
       if (opt.quick && tp == 4) continue;
       ModelSpec m = base;
+      m.gpus_per_node = std::max(m.gpus_per_node, tp);
       m.seq_len = seq;
       m.tp = tp;
       m.micro_batch = std::min(base.micro_batch, 4);
@@ -219,14 +223,14 @@ Workload plan_workload(const WorkloadOptions& opt) {
     }
 
   // AllReduce sizes: 4 B and powers of 4 (quick: of 16) up to the largest the model needs, plus its sizes.
-  if (!opt.model) max_ar = opt.max_allreduce_bytes;
+  if (opt.models.empty()) max_ar = opt.max_allreduce_bytes;
   const double step = opt.quick ? 16 : 4;
   for (double b = 4; b < max_ar * 1.0001; b *= step) ar_sizes.insert(b);
   ar_sizes.insert(max_ar);
   w.allreduce_bytes.assign(ar_sizes.begin(), ar_sizes.end());
 
   // Interference: the model's biggest forward GEMM beside its biggest AllReduce (or a 1 GFLOP GEMM, 4 MiB).
-  if (opt.model) {
+  if (!opt.models.empty()) {
     if (const auto s = try_build(base, 1, 1, SplitDim::Batch)) {
       const Op* best = nullptr;
       for (const Op& op : s->ops)

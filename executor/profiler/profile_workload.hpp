@@ -28,11 +28,11 @@ struct Workload {
   std::vector<double> allreduce_bytes;  // ascending, distinct
   std::optional<Probe> interference_gemm;
   double interference_bytes = 0;
-  std::string model_name;          // --for MODEL, or the built-in CPU model used for op shapes
+  std::string model_name;          // the --for models, or the built-in CPU model used for op shapes
 };
 
 struct WorkloadOptions {
-  std::optional<ModelSpec> model;  // --for MODEL (its GEMM shapes and AllReduce sizes)
+  std::vector<ModelSpec> models;   // --for MODEL[,MODEL...]: their GEMM shapes and AllReduce sizes
   int tp = 2;                      // the group size the collectives use
   bool quick = false;
   double max_allreduce_bytes = 64.0 * 1024 * 1024;  // without --for

@@ -2,6 +2,8 @@
 // column splits (and their 2-D combination), and the comparison it rests on detects differences.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "exec_test_util.hpp"
 #include "executor/runtime/grad_check.hpp"
 

@@ -36,7 +36,7 @@ std::set<std::string> schedule_ids(const Schedule& s) {
 void expect_trace_matches(const std::string& trace_path, const Schedule& s, int ranks) {
   const TraceFile trace = read_trace(trace_path);
   EXPECT_EQ(trace.source, "measured");
-  std::vector<std::multiset<std::string>> per_rank(size_t(ranks));
+  std::vector<std::multiset<std::string>> per_rank(static_cast<size_t>(ranks));
   for (const TraceEvent& e : trace.events) {
     ASSERT_GE(e.rank, 0);
     ASSERT_LT(e.rank, ranks);
@@ -161,8 +161,10 @@ TEST(ExecRun, DumpTensorsWritesEveryRanksOutputs) {
     const std::string rank_dir = dir / ("dump/rank" + std::to_string(r));
     EXPECT_TRUE(fs::exists(rank_dir + "/" + op_id(s.ops.front()) + ".out0.npy")) << rank_dir;
     EXPECT_TRUE(fs::exists(rank_dir + "/" + op_id(s.ops.back()) + ".out0.npy")) << rank_dir;
-    for (const BufferDesc& b : s.buffers)
-      if (b.role == BufferRole::Param) EXPECT_TRUE(fs::exists(rank_dir + "/" + b.name + ".npy")) << b.name;
+    for (const BufferDesc& b : s.buffers) {
+      if (b.role != BufferRole::Param) continue;
+      EXPECT_TRUE(fs::exists(rank_dir + "/" + b.name + ".npy")) << b.name;
+    }
   }
 }
 
@@ -178,9 +180,11 @@ TEST(ExecRun, EmulatedLinkRunsAndCleansUp) {
   EXPECT_EQ(read_json(dir / "s.json")["link_gbps"].get<double>(), 1.0);
   // No namespace of that launcher is left.
   const std::string prefix = "dmn" + std::to_string(p.pid) + "-";
-  if (fs::exists("/run/netns"))
-    for (const auto& e : fs::directory_iterator("/run/netns"))
+  if (fs::exists("/run/netns")) {
+    for (const auto& e : fs::directory_iterator("/run/netns")) {
       EXPECT_NE(e.path().filename().string().rfind(prefix, 0), 0u) << e.path();
+    }
+  }
 }
 
 }  // namespace

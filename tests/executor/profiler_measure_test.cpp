@@ -30,10 +30,10 @@ Workload tiny_workload() {
 
 TEST(ProfilerWorkload, ForModelCoversEveryGemmShapeOfItsPlans) {
   WorkloadOptions wo;
-  wo.model = default_model();
+  wo.models = {default_model()};
   const Workload w = plan_workload(wo);
   // Every GEMM of the domino-ds plan (sliced, chunked, backward) is a measured shape.
-  const Schedule s = build_schedule(*wo.model, make_strategy_plan("domino-ds", *wo.model));
+  const Schedule s = build_schedule(wo.models[0], make_strategy_plan("domino-ds", wo.models[0]));
   for (const Op& op : s.ops) {
     if (op.kind != OpKind::Gemm) continue;
     bool found = false;
@@ -41,7 +41,7 @@ TEST(ProfilerWorkload, ForModelCoversEveryGemmShapeOfItsPlans) {
     EXPECT_TRUE(found) << op_id(op) << " " << op.m << "x" << op.n << "x" << op.k;
   }
   // AllReduce sizes reach the model's largest message exactly.
-  EXPECT_DOUBLE_EQ(w.allreduce_bytes.back(), double(derive_facts(*wo.model).allreduce_bytes));
+  EXPECT_DOUBLE_EQ(w.allreduce_bytes.back(), double(derive_facts(wo.models[0]).allreduce_bytes));
   EXPECT_DOUBLE_EQ(w.allreduce_bytes.front(), 4.0);
 }
 

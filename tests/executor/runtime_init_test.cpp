@@ -100,7 +100,9 @@ TEST(ParamInit, TargetsAreTheNextToken) {
     for (int64_t q = 0; q < b.seq; ++q) {
       const size_t at = size_t(bi * b.seq + q);
       EXPECT_EQ(tgt[at], float(next_token(int64_t(tok[at]), s.model.vocab)));
-      if (q + 1 < b.seq) EXPECT_EQ(tok[at + 1], tgt[at]);
+      if (q + 1 < b.seq) {
+        EXPECT_EQ(tok[at + 1], tgt[at]);
+      }
     }
   EXPECT_NE(tok[0], tok[size_t(b.seq)]) << "sequences should start at different tokens";
 }

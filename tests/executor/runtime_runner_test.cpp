@@ -189,7 +189,9 @@ TEST(RankRunner, DumpsWeightsInputsAndEveryOutput) {
     std::vector<int64_t> shape;
     const std::vector<float> v = read_npy(dir + "/rank0/" + b.name + ".npy", &shape);
     ASSERT_EQ(int64_t(v.size()), b.elements()) << b.name;
-    if (b.role == BufferRole::Param) EXPECT_EQ(shape, (std::vector<int64_t>{b.seq, b.cols})) << b.name;
+    if (b.role == BufferRole::Param) {
+      EXPECT_EQ(shape, (std::vector<int64_t>{b.seq, b.cols})) << b.name;
+    }
     if (b.role == BufferRole::Data)
       for (float t : v) ASSERT_TRUE(t >= 0 && t < float(s.model.vocab) && t == std::floor(t)) << b.name;
   }

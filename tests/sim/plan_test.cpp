@@ -197,7 +197,7 @@ namespace domino {
 namespace {
 
 TEST(SlicesStrategy, ParsesCountsAndDimension) {
-  ModelSpec m = tiny_gpt();
+  ModelSpec m = test::tiny_gpt();
   const Plan a = make_strategy_plan("slices:4", m);
   EXPECT_EQ(a.layers[0].attn.p, 4);
   EXPECT_EQ(a.layers[0].attn.q, 1);
@@ -210,7 +210,7 @@ TEST(SlicesStrategy, ParsesCountsAndDimension) {
 }
 
 TEST(SlicesStrategy, RejectsMalformedAndImpossibleSpecs) {
-  ModelSpec m = tiny_gpt();
+  ModelSpec m = test::tiny_gpt();
   for (const char* bad : {"slices:", "slices:4y2", "slices:2x", "slices:2:rows", "slices:3", "slices:2x3"}) {
     try {
       make_strategy_plan(bad, m);

@@ -112,8 +112,11 @@ TEST(Tuner, MemoryLimitExcludesPlansAndExplainsWhenNothingFits) {
   const TuneResult limited = tune(m, {}, cost, o);
   for (const EvaluatedPlan& e : limited.best_tuning().top)
     EXPECT_LE(double(e.figures.peak_memory_bytes), o.mem_limit_gib * kGiB) << e.label;
-  for (const EvaluatedPlan& b : limited.best_tuning().baselines)
-    if (b.plan.comm_enabled && b.fits) EXPECT_LE(limited.best().figures.iteration_us, b.figures.iteration_us) << b.label;
+  for (const EvaluatedPlan& b : limited.best_tuning().baselines) {
+    if (b.plan.comm_enabled && b.fits) {
+      EXPECT_LE(limited.best().figures.iteration_us, b.figures.iteration_us) << b.label;
+    }
+  }
 }
 
 TEST(Tuner, MemoryLimitBetweenBaselineAndFastestStillBeatsTheBaselines) {
@@ -128,8 +131,11 @@ TEST(Tuner, MemoryLimitBetweenBaselineAndFastestStillBeatsTheBaselines) {
   o.mem_limit_gib = double(sync_peak) / kGiB;
   const TuneResult r = tune(m, {}, cost, o);
   EXPECT_LE(r.best().figures.peak_memory_bytes, sync_peak);
-  for (const EvaluatedPlan& b : r.best_tuning().baselines)
-    if (b.plan.comm_enabled) EXPECT_LE(r.best().figures.iteration_us, b.figures.iteration_us) << b.label;
+  for (const EvaluatedPlan& b : r.best_tuning().baselines) {
+    if (b.plan.comm_enabled) {
+      EXPECT_LE(r.best().figures.iteration_us, b.figures.iteration_us) << b.label;
+    }
+  }
 }
 
 TEST(Tuner, SearchesSeveralTpDegreesAndKeepsTheFastest) {
