@@ -107,7 +107,7 @@ def fmt(v, spec):
 def markdown(config, rows, meta, fig):
     lines = [f"### {config}", ""]
     desc = ", ".join(f"{k} {v}" for k, v in meta.items() if k in ("model", "profile", "link", "iters", "warmup",
-                                                                   "rounds", "overrides", "load_average"))
+                                                                   "rounds", "overrides", "boost", "load_average"))
     if desc:
         lines += [desc, ""]
     lines += ["| plan | predicted ms | measured ms (median) | error % | measured min ms | "

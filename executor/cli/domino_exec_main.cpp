@@ -8,21 +8,33 @@
 #include "executor/runtime/rank_process.hpp"
 #include "sim/error.hpp"
 
-// The CUDA backend registers itself here once it exists (executor/cuda/cuda_backend.hpp: make_cuda_backend()).
-#if defined(DOMINO_HAVE_CUDA) && __has_include("executor/cuda/cuda_backend.hpp")
+// The CUDA backend is registered here when domino-exec is built with it (DOMINO_HAVE_CUDA).
+#ifdef DOMINO_HAVE_CUDA
 #include "executor/cuda/cuda_backend.hpp"
-#define DOMINO_REGISTER_CUDA 1
 #endif
 
 int main(int argc, char** argv) {
-#ifdef DOMINO_REGISTER_CUDA
-  domino::register_backend("cuda", [] { return domino::make_cuda_backend(); });
-#endif
   bool worker = false;
   const int rc = domino::run_main("domino-exec", [&] {
     domino::ExecOptions options;
     if (!domino::parse_exec_options(argc, argv, &options)) return 0;
+#ifdef DOMINO_HAVE_CUDA
+    domino::CudaOptions cuda;
+    cuda.emulate_comm = options.emulate_comm;
+    cuda.emulate_tp = options.emulate_tp;
+    cuda.emulate_sms = options.emulate_sms;
+    cuda.emulate_busbw_gbps = options.emulate_busbw_gbps;
+    cuda.dtype = options.cuda_dtype;
+    domino::register_cuda_backend(cuda);
+#else
+    if (options.emulate_comm) domino::throw_bad_input("--emulate-comm needs the CUDA backend (not built here)");
+#endif
     worker = options.rank_worker || domino::env_mode();
+#ifndef _OPENMP
+    // Eigen parallelises a GEMM only through OpenMP, which this build does not link.
+    if (options.threads > 1 && !worker)
+      std::fprintf(stderr, "domino-exec: warning: --threads %d has no effect: built without OpenMP\n", options.threads);
+#endif
     if (worker) {
       if (!options.rank_worker && options.check)
         domino::throw_bad_input("--check runs its own launches: not available in env mode");

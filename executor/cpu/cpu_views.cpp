@@ -3,6 +3,9 @@
 #include "executor/cpu/cpu_views.hpp"
 
 #include <array>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 #include <vector>
 
 namespace domino::cpu {
@@ -23,10 +26,24 @@ View view_of(const CpuOpContext& ctx, const Region& r) {
 }
 
 float* scratch(int64_t n, int slot) {
-  thread_local std::array<std::vector<float>, 4> pool;
-  std::vector<float>& s = pool[size_t(slot)];
-  if (int64_t(s.size()) < n) s.resize(size_t(n));
-  return s.data();
+  // 64-byte aligned: Eigen's vectorised reductions choose their summation order from the address
+  // alignment, so malloc'ed scratch at varying addresses made results differ in the last bit run to run.
+  struct Block {
+    float* data = nullptr;
+    int64_t size = 0;
+    ~Block() { std::free(data); }
+  };
+  thread_local std::array<Block, 4> pool;
+  Block& s = pool[size_t(slot)];
+  if (s.size < n) {
+    std::free(s.data);
+    const size_t bytes = (size_t(n) * sizeof(float) + 63) / 64 * 64;
+    s.data = static_cast<float*>(std::aligned_alloc(64, bytes));
+    if (!s.data) throw std::bad_alloc();
+    std::memset(s.data, 0, bytes);
+    s.size = n;
+  }
+  return s.data;
 }
 
 }  // namespace domino::cpu

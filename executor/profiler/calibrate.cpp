@@ -19,7 +19,8 @@ namespace {
 
 struct Sample {
   Op op;              // kind, shape, flops, bytes, dtype: what the cost model needs
-  double dur = 0;     // measured: median over ranks (AllReduce: the fastest rank, which waited least)
+  double dur = 0;     // measured: the slowest rank (it sets the pace at every AllReduce); AllReduce: the
+                      // fastest rank, which waited least for its peer
   double overlap = 0; // time the other stream of the same rank was busy during this op
 };
 
@@ -87,7 +88,7 @@ std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
   for (auto& [index, po] : ops) {
     auto& v = po.dur_overlap;
     std::sort(v.begin(), v.end());
-    const auto& pick = po.op.kind == OpKind::AllReduce ? v.front() : v[v.size() / 2];
+    const auto& pick = po.op.kind == OpKind::AllReduce ? v.front() : v.back();
     if (pick.first > 0) out.push_back({po.op, pick.first, pick.second});
   }
   return out;
@@ -95,8 +96,9 @@ std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
 
 int band_of(double flops) { return int(std::floor(std::log10(std::max(flops, 1.0)) * 2)); }
 
-// Scale of each band (y = c x, least squares on relative error), and a lookup that falls back to the
-// nearest band with data.
+// Scale of each band, c = sum measured / sum predicted (keeps each band's total time, which is what an
+// iteration adds up; a least-squares fit on relative errors is biased low when ops are this noisy), and a
+// lookup that falls back to the nearest band with data.
 struct BandScales {
   std::map<int, double> c;
   double at(double flops) const {
@@ -110,12 +112,11 @@ struct BandScales {
 };
 
 BandScales fit_bands(const std::vector<const Sample*>& s, const std::vector<double>& pred) {
-  std::map<int, std::pair<double, double>> acc;  // sum p/t, sum p^2/t^2
+  std::map<int, std::pair<double, double>> acc;  // sum measured, sum predicted
   for (size_t i = 0; i < s.size(); ++i) {
-    const double t = s[i]->dur, p = pred[i];
     auto& a = acc[band_of(s[i]->op.flops)];
-    a.first += p / t;
-    a.second += p * p / (t * t);
+    a.first += s[i]->dur;
+    a.second += pred[i];
   }
   BandScales out;
   for (const auto& [b, a] : acc)
@@ -266,7 +267,13 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
       CollectiveProfile& c = tp > dpn && p.inter_node ? *p.inter_node : p.intra_node;
       LineFit f;
       if (smax >= 2 * smin) f = fit_line(x, y, relative_weights(y));
-      if (!f.ok || f.a < 0) f = fit_slope(x, y, relative_weights(y), f.ok && f.a < 0 ? 0 : c.latency_us);
+      if (!f.ok || f.a < 0 || !(f.b > 0)) {
+        // One message size (or noise): keep the latency, scale the bandwidth term by total time.
+        const double a = f.ok && f.a < 0 ? 0 : c.latency_us;
+        double sy = 0, sx = 0;
+        for (size_t i = 0; i < x.size(); ++i) sy += y[i] - a, sx += x[i];
+        f = {a, sx > 0 && sy > 0 ? sy / sx : 0, sx > 0 && sy > 0};
+      }
       if (f.ok && f.b > 0) {
         report += fmt::format("allreduce ({} ops, {} .. {} B): latency {:.3g} -> {:.3g} us, bus bandwidth x {:.3f}{}\n",
                               sel.size(), int64_t(smin), int64_t(smax), c.latency_us, f.a, 1 / f.b,
@@ -308,7 +315,7 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
   const auto predict = [&](const CostModel& cm, const Sample& s) {
     const double t = cm.op_us(s.op, tp, dpn);
     const double slow = s.op.kind == OpKind::AllReduce ? cm.comm_slowdown() : cm.compute_slowdown();
-    return t + std::min(s.overlap, t) * slow;  // overlapped part runs slower (first order)
+    return t + s.overlap * slow / (1 + slow);  // the simulator's rate model over the measured overlap
   };
   for (const Sample& s : samples) {
     for (const std::string& key : {std::string(to_string(s.op.kind)), std::string("all")}) {

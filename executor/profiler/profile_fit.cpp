@@ -151,7 +151,7 @@ FitResult fit_profile(const FitInput& in) {
   std::vector<double> mw;
   for (double t : my) mw.push_back(1.0 / t);
   LineFit mem = fit_line(mx, my, mw);
-  if (!mem.ok || mem.a < 0) mem = fit_slope(mx, my, mw, 0);
+  if (!mem.ok || mem.a < 0 || !(mem.b > 0)) mem = fit_slope(mx, my, mw, 0);  // noise: bandwidth only
   if (!mem.ok || !(mem.b > 0)) throw_runtime("profiler: the memory-bound ops gave no usable bandwidth fit");
   p.memory.launch_overhead_us = mem.a;
   p.memory.bandwidth_gbps = 1.0 / mem.b / 1e3;
@@ -235,9 +235,16 @@ FitResult fit_profile(const FitInput& in) {
     }
     LineFit f = fit_line(x, y, relative_weights(y));
     if (!f.ok || f.a < 0) f = fit_slope(x, y, relative_weights(y), 0);
-    if (!f.ok || !(f.b > 0)) throw_runtime("profiler: the AllReduce timings gave no usable bandwidth fit");
     // The table must reproduce every point with the same latency: keep it below the fastest message.
     const double min_t = *std::min_element(y.begin(), y.end());
+    if (!f.ok || !(f.b > 0)) {
+      // Noise hid the bandwidth (small messages only, or a loaded machine): latency from the fastest
+      // message, bandwidth from the largest.
+      f.a = 0.98 * min_t;
+      f.b = std::max(y.back() - f.a, 0.02 * y.back()) / x.back();
+      f.ok = true;
+      notes += "; AllReduce bandwidth not resolved by least squares (noisy): taken from the largest message";
+    }
     p.intra_node.latency_us = std::min(f.a, 0.98 * min_t);
     p.intra_node.bus_bandwidth_gbps = 1.0 / f.b / 1e3;
     for (size_t i = 0; i < x.size(); ++i)

@@ -31,9 +31,9 @@ double agree(GlooComm& comm, double value) {
 RepeatPolicy compute_policy(bool quick) {
   RepeatPolicy p;
   p.warmup = quick ? 1 : 2;
-  p.min_repeats = quick ? 5 : 7;
-  p.max_repeats = quick ? 15 : 40;
-  p.min_total_us = quick ? 60'000 : 250'000;
+  p.min_repeats = quick ? 5 : 9;
+  p.max_repeats = quick ? 15 : 60;
+  p.min_total_us = quick ? 60'000 : 600'000;
   return p;
 }
 
@@ -63,8 +63,8 @@ nlohmann::json measure_compute(const Workload& w, GlooComm& comm, bool quick, Pr
 int allreduce_repeats(double bytes, double link_gbps, bool quick) {
   const double bytes_per_us = (link_gbps > 0 ? link_gbps / 8 : 1.0) * 1e3;
   const double expected_us = 60 + bytes / bytes_per_us;
-  const double budget_us = quick ? 200'000 : 600'000;
-  const int lo = quick ? 5 : 7, hi = quick ? 20 : 50;
+  const double budget_us = quick ? 200'000 : 1'500'000;
+  const int lo = quick ? 5 : 9, hi = quick ? 20 : 100;
   return std::clamp(int(budget_us / expected_us), lo, hi);
 }
 

@@ -51,6 +51,14 @@ bool parse_exec_options(int argc, const char* const* argv, ExecOptions* out) {
   app.add_option("--link-latency-us", o.link_latency_us, "emulated per-hop link latency, added before each AllReduce");
   app.add_flag("--force", o.force, "run a plan made for another model or TP degree");
   app.add_option("--backend", o.backend, "cpu (default) or cuda");
+  app.add_flag("--emulate-comm", o.emulate_comm,
+               "cuda: every collective becomes a paced kernel moving a ring AllReduce's bytes (one GPU)");
+  app.add_option("--emulate-tp", o.emulate_tp, "cuda --emulate-comm: TP degree whose ring traffic is moved (default 8)");
+  app.add_option("--emulate-sms", o.emulate_sms, "cuda --emulate-comm: SMs the emulated collective occupies (default 16)");
+  app.add_option("--emulate-busbw", o.emulate_busbw_gbps,
+                 "cuda --emulate-comm: bus bandwidth in GB/s it is paced to (default 370, H100 NVLink)");
+  app.add_option("--cuda-dtype", o.cuda_dtype, "cuda: storage type: model (default), bf16, fp16, fp32")
+      ->check(CLI::IsMember({"model", "bf16", "fp16", "fp32"}));
   app.add_flag("--check", o.check,
                "compare loss and every gradient with megatron-sync and with tp=1 (1 iteration each)");
   app.add_option("--dump-tensors", o.dump_dir, "write weights, inputs and every op output of one iteration as .npy");
@@ -118,6 +126,11 @@ std::vector<std::string> worker_arguments(const ExecOptions& o) {
   if (o.link_latency_us > 0) add("--link-latency-us", number(o.link_latency_us));
   if (o.force) a.push_back("--force");
   add("--backend", o.backend);
+  if (o.emulate_comm) a.push_back("--emulate-comm");
+  add("--emulate-tp", std::to_string(o.emulate_tp));
+  add("--emulate-sms", std::to_string(o.emulate_sms));
+  add("--emulate-busbw", number(o.emulate_busbw_gbps));
+  add("--cuda-dtype", o.cuda_dtype);
   add("--dump-tensors", o.dump_dir);
   add("--dump-iter", std::to_string(o.dump_iter));
   if (!o.nan_check) a.push_back("--no-nan-check");

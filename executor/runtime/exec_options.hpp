@@ -28,6 +28,12 @@ struct ExecOptions {
   double link_latency_us = 0;
   bool force = false;
   std::string backend = "cpu";
+  // CUDA backend only (see executor/cuda/cuda_backend.hpp: CudaOptions).
+  bool emulate_comm = false;
+  int emulate_tp = 8;
+  int emulate_sms = 16;
+  double emulate_busbw_gbps = 370;
+  std::string cuda_dtype = "model";
   bool check = false;
   std::string dump_dir;
   int dump_iter = 0;

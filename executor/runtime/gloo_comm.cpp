@@ -22,6 +22,27 @@ namespace domino {
 namespace {
 // Barrier tags stay clear of the AllReduce tags (op indices).
 constexpr uint32_t kBarrierTag = 0x7ff00000u;
+
+// Gloo's rendezvous calls wait()/get() without a timeout, which FileStore turns into its own 30 s default:
+// this adapter makes every wait use the group's timeout.
+class TimeoutStore final : public gloo::rendezvous::Store {
+ public:
+  TimeoutStore(std::unique_ptr<gloo::rendezvous::Store> inner, std::chrono::milliseconds timeout)
+      : inner_(std::move(inner)), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override { inner_->set(key, data); }
+  std::vector<char> get(const std::string& key) override {
+    inner_->wait({key}, timeout_);
+    return inner_->get(key);
+  }
+  void wait(const std::vector<std::string>& keys) override { inner_->wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    inner_->wait(keys, timeout);
+  }
+
+ private:
+  std::unique_ptr<gloo::rendezvous::Store> inner_;
+  std::chrono::milliseconds timeout_;
+};
 }  // namespace
 
 GlooComm::GlooComm(const CommConfig& config) : config_(config) {
@@ -29,7 +50,8 @@ GlooComm::GlooComm(const CommConfig& config) : config_(config) {
     throw_bad_input("rank " + std::to_string(config.rank) + " is outside a group of " + std::to_string(config.world));
   const std::string me = "rank " + std::to_string(config.rank);
   if (!config.store_dir.empty()) {
-    store_ = std::make_unique<gloo::rendezvous::FileStore>(config.store_dir);
+    store_ = std::make_unique<TimeoutStore>(std::make_unique<gloo::rendezvous::FileStore>(config.store_dir),
+                                            config.timeout);
   } else if (!config.master_addr.empty()) {
     if (config.rank == 0) server_ = std::make_unique<TcpStoreServer>(config.master_port);
     store_ = std::make_unique<TcpStore>(config.master_addr, config.master_port, config.timeout);

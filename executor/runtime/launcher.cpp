@@ -12,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "executor/runtime/backend.hpp"
 #include "executor/runtime/grad_check.hpp"
 #include "executor/runtime/job.hpp"
 #include "executor/runtime/link_emulation.hpp"
@@ -146,8 +147,11 @@ void wait_for_ranks(std::vector<Child>& children) {
   std::string others;
   for (const Child* c : failures)
     if (c != cause) others += "; rank " + std::to_string(c->rank) + " " + describe_status(c->status);
-  throw_runtime("rank " + std::to_string(cause->rank) + " " + describe_status(cause->status) +
-                "; the other ranks were stopped" + others);
+  const std::string message = "rank " + std::to_string(cause->rank) + " " + describe_status(cause->status) +
+                              "; the other ranks were stopped" + others;
+  // A rank that refused its input (exit 2) makes the whole job a bad-input failure.
+  if (WIFEXITED(cause->status) && WEXITSTATUS(cause->status) == 2) throw_bad_input(message);
+  throw_runtime(message);
 }
 
 }  // namespace
@@ -193,6 +197,7 @@ int run_exec(const ExecOptions& given) {
   ExecOptions options = given;
   make_paths_absolute(&options);
   const Job job = resolve_job(options);  // bad input surfaces here, before any process starts
+  make_backend(options.backend);          // an unknown or unavailable backend too
   if (options.check) return run_gradient_check(options, job);
   if (options.link_gbps > 0 || options.link_latency_us > 0) {
     if (job.ranks < 2) throw_bad_input("--link-gbps/--link-latency-us need at least 2 ranks");

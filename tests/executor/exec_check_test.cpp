@@ -17,6 +17,13 @@ struct CheckCase {
   BlockPlan attn, mlp;
 };
 
+void PrintTo(const CheckCase& c, std::ostream* os) {
+  auto block = [](const BlockPlan& b) {
+    return std::string(to_string(b.dim)) + " p" + std::to_string(b.p) + " q" + std::to_string(b.q);
+  };
+  *os << c.model << " attn " << block(c.attn) << ", mlp " << block(c.mlp);
+}
+
 class ExecCheck : public ::testing::TestWithParam<CheckCase> {};
 
 TEST_P(ExecCheck, PlanMatchesMegatronSyncAndSingleRank) {

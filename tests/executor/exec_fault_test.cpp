@@ -71,7 +71,8 @@ TEST(ExecFault, NanStopsTheRunNamingOpAndRank) {
                         dir / "log");
   EXPECT_EQ(o.exit_code, 1) << o.output;
   EXPECT_NE(o.output.find("NaN or Inf"), std::string::npos) << o.output;
-  EXPECT_NE(o.output.find("of op L"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find(" of op "), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find(" in iteration "), std::string::npos) << o.output;
   EXPECT_NE(o.output.find("rank "), std::string::npos) << o.output;
 }
 

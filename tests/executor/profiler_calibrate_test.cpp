@@ -7,6 +7,7 @@
 
 #include "executor/profiler/calibrate.hpp"
 #include "sim/cost_model.hpp"
+#include "sim/error.hpp"
 #include "sim/simulator.hpp"
 
 namespace domino::prof {

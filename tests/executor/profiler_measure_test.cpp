@@ -3,9 +3,11 @@
 // simulator and reproduce its own measured points. No timed assertions: only consistency.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "executor/profiler/profile_fit.hpp"
+#include "executor/profiler/profile_stats.hpp"
 #include "executor/profiler/profile_workload.hpp"
 #include "executor/profiler/rank_fork.hpp"
 #include "executor/profiler/rank_measure.hpp"
@@ -18,7 +20,7 @@ namespace {
 Workload tiny_workload() {
   WorkloadOptions wo;
   wo.quick = true;
-  wo.max_allreduce_bytes = 64 * 1024;
+  wo.max_allreduce_bytes = 1024 * 1024;
   Workload w = plan_workload(wo);
   w.gemms.resize(std::min<size_t>(w.gemms.size(), 3));
   w.memory_ops.resize(std::min<size_t>(w.memory_ops.size(), 6));

@@ -66,7 +66,7 @@ TEST(TcpStore, NoServerIsAClearError) {
 // Runs body(comm) on `world` threads that rendezvous with the given config template.
 void run_group(int world, const CommConfig& base, const std::function<void(GlooComm&)>& body) {
   std::vector<std::thread> threads;
-  std::vector<std::string> errors(size_t(world));
+  std::vector<std::string> errors(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r)
     threads.emplace_back([&, r] {
       try {

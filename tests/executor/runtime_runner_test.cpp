@@ -192,8 +192,8 @@ TEST(RankRunner, DumpsWeightsInputsAndEveryOutput) {
     if (b.role == BufferRole::Param) {
       EXPECT_EQ(shape, (std::vector<int64_t>{b.seq, b.cols})) << b.name;
     }
-    if (b.role == BufferRole::Data)
-      for (float t : v) ASSERT_TRUE(t >= 0 && t < float(s.model.vocab) && t == std::floor(t)) << b.name;
+    if (b.role != BufferRole::Data) continue;
+    for (float t : v) ASSERT_TRUE(t >= 0 && t < float(s.model.vocab) && t == std::floor(t)) << b.name;
   }
   fs::remove_all(dir);
 }
