@@ -58,10 +58,11 @@ static BlockPlan parse_slices_strategy(const std::string& name) {
       if (used != q.size()) throw std::invalid_argument(q);
     }
   } catch (const std::exception&) {
-    throw_bad_input("strategy '" + name + "': expected slices:P[xQ][:batch|sequence], e.g. slices:4 or slices:2x2:sequence");
+    throw_bad_input(fmt::format("strategy '{}': expected slices:P[xQ][:batch|sequence], e.g. slices:4 or "
+                                "slices:2x2:sequence", name));
   }
   if (dim != "batch" && dim != "sequence")
-    throw_bad_input("strategy '" + name + "': the split must be batch or sequence, not '" + dim + "'");
+    throw_bad_input(fmt::format("strategy '{}': the split must be batch or sequence, not '{}'", name, dim));
   b.dim = dim == "batch" ? SplitDim::Batch : SplitDim::Sequence;
   return b;
 }
@@ -72,7 +73,7 @@ Plan make_strategy_plan(const std::string& name, const ModelSpec& model) {
     b = parse_slices_strategy(name);
     std::string key;
     const std::string why = detail::block_problem(b, model, &key);
-    if (!why.empty()) throw_bad_input("strategy '" + name + "': " + why);
+    if (!why.empty()) throw_bad_input(fmt::format("strategy '{}': {}", name, why));
   } else if (name == "megatron-sync" || name == "no-comm") {
   } else if (name == "megatron-async") {
     b.bwd_overlap = true;
