@@ -115,7 +115,6 @@ TEST(ExecRun, BadInputIsExitTwoWithAMessage) {
   TempDir dir;
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
       {{model_file("tiny-gpt"), "--strategy", "domino-dss"}, "domino-ds"},
-      {{model_file("tiny-gpt"), "--strategy", "domino-ds", "--backend", "cuda"}, "CUDA"},
       {{model_file("tiny-gpt"), "--strategy", "domino-ds", "--ranks", "3"}, "--ranks"},
       {{dir / "missing-plan.yaml"}, "missing-plan.yaml"},
       {{model_file("tiny-gpt"), "--strategy", "domino-ds", "--iters", "0"}, "--iters"},
@@ -125,6 +124,15 @@ TEST(ExecRun, BadInputIsExitTwoWithAMessage) {
     EXPECT_EQ(o.exit_code, 2) << o.output;
     EXPECT_NE(o.output.find(needle), std::string::npos) << "expected '" << needle << "' in: " << o.output;
   }
+}
+
+// Without the CUDA backend built this is bad usage (exit 2); with it but no usable device, a runtime
+// failure (exit 1). Either way the job stops with a message naming CUDA, never a hang or a crash.
+TEST(ExecRun, CudaBackendWithoutDeviceFailsWithAMessage) {
+  TempDir dir;
+  const Outcome o = run({model_file("tiny-gpt"), "--strategy", "domino-ds", "--backend", "cuda"}, dir / "log");
+  EXPECT_TRUE(o.exit_code == 1 || o.exit_code == 2) << o.output;
+  EXPECT_NE(o.output.find("CUDA"), std::string::npos) << o.output;
 }
 
 TEST(ExecRun, EnvModeAsTorchrunStartsIt) {
