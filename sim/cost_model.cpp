@@ -1,6 +1,7 @@
 // cost_model.cpp: op durations from a profile. GEMMs: a measured table (exact shape, else the throughput
 // of the nearest measured shapes in log space) or the roofline max(flops / (peak x efficiency(size)),
-// bytes / memory bandwidth); memory-bound ops: bytes / bandwidth; AllReduce: ring latency + bandwidth.
+// bytes / memory bandwidth); memory-bound ops: bytes / bandwidth; AllReduce: arrival skew + ring latency +
+// bandwidth.
 #include "sim/cost_model.hpp"
 
 #include <algorithm>
@@ -59,7 +60,7 @@ CostModel::CostModel(Profile profile) : profile_(std::move(profile)) {
   launch_us_ = profile_.memory.launch_overhead_us;
   const auto fill = [](CollectiveCosts& c, const CollectiveProfile& p) {
     c.present = true;
-    c.latency_us = p.latency_us;
+    c.latency_us = p.sync_us + p.latency_us;
     c.bytes_per_us = p.bus_bandwidth_gbps * kBytesPerUsPerGbps;
     for (const auto& r : p.table) {
       c.bus_bytes_per_us.log_x.push_back(std::log(r.bytes));

@@ -155,8 +155,9 @@ GemmProfile read_gemm(const std::string& file, const YAML::Node& node, const std
 
 CollectiveProfile read_collective(const std::string& file, const YAML::Node& node, const std::string& ctx) {
   YamlMap m(node, file, ctx);
-  m.finish({"latency_us", "bus_bandwidth_gbps", "table"});
+  m.finish({"sync_us", "latency_us", "bus_bandwidth_gbps", "table"});
   CollectiveProfile c;
+  if (m.has("sync_us")) c.sync_us = non_negative(m, "sync_us");
   c.latency_us = non_negative(m, "latency_us");
   c.bus_bandwidth_gbps = positive(m, "bus_bandwidth_gbps");
   if (auto t = m.opt_node("table")) {
@@ -285,6 +286,7 @@ void validate_profile(const Profile& p) {
     check_curve(p.attention.efficiency, "attention.efficiency", {at});
   }
   const auto check_coll = [&](const CollectiveProfile& c, const std::string& ctx) {
+    require_non_negative(at, ctx + ".sync_us", c.sync_us);
     require_non_negative(at, ctx + ".latency_us", c.latency_us);
     require_positive(at, ctx + ".bus_bandwidth_gbps", c.bus_bandwidth_gbps);
     check_bus_table(c.table, ctx + ".table", {at});

@@ -51,11 +51,16 @@ struct BusBandwidthPoint {
   double bus_bandwidth_gbps = 0;
 };
 
-// Ring AllReduce of S bytes over n ranks: latency_us + S * 2(n-1)/n / busbw(S) (nccl-tests convention).
+// Ring AllReduce of S bytes over n ranks: sync_us + latency_us + S * 2(n-1)/n / busbw(S) (nccl-tests
+// convention for the bandwidth). latency_us is the collective's own start-up cost, measured with the ranks
+// arriving together; sync_us is what a collective costs in a training step because they do not: the
+// typical gap between the first and the last rank reaching it (their compute drifts apart between
+// collectives), which the simulator's one symmetric rank does not otherwise see.
 struct CollectiveProfile {
   double latency_us = 0;
   double bus_bandwidth_gbps = 0;         // large-message figure; used when the table is empty
   std::vector<BusBandwidthPoint> table;  // optional; bytes strictly increasing; log-interpolated, clamped
+  double sync_us = 0;
 };
 
 // While a compute op and a communication op run together, each progresses at 1/(1 + slowdown).

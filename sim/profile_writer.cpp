@@ -31,8 +31,9 @@ void write_curve(std::string& out, const char* indent, const std::vector<Efficie
 }
 
 void write_collective(std::string& out, const char* key, const CollectiveProfile& c) {
-  out += fmt::format("  {}:\n    latency_us: {}\n    bus_bandwidth_gbps: {}\n", key, num(c.latency_us),
-                     num(c.bus_bandwidth_gbps));
+  out += fmt::format("  {}:\n", key);
+  if (c.sync_us > 0) out += fmt::format("    sync_us: {}\n", num(c.sync_us));
+  out += fmt::format("    latency_us: {}\n    bus_bandwidth_gbps: {}\n", num(c.latency_us), num(c.bus_bandwidth_gbps));
   if (c.table.empty()) return;
   out += "    table:  # [bytes, bus_bandwidth_gbps]\n";
   for (const auto& r : c.table) out += fmt::format("      - [{}, {}]\n", num(r.bytes), num(r.bus_bandwidth_gbps));

@@ -72,72 +72,88 @@ void Builder::backward_block(int l, Block block, const BlockPlan* next_plan) {
   }
 }
 
-// Input-gradient GEMMs of the column-parallel weight into the partial buffers, their AllReduces, then the
-// weight gradient; the waits follow bwd_overlap (wgrad waits or not) and the overlap mode (none: the
-// compute op after the wgrad waits).
+// The waits of a column-parallel layer's AllReduces follow bwd_overlap (its wgrad waits or not) and the
+// overlap mode (none: the compute op after the wgrad waits).
 static void after_input_grad_allreduces(Op& wgrad, const std::vector<int32_t>& ars, const BlockPlan& bp,
                                         std::vector<int32_t>* blocking) {
   if (!bp.bwd_overlap) wgrad.deps.insert(wgrad.deps.end(), ars.begin(), ars.end());
   if (bp.overlap == OverlapMode::None) blocking->insert(blocking->end(), ars.begin(), ars.end());
 }
 
-void Builder::bwd_mlp_grads(int l, int i) {
-  const BlockPlan& bp = plan_.layers[size_t(l)].mlp;
+// Row-parallel layer: q input-gradient chunks (each reads its column chunk of dy) accumulate into dx, then
+// q weight-gradient chunks.
+void Builder::bwd_row_parallel(int l, Block block, int i, const LinearBwd& lin) {
+  const BlockPlan& bp = block_plan(l, block);
   const Box box = slice_box(bp, i);
   const LayerBuffers& b = lb_[size_t(l)];
-  const Phase BW = Phase::Backward;
-  const Block M = Block::Mlp;
   const int64_t cw = h_ / bp.q;
   const bool first_slice = i == bp.p - 1;  // first in backward order: weight gradients start with "="
   for (int c = 0; c < bp.q; ++c) {
-    Op& op = emit(l, BW, M, "fc2.dgrad", i, bp.q > 1 ? c : -1, OpCode::MatMulDgrad);
-    in(op, rows(gb_.dresid, box, c * cw, (c + 1) * cw));
-    in(op, weight(b.param[Fc2W], 0, f_l_, c * cw, (c + 1) * cw));
-    out(op, rows(gb_.dact, box));
+    Op& op = emit(l, Phase::Backward, block, lin.dgrad, i, bp.q > 1 ? c : -1, OpCode::MatMulDgrad);
+    in(op, rows(lin.dy, box, c * cw, (c + 1) * cw));
+    in(op, weight(b.param[lin.param], 0, lin.in_cols, c * cw, (c + 1) * cw));
+    out(op, rows(lin.dx, box));
     op.attrs.accumulate = c > 0;
-    op.m = box.rows(), op.n = f_l_, op.k = cw;
+    op.m = box.rows(), op.n = lin.in_cols, op.k = cw;
   }
   for (int c = 0; c < bp.q; ++c) {
-    Op& op = emit(l, BW, M, "fc2.wgrad", i, bp.q > 1 ? c : -1, OpCode::MatMulWgrad);
-    in(op, rows(b.act, box));
-    in(op, rows(gb_.dresid, box, c * cw, (c + 1) * cw));
-    out(op, weight(b.grad[Fc2W], 0, f_l_, c * cw, (c + 1) * cw));
-    if (bias_) out(op, weight(b.grad[Fc2B], 0, 1, c * cw, (c + 1) * cw));
+    Op& op = emit(l, Phase::Backward, block, lin.wgrad, i, bp.q > 1 ? c : -1, OpCode::MatMulWgrad);
+    in(op, rows(lin.saved_input, box));
+    in(op, rows(lin.dy, box, c * cw, (c + 1) * cw));
+    out(op, weight(b.grad[lin.param], 0, lin.in_cols, c * cw, (c + 1) * cw));
+    if (bias_) out(op, weight(b.grad[lin.param + 1], 0, 1, c * cw, (c + 1) * cw));
     op.attrs.accumulate = !first_slice;
-    op.m = f_l_, op.n = cw, op.k = box.rows();
+    op.m = lin.in_cols, op.n = cw, op.k = box.rows();
   }
-  {
-    Op& op = emit(l, BW, M, "act.bwd", i, -1, swiglu_ ? OpCode::SwigluBwd : OpCode::GeluBwd);
-    in(op, rows(b.hpre, box));
-    in(op, rows(gb_.dact, box));
-    out(op, rows(gb_.dhpre, box));
-  }
+}
+
+// Column-parallel layer: q input-gradient chunks into partial-sum buffers, each all-reduced on the
+// communication stream, then the weight gradient.
+void Builder::bwd_column_parallel(int l, Block block, int i, const LinearBwd& lin) {
+  const BlockPlan& bp = block_plan(l, block);
+  const Box box = slice_box(bp, i);
+  const LayerBuffers& b = lb_[size_t(l)];
+  const int64_t cw = h_ / bp.q;
   std::vector<int32_t> ars;
   for (int c = 0; c < bp.q; ++c) {
     const int chunk = bp.q > 1 ? c : -1;
-    const int32_t ps = partial_buffer(true, M, l, bp, i, c);
+    const int32_t ps = partial_buffer(true, block, l, bp, i, c);
     {
-      Op& op = emit(l, BW, M, "fc1.dgrad", i, chunk, OpCode::MatMulDgrad);
-      in(op, rows(gb_.dhpre, box));
-      in(op, weight(b.param[Fc1W], c * cw, (c + 1) * cw, 0, fc1_cols_));
+      Op& op = emit(l, Phase::Backward, block, lin.dgrad, i, chunk, OpCode::MatMulDgrad);
+      in(op, rows(lin.dy, box));
+      in(op, weight(b.param[lin.param], c * cw, (c + 1) * cw, 0, lin.out_cols));
       out(op, whole(ps));
-      op.m = box.rows(), op.n = cw, op.k = fc1_cols_;
+      op.m = box.rows(), op.n = cw, op.k = lin.out_cols;
     }
     if (plan_.comm_enabled) {
-      Op& op = emit(l, BW, M, "ar", i, chunk, OpCode::AllReduce, Stream::Comm);
+      Op& op = emit(l, Phase::Backward, block, "ar", i, chunk, OpCode::AllReduce, Stream::Comm);
       in(op, whole(ps));
       out(op, whole(ps));
       ars.push_back(op.index);
     }
   }
-  Op& op = emit(l, BW, M, "fc1.wgrad", i, -1, OpCode::MatMulWgrad);
-  in(op, rows(b.xn2, box));
-  in(op, rows(gb_.dhpre, box));
-  out(op, whole(b.grad[Fc1W]));
-  if (bias_) out(op, whole(b.grad[Fc1B]));
-  op.attrs.accumulate = !first_slice;
-  op.m = h_, op.n = fc1_cols_, op.k = box.rows();
+  Op& op = emit(l, Phase::Backward, block, lin.wgrad, i, -1, OpCode::MatMulWgrad);
+  in(op, rows(lin.saved_input, box));
+  in(op, rows(lin.dy, box));
+  out(op, whole(b.grad[lin.param]));
+  if (bias_) out(op, whole(b.grad[lin.param + 1]));
+  op.attrs.accumulate = i != bp.p - 1;
+  op.m = h_, op.n = lin.out_cols, op.k = box.rows();
   after_input_grad_allreduces(op, ars, bp, &blocking_);
+}
+
+void Builder::bwd_mlp_grads(int l, int i) {
+  const BlockPlan& bp = plan_.layers[size_t(l)].mlp;
+  const Box box = slice_box(bp, i);
+  const LayerBuffers& b = lb_[size_t(l)];
+  bwd_row_parallel(l, Block::Mlp, i, {"fc2.dgrad", "fc2.wgrad", Fc2W, b.act, gb_.dresid, gb_.dact, f_l_, h_});
+  {
+    Op& op = emit(l, Phase::Backward, Block::Mlp, "act.bwd", i, -1, swiglu_ ? OpCode::SwigluBwd : OpCode::GeluBwd);
+    in(op, rows(b.hpre, box));
+    in(op, rows(gb_.dact, box));
+    out(op, rows(gb_.dhpre, box));
+  }
+  bwd_column_parallel(l, Block::Mlp, i, {"fc1.dgrad", "fc1.wgrad", Fc1W, b.xn2, gb_.dhpre, -1, h_, fc1_cols_});
 }
 
 void Builder::bwd_attn_grads(int l, int i) {
@@ -146,25 +162,8 @@ void Builder::bwd_attn_grads(int l, int i) {
   const LayerBuffers& b = lb_[size_t(l)];
   const Phase BW = Phase::Backward;
   const Block A = Block::Attn;
-  const int64_t cw = h_ / bp.q;
   const bool first_slice = i == bp.p - 1;
-  for (int c = 0; c < bp.q; ++c) {
-    Op& op = emit(l, BW, A, "proj.dgrad", i, bp.q > 1 ? c : -1, OpCode::MatMulDgrad);
-    in(op, rows(gb_.dresid, box, c * cw, (c + 1) * cw));
-    in(op, weight(b.param[ProjW], 0, a_l_ * d_, c * cw, (c + 1) * cw));
-    out(op, rows(gb_.dctx, box));
-    op.attrs.accumulate = c > 0;
-    op.m = box.rows(), op.n = a_l_ * d_, op.k = cw;
-  }
-  for (int c = 0; c < bp.q; ++c) {
-    Op& op = emit(l, BW, A, "proj.wgrad", i, bp.q > 1 ? c : -1, OpCode::MatMulWgrad);
-    in(op, rows(b.ctx, box));
-    in(op, rows(gb_.dresid, box, c * cw, (c + 1) * cw));
-    out(op, weight(b.grad[ProjW], 0, a_l_ * d_, c * cw, (c + 1) * cw));
-    if (bias_) out(op, weight(b.grad[ProjB], 0, 1, c * cw, (c + 1) * cw));
-    op.attrs.accumulate = !first_slice;
-    op.m = a_l_ * d_, op.n = cw, op.k = box.rows();
-  }
+  bwd_row_parallel(l, A, i, {"proj.dgrad", "proj.wgrad", ProjW, b.ctx, gb_.dresid, gb_.dctx, a_l_ * d_, h_});
   const int64_t q_end = a_l_ * d_, k_end = (a_l_ + kv_l_) * d_;
   const Box keys{box.b0, box.b1, 0, box.s1};
   {
@@ -191,32 +190,7 @@ void Builder::bwd_attn_grads(int l, int i) {
     out(op, rows(gb_.dqkv, box, 0, k_end));
     op.attrs.heads = int16_t(a_l_ + kv_l_), op.attrs.head_dim = int16_t(d_);
   }
-  std::vector<int32_t> ars;
-  for (int c = 0; c < bp.q; ++c) {
-    const int chunk = bp.q > 1 ? c : -1;
-    const int32_t ps = partial_buffer(true, A, l, bp, i, c);
-    {
-      Op& op = emit(l, BW, A, "qkv.dgrad", i, chunk, OpCode::MatMulDgrad);
-      in(op, rows(gb_.dqkv, box));
-      in(op, weight(b.param[QkvW], c * cw, (c + 1) * cw, 0, qkv_cols_));
-      out(op, whole(ps));
-      op.m = box.rows(), op.n = cw, op.k = qkv_cols_;
-    }
-    if (plan_.comm_enabled) {
-      Op& op = emit(l, BW, A, "ar", i, chunk, OpCode::AllReduce, Stream::Comm);
-      in(op, whole(ps));
-      out(op, whole(ps));
-      ars.push_back(op.index);
-    }
-  }
-  Op& op = emit(l, BW, A, "qkv.wgrad", i, -1, OpCode::MatMulWgrad);
-  in(op, rows(b.xn1, box));
-  in(op, rows(gb_.dqkv, box));
-  out(op, whole(b.grad[QkvW]));
-  if (bias_) out(op, whole(b.grad[QkvB]));
-  op.attrs.accumulate = !first_slice;
-  op.m = h_, op.n = qkv_cols_, op.k = box.rows();
-  after_input_grad_allreduces(op, ars, bp, &blocking_);
+  bwd_column_parallel(l, A, i, {"qkv.dgrad", "qkv.wgrad", QkvW, b.xn1, gb_.dqkv, -1, h_, qkv_cols_});
 }
 
 // BR_i: the norm backward adds the reduced input gradient (q chunks) into the residual gradient, which

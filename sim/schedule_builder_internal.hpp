@@ -39,6 +39,19 @@ struct GlobalBuffers {
 
 // A residual add (forward) or norm backward (backward) held back to run after the next block's first
 // slice: the inter-layer overlap.
+// One linear layer's backward: what it reads and writes (schedule_backward.cpp). The row-parallel weight
+// (fc2, proj) is [in_cols x h] and its input gradient goes to dx; the column-parallel one (fc1, qkv) is
+// [h x out_cols] and its input gradient goes to partial-sum buffers that are all-reduced.
+struct LinearBwd {
+  const char* dgrad;      // op names
+  const char* wgrad;
+  int param;              // LayerParam of the weight; its bias is param + 1
+  int32_t saved_input;    // the forward input of the layer
+  int32_t dy;             // gradient of the layer's output
+  int32_t dx;             // gradient of the layer's input (row-parallel; column-parallel: partial buffers)
+  int64_t in_cols, out_cols;
+};
+
 struct Deferred {
   bool valid = false;
   int layer = 0;
@@ -86,6 +99,8 @@ class Builder {
   // schedule_backward.cpp
   void backward();
   void backward_block(int layer, Block block, const BlockPlan* next_plan);
+  void bwd_row_parallel(int l, Block block, int i, const LinearBwd& lin);
+  void bwd_column_parallel(int l, Block block, int i, const LinearBwd& lin);
   void bwd_mlp_grads(int l, int i);
   void bwd_attn_grads(int l, int i);
   void bwd_norm(int l, Block block, int i);

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "executor/profiler/profile_run.hpp"
+#include "sim/cli/cli_parse.hpp"
 #include "sim/error.hpp"
 
 #if defined(DOMINO_HAVE_CUDA) && __has_include("executor/cuda/cuda_profile.hpp")
@@ -27,18 +28,8 @@ int main(int argc, char** argv) {
                    "profile to calibrate (default: the trace's, else the model's default); cuda: collectives source");
     app.add_option("--name", o.name, "profile name (default: the output file's name)");
     app.add_option("--timeout", o.timeout_s, "give up measuring after this many seconds")->check(CLI::PositiveNumber);
-    app.set_version_flag("--version", DOMINO_VERSION);
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::CallForHelp& e) {
-      return app.exit(e);
-    } catch (const CLI::CallForAllHelp& e) {
-      return app.exit(e);
-    } catch (const CLI::CallForVersion& e) {
-      return app.exit(e);
-    } catch (const CLI::ParseError& e) {
-      domino::throw_bad_input(std::string(e.what()) + " (see domino-profile --help)");
-    }
+    app.set_version_flag("--version", std::string("domino-profile ") + DOMINO_VERSION);
+    if (auto rc = domino::parse_command_line(app, argc, argv, "domino-profile")) return *rc;
     o.tp_given = tp->count() > 0;
     if (!o.calibrate_trace.empty()) {
       domino::prof::run_calibrate(o);

@@ -22,6 +22,7 @@ struct Sample {
   double dur = 0;     // measured: the slowest rank (it sets the pace at every AllReduce); AllReduce: the
                       // fastest rank, which waited least for its peer
   double overlap = 0; // time the other stream of the same rank was busy during this op
+  double skew = -1;   // AllReduce on several ranks: the last rank's start minus the first's; else -1
 };
 
 const std::map<std::string, OpKind>& kinds_by_name() {
@@ -66,6 +67,7 @@ std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
   struct PerOp {
     Op op;
     std::vector<std::pair<double, double>> dur_overlap;
+    double first_start = 1e300, last_start = -1e300;
   };
   std::map<int, PerOp> ops;
   for (const TraceEvent& e : trace.events) {
@@ -83,13 +85,16 @@ std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
     for (const auto& [s, t] : busy[{e.rank, 1 - e.stream}])
       overlap += std::max(0.0, std::min(t, e.start_us + e.dur_us) - std::max(s, e.start_us));
     po.dur_overlap.push_back({e.dur_us, overlap});
+    po.first_start = std::min(po.first_start, e.start_us);
+    po.last_start = std::max(po.last_start, e.start_us);
   }
   std::vector<Sample> out;
   for (auto& [index, po] : ops) {
     auto& v = po.dur_overlap;
     std::sort(v.begin(), v.end());
     const auto& pick = po.op.kind == OpKind::AllReduce ? v.front() : v.back();
-    if (pick.first > 0) out.push_back({po.op, pick.first, pick.second});
+    const double skew = po.op.kind == OpKind::AllReduce && v.size() > 1 ? po.last_start - po.first_start : -1;
+    if (pick.first > 0) out.push_back({po.op, pick.first, pick.second, skew});
   }
   return out;
 }
@@ -251,16 +256,20 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
     }
   }
 
-  // AllReduce: t = latency + c * (old bandwidth term); the table keeps its shape.
+  // AllReduce: t = latency + c * (old bandwidth term) on the rank that waited least; the table keeps its
+  // shape. The ranks' arrival skew, seen directly in a multi-rank trace, is the sync term.
   {
     const auto sel = select([](OpKind k) { return k == OpKind::AllReduce; });
     if (!sel.empty() && tp > 1) {
       const CostModel cm(base);
-      std::vector<double> x, y;
+      const CollectiveProfile& old = tp > dpn && base.inter_node ? *base.inter_node : base.intra_node;
+      std::vector<double> x, y, skews;
       double smin = 1e300, smax = 0;
+      for (const Sample& s : samples)
+        if (s.skew >= 0) skews.push_back(s.skew);
       for (const Sample* s : sel) {
         const double t = cm.allreduce_us(s->op.bytes, tp, dpn);
-        x.push_back(t - (tp > dpn && base.inter_node ? base.inter_node->latency_us : base.intra_node.latency_us));
+        x.push_back(t - old.sync_us - old.latency_us);
         y.push_back(interference_free(base, *s));
         smin = std::min(smin, s->op.bytes), smax = std::max(smax, s->op.bytes);
       }
@@ -282,6 +291,12 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
         c.bus_bandwidth_gbps /= f.b;
         for (auto& r : c.table) r.bus_bandwidth_gbps /= f.b;
       }
+      if (skews.size() >= 3) {
+        const double sync = median_of(skews);
+        report += fmt::format("allreduce arrival skew (median over {} ops): sync {:.3g} -> {:.3g} us\n", skews.size(),
+                              c.sync_us, sync);
+        c.sync_us = sync;
+      }
     }
   }
 
@@ -296,7 +311,9 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
       for (const Sample& s : samples) {
         if ((s.op.kind == OpKind::AllReduce) != comm) continue;
         sel.push_back(&s);
-        pred.push_back(cm.op_us(s.op, tp, dpn));
+        // An AllReduce sample is the rank that waited least: without the arrival skew.
+        const double skew = comm ? (tp > dpn && p.inter_node ? p.inter_node->sync_us : p.intra_node.sync_us) : 0;
+        pred.push_back(cm.op_us(s.op, tp, dpn) - skew);
       }
       const auto slow = fit_slowdown(sel, pred);
       double& field = comm ? p.interference.comm_slowdown_during_compute : p.interference.compute_slowdown_during_comm;

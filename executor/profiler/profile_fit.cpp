@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 
 #include "executor/profiler/profile_stats.hpp"
@@ -96,11 +97,13 @@ double compute_part(double t, double launch) { return std::max(t - launch, 0.5 *
 
 SelfCheck self_check(const Profile& p, int tp) {
   SelfCheck out;
-  Profile curves = p;
+  Profile measured_only = p;  // the points were measured without arrival skew
+  measured_only.intra_node.sync_us = 0;
+  Profile curves = measured_only;
   for (auto& g : curves.gemm)
     if (g) g->table.clear();
   curves.intra_node.table.clear();
-  const CostModel fitted(curves), full(p);
+  const CostModel fitted(curves), full(measured_only);
   for (int d = 0; d < kNumDTypes; ++d) {
     if (!p.gemm[d]) continue;
     for (const GemmTiming& r : p.gemm[d]->table) {
@@ -259,6 +262,27 @@ FitResult fit_profile(const FitInput& in) {
     p.intra_node.latency_us = 0;
     p.intra_node.bus_bandwidth_gbps = 1e6;  // a group of one never communicates
     notes += "; one rank: no collective measured";
+  }
+
+  // --- arrival skew: per repeat, the spread of the ranks' AllReduce times after the same GEMMs ---
+  if (in.ranks.size() > 1 && std::all_of(in.ranks.begin(), in.ranks.end(), [](const auto& r) { return r.contains("sync"); })) {
+    size_t reps = SIZE_MAX;
+    for (const auto& r : in.ranks) reps = std::min(reps, r.at("sync").at("allreduce_us").size());
+    std::vector<double> skew;
+    for (size_t k = 0; k < reps; ++k) {
+      double lo = 1e300, hi = 0;
+      for (const auto& r : in.ranks) {
+        const double t = r.at("sync").at("allreduce_us")[k].get<double>();
+        lo = std::min(lo, t), hi = std::max(hi, t);
+      }
+      skew.push_back(hi - lo);
+    }
+    if (!skew.empty()) {
+      p.intra_node.sync_us = median_of(skew);
+      p.metadata.spread["allreduce arrival skew"] = timing_of(skew).spread();
+      sum += fmt::format("arrival skew at an AllReduce after {:.0f} ms of GEMMs: {:.3g} us (median of {} repeats)\n",
+                         in.ranks[0].at("sync").at("stretch_us").get<double>() / 1e3, p.intra_node.sync_us, skew.size());
+    }
   }
 
   // --- interference: slowdown of each stream while the other runs ---

@@ -147,6 +147,27 @@ nlohmann::json measure_interference(const Workload& w, GlooComm& comm, const Mea
           {"allreduce_during_us", ar_during}};
 }
 
+// Arrival skew: from a barrier every rank runs the same stretch of GEMMs, about as long as the compute
+// between two AllReduces of a CPU training step, then a one-element AllReduce. The first rank to arrive
+// waits for the last, so per repeat the spread of the ranks' AllReduce times is the skew (profile_fit.cpp).
+nlohmann::json measure_sync(const Workload& w, GlooComm& comm, bool quick, Progress& progress) {
+  constexpr double kStretchUs = 15'000;
+  progress.step("arrival skew", 1, 1);
+  OpBench gemm(*w.interference_gemm->mini, 7);
+  const double one_us = median_of(time_repeats([&] { gemm.run(); }, compute_policy(true)));
+  const int per_stretch = std::clamp(int(std::ceil(agree(comm, kStretchUs / std::max(one_us, 1.0)))), 1, 1000);
+  float value = 1;
+  std::vector<double> allreduce_us;
+  for (int r = -2; r < (quick ? 12 : 40); ++r) {  // two warm-up rounds
+    comm.barrier("profiler: arrival skew");
+    for (int i = 0; i < per_stretch; ++i) gemm.run();
+    const auto t0 = Clock::now();
+    comm.allreduce_sum(&value, 1, kTag, "profiler: arrival-skew allreduce");
+    if (r >= 0) allreduce_us.push_back(since(t0, Clock::now()));
+  }
+  return {{"stretch_us", per_stretch * one_us}, {"allreduce_us", allreduce_us}};
+}
+
 }  // namespace
 
 nlohmann::json measure_rank(const Workload& w, GlooComm& comm, const MeasureOptions& o) {
@@ -157,6 +178,7 @@ nlohmann::json measure_rank(const Workload& w, GlooComm& comm, const MeasureOpti
   if (comm.world() > 1) {
     out["collectives"] = measure_collectives(w, comm, o, p);
     out["interference"] = measure_interference(w, comm, o, p);
+    if (o.compute) out["sync"] = measure_sync(w, comm, o.quick, p);
   }
   p.done();
   return out;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "sim/cli/cli_parse.hpp"
 #include "sim/error.hpp"
 
 namespace domino {
@@ -72,17 +73,7 @@ bool parse_exec_options(int argc, const char* const* argv, ExecOptions* out) {
   app.add_option("--bind-address", o.bind_address, "address for Gloo's TCP device (env mode; default: the "
                                                    "address that reaches MASTER_ADDR)");
   app.add_option("--snapshot", o.snapshot_path)->group("");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::printf("%s", app.help().c_str());
-    return false;
-  } catch (const CLI::CallForVersion&) {
-    std::printf("domino-exec %s\n", DOMINO_VERSION);
-    return false;
-  } catch (const CLI::ParseError& e) {
-    throw_bad_input(e.what() + std::string(" (see domino-exec --help)"));
-  }
+  if (parse_command_line(app, argc, argv, "domino-exec")) return false;  // help or version printed
   if (tp) o.overrides.tp = tp;
   if (seq_len) o.overrides.seq_len = seq_len;
   if (micro_batch) o.overrides.micro_batch = micro_batch;

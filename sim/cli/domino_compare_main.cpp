@@ -6,6 +6,7 @@
 #include <string>
 
 #include "sim/compare.hpp"
+#include "sim/cli/cli_parse.hpp"
 #include "sim/error.hpp"
 #include "sim/report_html.hpp"
 #include "sim/timeline.hpp"
@@ -24,18 +25,8 @@ int main(int argc, char** argv) {
                    "compare this rank only (default: per op, the median over ranks; a rank-0-only "
                    "prediction stands for every rank)")
         ->check(CLI::NonNegativeNumber);
-    app.set_version_flag("--version", DOMINO_VERSION);
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::CallForHelp& e) {
-      return app.exit(e);
-    } catch (const CLI::CallForAllHelp& e) {
-      return app.exit(e);
-    } catch (const CLI::CallForVersion& e) {
-      return app.exit(e);
-    } catch (const CLI::ParseError& e) {
-      domino::throw_bad_input(std::string(e.what()) + " (see domino-compare --help)");
-    }
+    app.set_version_flag("--version", std::string("domino-compare ") + DOMINO_VERSION);
+    if (auto rc = domino::parse_command_line(app, argc, argv, "domino-compare")) return *rc;
 
     domino::TraceFile predicted = domino::read_trace(predicted_path);
     domino::TraceFile measured = domino::read_trace(measured_path);

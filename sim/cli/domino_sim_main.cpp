@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "sim/cli/cli_parse.hpp"
 #include "sim/error.hpp"
 #include "sim/model_spec.hpp"
 #include "sim/plan.hpp"
@@ -139,18 +140,8 @@ int main(int argc, char** argv) {
     app.add_option("--seq-len", overrides.seq_len, "sequence length")->check(CLI::PositiveNumber);
     app.add_option("--micro-batch", overrides.micro_batch, "micro-batch size")->check(CLI::PositiveNumber);
     app.add_flag("--summary", summary, "print the model summary (shapes, parameters, FLOPs) and exit");
-    app.set_version_flag("--version", DOMINO_VERSION);
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::CallForHelp& e) {
-      return app.exit(e);
-    } catch (const CLI::CallForAllHelp& e) {
-      return app.exit(e);
-    } catch (const CLI::CallForVersion& e) {
-      return app.exit(e);
-    } catch (const CLI::ParseError& e) {
-      domino::throw_bad_input(std::string(e.what()) + " (see domino-sim --help)");
-    }
+    app.set_version_flag("--version", std::string("domino-sim ") + DOMINO_VERSION);
+    if (auto rc = domino::parse_command_line(app, argc, argv, "domino-sim")) return *rc;
 
     domino::ModelSpec model;
     if (model_arg.empty()) {

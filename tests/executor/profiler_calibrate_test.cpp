@@ -69,6 +69,38 @@ TEST(ProfilerCalibrate, RoundTripRecoversTheProfile) {
   std::filesystem::remove(path);
 }
 
+TEST(ProfilerCalibrate, ArrivalSkewOfAMultiRankTraceBecomesTheSyncTerm) {
+  const Profile truth = known_profile();
+  const ModelSpec model = default_model();
+  const Plan plan = make_uniform_plan(model, BlockPlan{SplitDim::Batch, 1, 1, OverlapMode::None, false},
+                                      BlockPlan{SplitDim::Batch, 2, 1, OverlapMode::None, false}, "custom");
+  const std::string path = (std::filesystem::temp_directory_path() / "domino_calibrate_skew.json").string();
+  TraceFile trace = predicted_trace(truth, plan, model, path);
+  std::filesystem::remove(path);
+  // Rank 1 reaches every AllReduce late by a varying skew; rank 0 waits for it, so rank 0's span grows by
+  // the skew and rank 1's is the collective's own time.
+  const double skews[] = {400, 1000, 1600};
+  const size_t n = trace.events.size();
+  int ar = 0;
+  for (size_t i = 0; i < n; ++i) {
+    TraceEvent late = trace.events[i];
+    late.rank = 1;
+    if (late.kind == "allreduce") {
+      const double s = skews[ar++ % 3];
+      late.start_us += s;
+      trace.events[i].dur_us += s;
+    }
+    trace.events.push_back(late);
+  }
+  ASSERT_GE(ar, 9);
+  const CalibrationResult r = calibrate_profile(truth, trace);
+  EXPECT_NEAR(r.profile.intra_node.sync_us, 1000, 1e-6);
+  // The collective's own figures come from the rank that waited least: unchanged.
+  EXPECT_NEAR(r.profile.intra_node.latency_us, 60.0, 2.0);
+  EXPECT_NEAR(r.profile.intra_node.bus_bandwidth_gbps, 1.2, 0.03);
+  EXPECT_NE(r.report.find("arrival skew"), std::string::npos);
+}
+
 TEST(ProfilerCalibrate, RejectsATraceWithoutOps) {
   TraceFile empty;
   empty.path = "empty.json";

@@ -89,6 +89,24 @@ FitInput synthetic_input(const Truth& T, int tp) {
   return in;
 }
 
+TEST(ProfilerFit, ArrivalSkewIsTheMedianSpreadOfTheRanksAllReduceTimes) {
+  FitInput in = synthetic_input(Truth{}, 2);
+  EXPECT_EQ(fit_profile(in).profile.intra_node.sync_us, 0);  // not measured: no skew assumed
+  // Per repeat the rank that arrived first waited `skew` longer than the one that came last.
+  const std::vector<double> skew = {300, 2500, 900, 1200, 4000};  // median 1200
+  nlohmann::json late = nlohmann::json::array(), early = nlohmann::json::array();
+  for (double s : skew) late.push_back(80.0), early.push_back(80.0 + s);
+  in.ranks[0]["sync"] = {{"stretch_us", 15000.0}, {"allreduce_us", early}};
+  in.ranks[1]["sync"] = {{"stretch_us", 15000.0}, {"allreduce_us", late}};
+  const FitResult r = fit_profile(in);
+  EXPECT_NEAR(r.profile.intra_node.sync_us, 1200, 1e-9);
+  EXPECT_NE(r.summary.find("arrival skew"), std::string::npos);
+  // ... and the cost model charges it to every AllReduce.
+  Profile no_sync = r.profile;
+  no_sync.intra_node.sync_us = 0;
+  EXPECT_NEAR(CostModel(r.profile).allreduce_us(1e6, 2, 4) - CostModel(no_sync).allreduce_us(1e6, 2, 4), 1200, 1e-6);
+}
+
 TEST(ProfilerFit, RecoversKnownFiguresFromSyntheticMeasurements) {
   const Truth T;
   for (int tp : {2, 4}) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/cli/cli_parse.hpp"
 #include "sim/error.hpp"
 #include "sim/model_spec.hpp"
 #include "sim/profile.hpp"
@@ -66,18 +67,8 @@ int main(int argc, char** argv) {
     app.add_option("--max-p", options.search.max_p, "largest row-slice count (1, 2, 4, 8)")->check(CLI::PositiveNumber);
     app.add_option("--max-q", options.search.max_q, "largest column-chunk count (1, 2, 4)")->check(CLI::PositiveNumber);
     app.add_flag("--quiet", quiet, "no progress line on stderr");
-    app.set_version_flag("--version", DOMINO_VERSION);
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::CallForHelp& e) {
-      return app.exit(e);
-    } catch (const CLI::CallForAllHelp& e) {
-      return app.exit(e);
-    } catch (const CLI::CallForVersion& e) {
-      return app.exit(e);
-    } catch (const CLI::ParseError& e) {
-      domino::throw_bad_input(std::string(e.what()) + " (see domino-tune --help)");
-    }
+    app.set_version_flag("--version", std::string("domino-tune ") + DOMINO_VERSION);
+    if (auto rc = domino::parse_command_line(app, argc, argv, "domino-tune")) return *rc;
     options.progress = !quiet;
     options.search.splits = domino::parse_splits(splits_arg);
     const std::vector<int> tps = tp_arg.empty() ? std::vector<int>{} : parse_tps(tp_arg);
