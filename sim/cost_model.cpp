@@ -58,6 +58,12 @@ CostModel::CostModel(Profile profile) : profile_(std::move(profile)) {
   }
   mem_bytes_per_us_ = profile_.memory.bandwidth_gbps * kBytesPerUsPerGbps;
   launch_us_ = profile_.memory.launch_overhead_us;
+  for (int k = 0; k < kNumOpKinds; ++k) {
+    const auto own = profile_.memory.per_kind.find(to_string(static_cast<OpKind>(k)));
+    kind_memory_[k] = own == profile_.memory.per_kind.end()
+                          ? KindMemory{mem_bytes_per_us_, launch_us_}
+                          : KindMemory{own->second.bandwidth_gbps * kBytesPerUsPerGbps, own->second.launch_overhead_us};
+  }
   const auto fill = [](CollectiveCosts& c, const CollectiveProfile& p) {
     c.present = true;
     c.latency_us = p.sync_us + p.latency_us;
@@ -153,6 +159,11 @@ double CostModel::attention_us(DType dtype, double flops, double bytes) const {
 
 double CostModel::memory_us(double bytes) const { return launch_us_ + bytes / mem_bytes_per_us_; }
 
+double CostModel::memory_us(OpKind kind, double bytes) const {
+  const KindMemory& m = kind_memory_[static_cast<int>(kind)];
+  return m.launch_us + bytes / m.bytes_per_us;
+}
+
 double CostModel::allreduce_us(double bytes, int tp, int devices_per_node) const {
   if (tp <= 1) return 0;
   const bool spans_nodes = tp > devices_per_node;
@@ -177,7 +188,7 @@ double CostModel::op_us(const Op& op, int tp, int devices_per_node) const {
     case OpKind::Copy:
     case OpKind::Optimizer:
     case OpKind::Embedding:
-    case OpKind::Loss: return memory_us(op.bytes);
+    case OpKind::Loss: return memory_us(op.kind, op.bytes);
   }
   return memory_us(op.bytes);
 }

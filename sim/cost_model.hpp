@@ -25,7 +25,8 @@ class CostModel {
   // Pieces of op_us, exposed for tests and reports.
   double gemm_us(DType dtype, int64_t m, int64_t n, int64_t k, double flops, double bytes) const;
   double attention_us(DType dtype, double flops, double bytes) const;
-  double memory_us(double bytes) const;
+  double memory_us(double bytes) const;                // the profile's general memory figures
+  double memory_us(OpKind kind, double bytes) const;   // the kind's own figures when it has them
   double allreduce_us(double bytes, int tp, int devices_per_node) const;
   double gemm_efficiency(DType dtype, double flops) const;  // from the curve, before any table
   bool has_dtype(DType dtype) const { return dtype_[static_cast<int>(dtype)].present; }
@@ -54,7 +55,7 @@ class CostModel {
   };
   struct CollectiveCosts {
     bool present = false;
-    double latency_us = 0;
+    double latency_us = 0;  // the profile's arrival skew (sync_us) included
     double bytes_per_us = 0;  // bus bandwidth
     LogCurve bus_bytes_per_us;  // empty: constant bytes_per_us
   };
@@ -67,6 +68,10 @@ class CostModel {
   std::array<DTypeCosts, kNumDTypes> dtype_;
   LogCurve attention_curve_;  // empty: relative to the GEMM curve
   double mem_bytes_per_us_ = 0;
+  struct KindMemory {
+    double bytes_per_us = 0, launch_us = 0;
+  };
+  std::array<KindMemory, kNumOpKinds> kind_memory_{};
   double launch_us_ = 0;
   CollectiveCosts intra_, inter_;
 };

@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "sim/schedule.hpp"
 #include "sim/yaml_reader.hpp"
 
 namespace domino {
@@ -222,9 +225,21 @@ Profile read_profile(const YAML::Node& root, const std::string& file) {
   if (!any) throw_bad_input(gemm.where(), "profile gemm: needs figures for at least one of bf16, fp16, fp32");
 
   YamlMap mem(m.get_node("memory"), file, "profile memory");
-  mem.finish({"bandwidth_gbps", "launch_overhead_us"});
   p.memory.bandwidth_gbps = positive(mem, "bandwidth_gbps");
   p.memory.launch_overhead_us = non_negative(mem, "launch_overhead_us");
+  if (auto per_kind = mem.opt_node("per_kind")) {
+    YamlMap kinds(*per_kind, file, "profile memory.per_kind");
+    for (const std::string& kind : memory_bound_kinds()) {
+      if (auto node = kinds.opt_node(kind)) {
+        YamlMap k(*node, file, "profile memory.per_kind." + kind);
+        MemoryCost c{positive(k, "bandwidth_gbps"), non_negative(k, "launch_overhead_us")};
+        k.finish();
+        p.memory.per_kind[kind] = c;
+      }
+    }
+    kinds.finish();
+  }
+  mem.finish();
 
   YamlMap attn(m.get_node("attention"), file, "profile attention");
   attn.finish({"relative_efficiency", "efficiency"});
@@ -256,6 +271,17 @@ Profile read_profile(const YAML::Node& root, const std::string& file) {
 
 }  // namespace
 
+const std::vector<std::string>& memory_bound_kinds() {
+  static const std::vector<std::string> kinds = [] {
+    std::vector<std::string> out;
+    for (OpKind k : {OpKind::Norm, OpKind::Activation, OpKind::Elementwise, OpKind::Copy, OpKind::Optimizer,
+                     OpKind::Embedding, OpKind::Loss})
+      out.push_back(to_string(k));
+    return out;
+  }();
+  return kinds;
+}
+
 Profile load_profile(const std::string& path) { return read_profile(load_yaml_file(path), path); }
 
 Profile load_profile_string(const std::string& yaml, const std::string& name) {
@@ -280,6 +306,12 @@ void validate_profile(const Profile& p) {
   if (!any) throw_bad_input(at, "gemm needs figures for at least one of bf16, fp16, fp32");
   require_positive(at, "memory.bandwidth_gbps", p.memory.bandwidth_gbps);
   require_non_negative(at, "memory.launch_overhead_us", p.memory.launch_overhead_us);
+  for (const auto& [kind, c] : p.memory.per_kind) {
+    if (std::find(memory_bound_kinds().begin(), memory_bound_kinds().end(), kind) == memory_bound_kinds().end())
+      throw_bad_input(at, "profile memory.per_kind: '" + kind + "' is not a memory-bound op kind");
+    require_positive(at, "memory.per_kind." + kind + ".bandwidth_gbps", c.bandwidth_gbps);
+    require_non_negative(at, "memory.per_kind." + kind + ".launch_overhead_us", c.launch_overhead_us);
+  }
   if (p.attention.efficiency.empty()) {
     require_fraction(at, "attention.relative_efficiency", p.attention.relative_efficiency);
   } else {

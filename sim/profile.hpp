@@ -34,10 +34,20 @@ struct GemmProfile {
 
 // Memory-bound ops (norm, activation, elementwise, copy, optimizer, embedding, loss) and the launch
 // overhead every compute op pays.
-struct MemoryProfile {
+struct MemoryCost {
   double bandwidth_gbps = 0;  // GB/s (1e9 bytes per second) achievable
   double launch_overhead_us = 0;
 };
+struct MemoryProfile {
+  double bandwidth_gbps = 0;  // GB/s (1e9 bytes per second) achievable
+  double launch_overhead_us = 0;
+  // Optional: a memory-bound op kind's own figures (key: to_string(OpKind), e.g. "norm"), replacing the two
+  // above for that kind. Norms, optimizer steps and the loss stream through memory differently.
+  std::map<std::string, MemoryCost> per_kind;
+};
+
+// The op kinds that are costed as memory-bound (memory.per_kind keys).
+const std::vector<std::string>& memory_bound_kinds();
 
 // Attention runs at relative_efficiency x the GEMM efficiency at the same size, unless it has its own curve.
 struct AttentionProfile {

@@ -61,6 +61,10 @@ std::string profile_to_yaml(const Profile& p) {
   }
   out += fmt::format("memory:\n  bandwidth_gbps: {}\n  launch_overhead_us: {}\n", num(p.memory.bandwidth_gbps),
                      num(p.memory.launch_overhead_us));
+  if (!p.memory.per_kind.empty()) out += "  per_kind:\n";
+  for (const auto& [kind, c] : p.memory.per_kind)
+    out += fmt::format("    {}: {{bandwidth_gbps: {}, launch_overhead_us: {}}}\n", kind, num(c.bandwidth_gbps),
+                       num(c.launch_overhead_us));
   out += "attention:\n";
   if (p.attention.efficiency.empty()) {
     out += fmt::format("  relative_efficiency: {}\n", num(p.attention.relative_efficiency));

@@ -31,6 +31,7 @@ enum class Block : uint8_t { Attn, Mlp, Embedding, Head, None };
 
 // What an op costs like (cost model, reports). Several opcodes share a kind.
 enum class OpKind : uint8_t { Gemm, Attention, Norm, Activation, Elementwise, Copy, AllReduce, Optimizer, Embedding, Loss };
+constexpr int kNumOpKinds = 10;
 
 // What an op computes (executor). Inputs in[], outputs out[]; "(+)=" means "+=" when attrs.accumulate,
 // else "=". Every region of in/out may be a strided view unless it says "contiguous".

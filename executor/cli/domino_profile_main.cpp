@@ -26,6 +26,9 @@ int main(int argc, char** argv) {
     app.add_option("--calibrate", o.calibrate_trace, "fit --profile to this measured trace (domino-exec --trace)");
     app.add_option("--profile", o.base_profile,
                    "profile to calibrate (default: the trace's, else the model's default); cuda: collectives source");
+    app.add_option("--fit", o.fit,
+                   "with --calibrate: fit only these parts (comma-separated: memory, gemm, attention, allreduce, "
+                   "sync, interference; default all)");
     app.add_option("--name", o.name, "profile name (default: the output file's name)");
     app.add_option("--timeout", o.timeout_s, "give up measuring after this many seconds")->check(CLI::PositiveNumber);
     app.set_version_flag("--version", std::string("domino-profile ") + DOMINO_VERSION);

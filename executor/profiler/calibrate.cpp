@@ -166,7 +166,28 @@ struct ErrorSum {
 
 }  // namespace
 
-CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace, int tp) {
+CalibrationScope parse_calibration_scope(const std::string& list) {
+  if (list.empty() || list == "all") return {};
+  CalibrationScope s{false, false, false, false, false, false};
+  const std::pair<const char*, bool*> names[] = {{"memory", &s.memory},       {"gemm", &s.gemm},
+                                                 {"attention", &s.attention}, {"allreduce", &s.allreduce},
+                                                 {"sync", &s.sync},           {"interference", &s.interference}};
+  for (size_t start = 0; start <= list.size();) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    const std::string name = list.substr(start, comma - start);
+    bool* flag = nullptr;
+    for (const auto& [n, f] : names)
+      if (name == n) flag = f;
+    if (!flag)
+      throw_bad_input("--fit: unknown part '" + name +
+                      "' (give a comma-separated list of memory, gemm, attention, allreduce, sync, interference, or all)");
+    *flag = true;
+    start = comma + 1;
+  }
+  return s;
+}
+
+CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace, int tp, const CalibrationScope& scope) {
   if (tp <= 0) tp = trace.meta.contains("tp") && trace.meta["tp"].is_number() ? trace.meta["tp"].get<int>() : 1;
   const DType dtype = trace_dtype(base, trace);
   const std::vector<Sample> samples = collect(trace, dtype);
@@ -194,27 +215,48 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
     return s.dur - s.overlap * slow / (1 + slow);
   };
 
-  // Memory-bound ops: t = launch + c * bytes / bw_old.
+  // Memory-bound ops: t = launch + c * bytes / bw_old, over all of them (the general figures) and per kind
+  // (memory.per_kind) where the trace has enough of a kind.
   {
+    const auto fit_memory = [&](const std::vector<const Sample*>& mem, MemoryCost old) -> std::optional<MemoryCost> {
+      std::vector<double> x, y;
+      for (const Sample* s : mem) {
+        x.push_back(s->op.bytes / (old.bandwidth_gbps * 1e3));
+        y.push_back(interference_free(base, *s));
+      }
+      double xmin = 1e300, xmax = 0;
+      for (double v : x) xmin = std::min(xmin, v), xmax = std::max(xmax, v);
+      std::vector<double> w;  // 1/t, as the profiler's fit: big ops dominate an iteration, small ones are many
+      for (double t : y) w.push_back(t > 0 ? 1 / t : 0);
+      LineFit f;
+      if (x.size() >= 2 && xmax > 2 * xmin) f = fit_line(x, y, w);
+      if (!f.ok || f.a < 0) f = fit_slope(x, y, w, f.ok && f.a < 0 ? 0 : old.launch_overhead_us);
+      if (!f.ok || !(f.b > 0)) return std::nullopt;
+      return MemoryCost{old.bandwidth_gbps / f.b, f.a};
+    };
+    const auto line = [](const std::string& what, size_t n, MemoryCost from, MemoryCost to) {
+      return fmt::format("{} ({}): {:.3g} -> {:.3g} GB/s, fixed cost {:.3g} -> {:.3g} us\n", what, n, from.bandwidth_gbps,
+                         to.bandwidth_gbps, from.launch_overhead_us, to.launch_overhead_us);
+    };
+    const MemoryCost general{base.memory.bandwidth_gbps, base.memory.launch_overhead_us};
     const auto mem = select(is_memory);
-    std::vector<double> x, y;
-    for (const Sample* s : mem) {
-      x.push_back(s->op.bytes / (base.memory.bandwidth_gbps * 1e3));
-      y.push_back(interference_free(base, *s));
+    if (auto c = scope.memory ? fit_memory(mem, general) : std::nullopt) {
+      p.memory.bandwidth_gbps = c->bandwidth_gbps;
+      p.memory.launch_overhead_us = c->launch_overhead_us;
+      report += line("memory-bound ops", mem.size(), general, *c);
     }
-    double xmin = 1e300, xmax = 0;
-    for (double v : x) xmin = std::min(xmin, v), xmax = std::max(xmax, v);
-    std::vector<double> w;  // 1/t, as the profiler's fit: big ops dominate an iteration, small ones are many
-    for (double t : y) w.push_back(t > 0 ? 1 / t : 0);
-    LineFit f;
-    if (x.size() >= 2 && xmax > 2 * xmin) f = fit_line(x, y, w);
-    if (!f.ok || f.a < 0) f = fit_slope(x, y, w, f.ok && f.a < 0 ? 0 : base.memory.launch_overhead_us);
-    if (f.ok && f.b > 0) {
-      p.memory.launch_overhead_us = f.a;
-      p.memory.bandwidth_gbps = base.memory.bandwidth_gbps / f.b;
-      report += fmt::format("memory-bound ops ({}): {:.3g} -> {:.3g} GB/s, fixed cost {:.3g} -> {:.3g} us\n", mem.size(),
-                            base.memory.bandwidth_gbps, p.memory.bandwidth_gbps, base.memory.launch_overhead_us,
-                            p.memory.launch_overhead_us);
+    // A kind whose ops all have about one size identifies no fixed cost of its own: it starts from (and keeps)
+    // the general fixed cost just fitted.
+    const MemoryCost fitted{p.memory.bandwidth_gbps, p.memory.launch_overhead_us};
+    for (const std::string& name : scope.memory ? memory_bound_kinds() : std::vector<std::string>{}) {
+      const auto of_kind = select([&](OpKind k) { return to_string(k) == name; });
+      if (of_kind.size() < 3) continue;
+      const auto own = base.memory.per_kind.find(name);
+      const MemoryCost old = own == base.memory.per_kind.end() ? fitted : own->second;
+      if (auto c = fit_memory(of_kind, old)) {
+        p.memory.per_kind[name] = *c;
+        report += line("  " + name, of_kind.size(), old, *c);
+      }
     }
   }
 
@@ -223,7 +265,7 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
     const CostModel cm(p);
     for (OpKind kind : {OpKind::Gemm, OpKind::Attention}) {
       const auto sel = select([&](OpKind k) { return k == kind; });
-      if (sel.empty()) continue;
+      if (sel.empty() || !(kind == OpKind::Gemm ? scope.gemm : scope.attention)) continue;
       std::vector<double> pred, y;
       std::vector<Sample> corrected;
       corrected.reserve(sel.size());
@@ -283,7 +325,7 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
         for (size_t i = 0; i < x.size(); ++i) sy += y[i] - a, sx += x[i];
         f = {a, sx > 0 && sy > 0 ? sy / sx : 0, sx > 0 && sy > 0};
       }
-      if (f.ok && f.b > 0) {
+      if (f.ok && f.b > 0 && scope.allreduce) {
         report += fmt::format("allreduce ({} ops, {} .. {} B): latency {:.3g} -> {:.3g} us, bus bandwidth x {:.3f}{}\n",
                               sel.size(), int64_t(smin), int64_t(smax), c.latency_us, f.a, 1 / f.b,
                               smax >= 2 * smin ? "" : " (one message size: latency kept)");
@@ -291,7 +333,7 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
         c.bus_bandwidth_gbps /= f.b;
         for (auto& r : c.table) r.bus_bandwidth_gbps /= f.b;
       }
-      if (skews.size() >= 3) {
+      if (skews.size() >= 3 && scope.sync) {
         const double sync = median_of(skews);
         report += fmt::format("allreduce arrival skew (median over {} ops): sync {:.3g} -> {:.3g} us\n", skews.size(),
                               c.sync_us, sync);
@@ -315,7 +357,7 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
         const double skew = comm ? (tp > dpn && p.inter_node ? p.inter_node->sync_us : p.intra_node.sync_us) : 0;
         pred.push_back(cm.op_us(s.op, tp, dpn) - skew);
       }
-      const auto slow = fit_slowdown(sel, pred);
+      const auto slow = scope.interference ? fit_slowdown(sel, pred) : std::nullopt;
       double& field = comm ? p.interference.comm_slowdown_during_compute : p.interference.compute_slowdown_during_comm;
       if (slow) {
         report += fmt::format("interference: {} slowdown {:.3f} -> {:.3f}\n", comm ? "comm" : "compute", field, *slow);

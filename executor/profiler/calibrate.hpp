@@ -18,6 +18,14 @@ struct KindError {
   double before = 0, after = 0;  // sum |predicted - measured| / sum measured, over the kind's ops
 };
 
+// What a calibration may change; the rest of the profile is kept as it is.
+struct CalibrationScope {
+  bool memory = true, gemm = true, attention = true, allreduce = true, sync = true, interference = true;
+};
+// Parses --fit: a comma-separated list of memory, gemm, attention, allreduce, sync, interference, or "all".
+// BadInput on anything else.
+CalibrationScope parse_calibration_scope(const std::string& list);
+
 struct CalibrationResult {
   Profile profile;
   std::vector<KindError> errors;  // per kind, then "all"
@@ -26,6 +34,7 @@ struct CalibrationResult {
 
 // tp: the trace's TP group (0: read from the trace's "domino" header). BadInput when the trace has no op
 // events with the executor's args (kind, m, n, k, flops, bytes).
-CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace, int tp = 0);
+CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace, int tp = 0,
+                                    const CalibrationScope& scope = {});
 
 }  // namespace domino::prof

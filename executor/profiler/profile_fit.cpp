@@ -150,7 +150,7 @@ FitResult fit_profile(const FitInput& in) {
     p.metadata.spread["memory " + pt.entry.at("label").get<std::string>()] = pt.t.spread();
   }
   // Weights 1/t: between absolute error (the big ops dominate an iteration) and relative error (small ops
-  // are many); a single bandwidth cannot fit every kind (per-kind figures go to the notes).
+  // are many). A single bandwidth cannot fit every kind: each kind also gets its own (memory.per_kind).
   std::vector<double> mw;
   for (double t : my) mw.push_back(1.0 / t);
   LineFit mem = fit_line(mx, my, mw);
@@ -168,9 +168,11 @@ FitResult fit_profile(const FitInput& in) {
     for (auto& [kind, xy] : per_kind) {
       LineFit f = fit_line(xy.first, xy.second, relative_weights(xy.second));
       if (!f.ok || f.a < 0 || !(f.b > 0)) f = fit_slope(xy.first, xy.second, relative_weights(xy.second), 0);
-      if (f.ok && f.b > 0) kinds += fmt::format("{}{} {:.3g} GB/s + {:.3g} us", kinds.empty() ? "" : ", ", kind, 1 / f.b / 1e3, f.a);
+      if (!f.ok || !(f.b > 0)) continue;
+      p.memory.per_kind[kind] = MemoryCost{1 / f.b / 1e3, f.a};
+      kinds += fmt::format("{}{} {:.3g} GB/s + {:.3g} us", kinds.empty() ? "" : ", ", kind, 1 / f.b / 1e3, f.a);
     }
-    notes += "; per kind: " + kinds;
+    sum += "  per kind: " + kinds + "\n";
   }
   const double launch = p.memory.launch_overhead_us;
 

@@ -103,7 +103,7 @@ void run_calibrate(const ProfileOptions& o) {
     base_arg = default_profile_name(load_model(trace.meta["model"].get<std::string>()));
   if (base_arg.empty()) throw_bad_input("give --profile P: the trace names no profile and no model");
   const Profile base = load_profile(resolve_profile_path(base_arg));
-  CalibrationResult res = calibrate_profile(base, trace, o.tp_given ? o.tp : 0);
+  CalibrationResult res = calibrate_profile(base, trace, o.tp_given ? o.tp : 0, parse_calibration_scope(o.fit));
   if (!o.name.empty()) res.profile.name = o.name;
   else res.profile.name = stem_of(o.output);
   save_profile(res.profile, o.output);

@@ -22,6 +22,7 @@ struct ProfileOptions {
   std::string output;           // -o
   std::string calibrate_trace;  // --calibrate TRACE
   std::string base_profile;     // --profile (calibration base; CUDA: where collectives come from)
+  std::string fit;              // --fit: the parts a calibration may change (calibrate.hpp); empty: all
   std::string name;             // profile name (default: the output file's stem)
   int timeout_s = 900;
 };

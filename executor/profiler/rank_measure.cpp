@@ -49,10 +49,15 @@ nlohmann::json measure_compute(const Workload& w, GlooComm& comm, bool quick, Pr
   for (const auto* list : {&w.gemms, &w.memory_ops, &w.attention})
     for (const Probe& p : *list) probes.push_back(&p);
   const RepeatPolicy policy = compute_policy(quick);
+  // Memory-bound probes rotate over buffer sets larger than the caches together (op_bench.hpp).
+  constexpr double kColdBytes = 64.0 * 1024 * 1024;
   int i = 0;
   for (const Probe* p : probes) {
     progress.step(p->label, ++i, int(probes.size()));
-    OpBench bench(*p->mini, 1234 + uint64_t(i));
+    const OpKind kind = p->mini->ops.front().kind;
+    const bool memory_bound = kind != OpKind::Gemm && kind != OpKind::Attention;
+    const int copies = memory_bound ? std::clamp(int(std::ceil(kColdBytes / std::max(1.0, p->mini->ops.front().bytes))), 1, 32) : 1;
+    OpBench bench(*p->mini, 1234 + uint64_t(i), copies);
     comm.barrier("profiler: compute probe");  // ranks compute side by side, as in a training step
     out.push_back(op_json(*p, time_repeats([&] { bench.run(); }, policy)));
   }
@@ -158,7 +163,7 @@ nlohmann::json measure_sync(const Workload& w, GlooComm& comm, bool quick, Progr
   const int per_stretch = std::clamp(int(std::ceil(agree(comm, kStretchUs / std::max(one_us, 1.0)))), 1, 1000);
   float value = 1;
   std::vector<double> allreduce_us;
-  for (int r = -2; r < (quick ? 12 : 40); ++r) {  // two warm-up rounds
+  for (int r = -2; r < (quick ? 12 : 100); ++r) {  // two warm-up rounds
     comm.barrier("profiler: arrival skew");
     for (int i = 0; i < per_stretch; ++i) gemm.run();
     const auto t0 = Clock::now();

@@ -21,9 +21,9 @@ Profile known_profile() {
   g.peak_tflops = 0.08;
   g.efficiency = {{0.001, 0.4}, {0.01, 0.6}, {0.1, 0.75}, {1, 0.85}};
   p.gemm[int(DType::FP32)] = g;
-  p.memory = {10.0, 4.0};
+  p.memory = {10.0, 4.0, {}};
   p.attention.efficiency = {{0.001, 0.2}, {0.1, 0.4}};
-  p.intra_node = {60.0, 1.2, {}};
+  p.intra_node = {60.0, 1.2, {}, 0};
   p.interference = {0.0, 0.0};  // the simulator then reports each op's standalone time
   return p;
 }
@@ -46,15 +46,20 @@ TEST(ProfilerCalibrate, RoundTripRecoversTheProfile) {
 
   Profile wrong = truth;
   wrong.name = "wrong";
-  wrong.memory = {25.0, 1.0};
+  wrong.memory = {25.0, 1.0, {}};
   for (auto& e : wrong.gemm[int(DType::FP32)]->efficiency) e.efficiency *= 0.6;
   for (auto& e : wrong.attention.efficiency) e.efficiency *= 1.5;
-  wrong.intra_node = {20.0, 3.0, {}};
+  wrong.intra_node = {20.0, 3.0, {}, 0};
 
   const CalibrationResult r = calibrate_profile(wrong, trace);
   const Profile& p = r.profile;
   EXPECT_NEAR(p.memory.bandwidth_gbps, 10.0, 0.2);
   EXPECT_NEAR(p.memory.launch_overhead_us, 4.0, 0.2);
+  ASSERT_FALSE(p.memory.per_kind.empty());  // every kind with enough ops gets its own figures: here the truth's
+  for (const auto& [kind, c] : p.memory.per_kind) {
+    EXPECT_NEAR(c.bandwidth_gbps, 10.0, 0.2) << kind;
+    EXPECT_NEAR(c.launch_overhead_us, 4.0, 0.2) << kind;
+  }
   EXPECT_NEAR(p.intra_node.bus_bandwidth_gbps, 1.2, 0.03);
   EXPECT_NEAR(p.intra_node.latency_us, 60.0, 2.0);
   ASSERT_FALSE(r.errors.empty());
@@ -99,6 +104,28 @@ TEST(ProfilerCalibrate, ArrivalSkewOfAMultiRankTraceBecomesTheSyncTerm) {
   EXPECT_NEAR(r.profile.intra_node.latency_us, 60.0, 2.0);
   EXPECT_NEAR(r.profile.intra_node.bus_bandwidth_gbps, 1.2, 0.03);
   EXPECT_NE(r.report.find("arrival skew"), std::string::npos);
+}
+
+TEST(ProfilerCalibrate, FitChangesOnlyTheNamedParts) {
+  const Profile truth = known_profile();
+  const ModelSpec model = default_model();
+  const Plan plan = make_uniform_plan(model, BlockPlan{SplitDim::Batch, 1, 1, OverlapMode::None, false},
+                                      BlockPlan{SplitDim::Batch, 2, 1, OverlapMode::None, false}, "custom");
+  const std::string path = (std::filesystem::temp_directory_path() / "domino_calibrate_scope.json").string();
+  const TraceFile trace = predicted_trace(truth, plan, model, path);
+  std::filesystem::remove(path);
+  Profile wrong = truth;
+  wrong.memory = {25.0, 1.0, {}};
+  wrong.intra_node = {20.0, 3.0, {}, 0};
+  const Profile p = calibrate_profile(wrong, trace, 0, parse_calibration_scope("allreduce")).profile;
+  EXPECT_NEAR(p.intra_node.bus_bandwidth_gbps, 1.2, 0.03);  // fitted
+  EXPECT_EQ(p.memory.bandwidth_gbps, 25.0);                  // kept
+  EXPECT_TRUE(p.memory.per_kind.empty());
+  const CalibrationScope all = parse_calibration_scope("all");
+  EXPECT_TRUE(all.memory && all.gemm && all.attention && all.allreduce && all.sync && all.interference);
+  const CalibrationScope two = parse_calibration_scope("sync,gemm");
+  EXPECT_TRUE(two.sync && two.gemm && !two.memory && !two.allreduce);
+  EXPECT_THROW(parse_calibration_scope("sync,gemms"), Error);
 }
 
 TEST(ProfilerCalibrate, RejectsATraceWithoutOps) {

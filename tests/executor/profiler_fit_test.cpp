@@ -115,6 +115,9 @@ TEST(ProfilerFit, RecoversKnownFiguresFromSyntheticMeasurements) {
     const Profile& p = r.profile;
     EXPECT_NEAR(p.memory.bandwidth_gbps, T.mem_gbps, 0.05 * T.mem_gbps);
     EXPECT_NEAR(p.memory.launch_overhead_us, T.launch_us, 0.5);
+    ASSERT_EQ(p.memory.per_kind.count("norm"), 1u);  // the only memory-bound kind measured
+    EXPECT_EQ(p.memory.per_kind.size(), 1u);
+    EXPECT_NEAR(p.memory.per_kind.at("norm").bandwidth_gbps, T.mem_gbps, 0.05 * T.mem_gbps);
     EXPECT_NEAR(p.intra_node.bus_bandwidth_gbps, T.busbw_gbps, 0.05 * T.busbw_gbps);
     EXPECT_LE(p.intra_node.latency_us, T.latency_us * 1.05);
     EXPECT_GT(p.intra_node.latency_us, T.latency_us * 0.8);

@@ -20,10 +20,10 @@ Profile toy_profile() {
   g.peak_tflops = 100;
   g.efficiency = {{1, 0.5}, {100, 0.8}};
   p.gemm[static_cast<int>(DType::BF16)] = g;
-  p.memory = {1000, 2};
+  p.memory = {1000, 2, {}};
   p.attention.relative_efficiency = 0.5;
-  p.intra_node = {10, 100, {}};
-  p.inter_node = CollectiveProfile{20, 50, {}};
+  p.intra_node = {10, 100, {}, 0};
+  p.inter_node = CollectiveProfile{20, 50, {}, 0};
   p.interference = {0.15, 0.05};
   return p;
 }
@@ -70,6 +70,22 @@ TEST(CostModel, MemoryBoundKindsCostBytesOverBandwidth) {
     op.flops = 1e12;  // ignored: these ops are bandwidth-bound
     EXPECT_NEAR(cm.op_us(op, 8, 8), 2 + 3, 1e-9) << to_string(k);
   }
+}
+
+TEST(CostModel, AMemoryBoundKindWithItsOwnFiguresUsesThem) {
+  Profile p = toy_profile();
+  p.memory.per_kind["norm"] = {500, 7};  // half the general bandwidth, more fixed cost
+  const CostModel cm(p);
+  Op norm;
+  norm.kind = OpKind::Norm;
+  norm.bytes = 3e6;
+  EXPECT_NEAR(cm.op_us(norm, 8, 8), 7 + 6, 1e-9);
+  Op other = norm;
+  other.kind = OpKind::Optimizer;
+  EXPECT_NEAR(cm.op_us(other, 8, 8), 2 + 3, 1e-9);  // the general figures
+  EXPECT_NEAR(cm.memory_us(3e6), 2 + 3, 1e-9);
+  p.memory.per_kind["gemm"] = {500, 7};  // not a memory-bound kind
+  EXPECT_THROW(CostModel{p}, Error);
 }
 
 TEST(CostModel, AttentionRunsAtItsRelativeEfficiency) {

@@ -21,9 +21,9 @@ Profile unit_profile(double compute_slowdown = 0, double comm_slowdown = 0) {
   g.peak_tflops = 1;
   g.efficiency = {{1, 1}};
   p.gemm[static_cast<int>(DType::BF16)] = g;
-  p.memory = {1000, 0};
+  p.memory = {1000, 0, {}};
   p.attention.relative_efficiency = 1;
-  p.intra_node = {0, 1000, {}};
+  p.intra_node = {0, 1000, {}, 0};
   p.interference = {compute_slowdown, comm_slowdown};
   return p;
 }

@@ -25,8 +25,8 @@ Profile unit_profile() {
   g.peak_tflops = 1;
   g.efficiency = {{1, 1}};
   p.gemm[static_cast<int>(DType::BF16)] = g;
-  p.memory = {1000, 0};
-  p.intra_node = {0, 1000, {}};
+  p.memory = {1000, 0, {}};
+  p.intra_node = {0, 1000, {}, 0};
   return p;
 }
 
