@@ -7,6 +7,13 @@
 
 namespace domino::cpu {
 
+namespace {
+// With OpenMP, Eigen would split every product over all cores by default; one thread per rank unless the
+// backend is told otherwise (CpuBackend::prepare, domino-exec --threads), so that the profiler, the tests
+// and the ranks of one machine do not oversubscribe it.
+[[maybe_unused]] const bool kOneThreadByDefault = (Eigen::setNbThreads(1), true);
+}  // namespace
+
 // out[0] (+)= in[0] · in[1] (+ bias in[2], added once even when accumulating).
 void matmul(const Op& op, const CpuOpContext& ctx) {
   const View a = view_of(ctx, op.in[0]);

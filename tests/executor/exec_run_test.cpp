@@ -128,7 +128,25 @@ TEST(ExecRun, BadInputIsExitTwoWithAMessage) {
 
 // Without the CUDA backend built this is bad usage (exit 2); with it but no usable device, a runtime
 // failure (exit 1). Either way the job stops with a message naming CUDA, never a hang or a crash.
+TEST(ExecRun, ThreadsFlagReachesEigen) {
+  // Built with OpenMP (not in sanitizer builds), --threads gives each rank's GEMMs that many threads;
+  // without it the flag is refused with a warning rather than silently ignored.
+  TempDir dir;
+  const Outcome o = run({model_file("tiny-gpt"), "--strategy", "megatron-sync", "--threads", "2", "--iters", "1",
+                         "--warmup", "0", "--json", dir / "s.json"},
+                        dir / "log");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const bool warned = o.output.find("--threads 2 has no effect") != std::string::npos;
+#ifdef _OPENMP
+  EXPECT_FALSE(warned) << o.output;
+#else
+  EXPECT_TRUE(warned) << o.output;
+#endif
+}
+
 TEST(ExecRun, CudaBackendWithoutDeviceFailsWithAMessage) {
+  if (fs::exists("/dev/nvidiactl") || fs::exists("/dev/nvidia0"))
+    GTEST_SKIP() << "an NVIDIA device is present: this checks the message on machines without one";
   TempDir dir;
   const Outcome o = run({model_file("tiny-gpt"), "--strategy", "domino-ds", "--backend", "cuda"}, dir / "log");
   EXPECT_TRUE(o.exit_code == 1 || o.exit_code == 2) << o.output;

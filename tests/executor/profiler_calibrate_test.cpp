@@ -74,14 +74,20 @@ TEST(ProfilerCalibrate, RoundTripRecoversTheProfile) {
   std::filesystem::remove(path);
 }
 
-TEST(ProfilerCalibrate, ArrivalSkewOfAMultiRankTraceBecomesTheSyncTerm) {
-  const Profile truth = known_profile();
+// The round trip's plan (whole and half blocks: two message sizes) predicted with the known profile.
+TraceFile known_trace(const std::string& name) {
   const ModelSpec model = default_model();
   const Plan plan = make_uniform_plan(model, BlockPlan{SplitDim::Batch, 1, 1, OverlapMode::None, false},
                                       BlockPlan{SplitDim::Batch, 2, 1, OverlapMode::None, false}, "custom");
-  const std::string path = (std::filesystem::temp_directory_path() / "domino_calibrate_skew.json").string();
-  TraceFile trace = predicted_trace(truth, plan, model, path);
+  const std::string path = (std::filesystem::temp_directory_path() / name).string();
+  TraceFile trace = predicted_trace(known_profile(), plan, model, path);
   std::filesystem::remove(path);
+  return trace;
+}
+
+TEST(ProfilerCalibrate, ArrivalSkewOfAMultiRankTraceBecomesTheSyncTerm) {
+  const Profile truth = known_profile();
+  TraceFile trace = known_trace("domino_calibrate_skew.json");
   // Rank 1 reaches every AllReduce late by a varying skew; rank 0 waits for it, so rank 0's span grows by
   // the skew and rank 1's is the collective's own time.
   const double skews[] = {400, 1000, 1600};
@@ -107,14 +113,8 @@ TEST(ProfilerCalibrate, ArrivalSkewOfAMultiRankTraceBecomesTheSyncTerm) {
 }
 
 TEST(ProfilerCalibrate, FitChangesOnlyTheNamedParts) {
-  const Profile truth = known_profile();
-  const ModelSpec model = default_model();
-  const Plan plan = make_uniform_plan(model, BlockPlan{SplitDim::Batch, 1, 1, OverlapMode::None, false},
-                                      BlockPlan{SplitDim::Batch, 2, 1, OverlapMode::None, false}, "custom");
-  const std::string path = (std::filesystem::temp_directory_path() / "domino_calibrate_scope.json").string();
-  const TraceFile trace = predicted_trace(truth, plan, model, path);
-  std::filesystem::remove(path);
-  Profile wrong = truth;
+  const TraceFile trace = known_trace("domino_calibrate_scope.json");
+  Profile wrong = known_profile();
   wrong.memory = {25.0, 1.0, {}};
   wrong.intra_node = {20.0, 3.0, {}, 0};
   const Profile p = calibrate_profile(wrong, trace, 0, parse_calibration_scope("allreduce")).profile;
