@@ -2,7 +2,8 @@
 // improves every later prediction. Least squares over per-op durations, per op kind: memory-bound ops
 // (fixed cost + bandwidth), GEMMs (a time scale per half-decade of FLOPs applied to the table and the
 // efficiency curve), attention (the same on its curve), AllReduce (latency + bandwidth scale, table kept in
-// shape), and the interference slowdowns from ops that overlapped the other stream.
+// shape), the ranks' arrival skew at the AllReduces (sync_us, from the spread of their start times), and the
+// interference slowdowns from ops that overlapped the other stream. A scope limits what may change.
 #pragma once
 
 #include <string>
