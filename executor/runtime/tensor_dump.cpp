@@ -17,6 +17,11 @@ void put(std::string& out, const T& v) {
   out.append(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
+// An empty vector's data() may be null, which memcpy and append must not be given.
+void append_floats(std::string& out, const std::vector<float>& v) {
+  if (!v.empty()) out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+}
+
 template <typename T>
 T take(const std::string& in, size_t& pos, const std::string& path) {
   if (pos + sizeof(T) > in.size()) throw_bad_input(path + ": truncated file");
@@ -48,7 +53,7 @@ void write_npy(const std::string& path, const std::vector<int64_t>& shape, const
   std::string out("\x93NUMPY\x01\x00", 8);
   put(out, uint16_t(header.size()));
   out += header;
-  out.append(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float));
+  append_floats(out, data);
   write_file_atomic(path, out);
 }
 
@@ -71,7 +76,7 @@ std::vector<float> read_npy(const std::string& path, std::vector<int64_t>* shape
   pos += header_len;
   if (in.size() - pos != size_t(count) * sizeof(float)) throw_bad_input(path + ": data size does not match the shape");
   std::vector<float> data(static_cast<size_t>(count));
-  std::memcpy(data.data(), in.data() + pos, data.size() * sizeof(float));
+  if (!data.empty()) std::memcpy(data.data(), in.data() + pos, data.size() * sizeof(float));
   if (shape) *shape = dims;
   return data;
 }
@@ -90,7 +95,7 @@ void write_snapshot(const std::string& path, const RankSnapshot& snapshot) {
   put(out, uint64_t(snapshot.buffers.size()));
   for (const auto& b : snapshot.buffers) {
     put(out, uint64_t(b.size()));
-    out.append(reinterpret_cast<const char*>(b.data()), b.size() * sizeof(float));
+    append_floats(out, b);
   }
   write_file_atomic(path, out);
 }
@@ -109,7 +114,7 @@ RankSnapshot read_snapshot(const std::string& path) {
     const uint64_t n = take<uint64_t>(in, pos, path);
     if (n * sizeof(float) > in.size() - pos) throw_bad_input(path + ": truncated buffer");
     b.resize(n);
-    std::memcpy(b.data(), in.data() + pos, n * sizeof(float));
+    if (n > 0) std::memcpy(b.data(), in.data() + pos, n * sizeof(float));
     pos += n * sizeof(float);
   }
   return s;
