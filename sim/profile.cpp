@@ -274,9 +274,8 @@ Profile read_profile(const YAML::Node& root, const std::string& file) {
 const std::vector<std::string>& memory_bound_kinds() {
   static const std::vector<std::string> kinds = [] {
     std::vector<std::string> out;
-    for (OpKind k : {OpKind::Norm, OpKind::Activation, OpKind::Elementwise, OpKind::Copy, OpKind::Optimizer,
-                     OpKind::Embedding, OpKind::Loss})
-      out.push_back(to_string(k));
+    for (int k = 0; k < kNumOpKinds; ++k)
+      if (memory_bound(OpKind(k))) out.push_back(to_string(OpKind(k)));
     return out;
   }();
   return kinds;

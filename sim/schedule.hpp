@@ -102,6 +102,8 @@ const char* to_string(Block b);
 const char* to_string(OpKind k);
 const char* to_string(OpCode c);
 OpKind kind_of(OpCode c);
+// Costed by the bytes it moves (everything but GEMMs, attention and collectives).
+bool memory_bound(OpKind k);
 
 enum class BufferRole : uint8_t { Param, Grad, OptState, Activation, Workspace, Data };
 const char* to_string(BufferRole r);

@@ -36,6 +36,8 @@ const char* to_string(Block b) {
   return "?";
 }
 
+bool memory_bound(OpKind k) { return k != OpKind::Gemm && k != OpKind::Attention && k != OpKind::AllReduce; }
+
 const char* to_string(OpKind k) {
   switch (k) {
     case OpKind::Gemm:

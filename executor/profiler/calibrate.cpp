@@ -36,8 +36,6 @@ const std::map<std::string, OpKind>& kinds_by_name() {
   return m;
 }
 
-bool is_memory(OpKind k) { return k != OpKind::Gemm && k != OpKind::Attention && k != OpKind::AllReduce; }
-
 double arg_number(const nlohmann::json& args, const char* key) {
   return args.contains(key) && args[key].is_number() ? args[key].get<double>() : 0.0;
 }
@@ -239,7 +237,7 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
                          to.bandwidth_gbps, from.launch_overhead_us, to.launch_overhead_us);
     };
     const MemoryCost general{base.memory.bandwidth_gbps, base.memory.launch_overhead_us};
-    const auto mem = select(is_memory);
+    const auto mem = select(memory_bound);
     if (auto c = scope.memory ? fit_memory(mem, general) : std::nullopt) {
       p.memory.bandwidth_gbps = c->bandwidth_gbps;
       p.memory.launch_overhead_us = c->launch_overhead_us;

@@ -70,8 +70,8 @@ std::vector<double> pooled(const FitInput& in, const char* key) {
 }
 
 bool is_memory_kind(const std::string& k) {
-  return k == "norm" || k == "activation" || k == "elementwise" || k == "copy" || k == "optimizer" ||
-         k == "embedding" || k == "loss";
+  const auto& kinds = memory_bound_kinds();
+  return std::find(kinds.begin(), kinds.end(), k) != kinds.end();
 }
 
 std::vector<EfficiencyPoint> efficiency_curve(const std::vector<double>& flops, const std::vector<double>& eff) {

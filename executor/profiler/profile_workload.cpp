@@ -18,19 +18,6 @@ namespace {
 // Ops bigger than this are not probed on the host (a GPU-sized model given to the CPU profiler).
 constexpr int64_t kMaxProbeBytes = int64_t(1) << 30;
 
-bool is_memory_kind(OpKind k) {
-  switch (k) {
-    case OpKind::Norm:
-    case OpKind::Activation:
-    case OpKind::Elementwise:
-    case OpKind::Copy:
-    case OpKind::Optimizer:
-    case OpKind::Embedding:
-    case OpKind::Loss: return true;
-    default: return false;
-  }
-}
-
 std::optional<Schedule> try_build(const ModelSpec& model, int p, int q, SplitDim dim) {
   try {
     validate_model(model);
@@ -69,7 +56,7 @@ class Builder {
   void add_memory_ops(const Schedule& s, int max_per_code) {
     std::map<OpCode, int> taken;
     for (const Op& op : s.ops) {
-      if (!is_memory_kind(op.kind)) continue;
+      if (!memory_bound(op.kind)) continue;
       if (!mem_seen_.insert({op.code, int64_t(op.bytes)}).second) continue;
       if (taken[op.code] >= max_per_code) continue;
       Schedule mini = extract_op(s, op);

@@ -54,9 +54,8 @@ nlohmann::json measure_compute(const Workload& w, GlooComm& comm, bool quick, Pr
   int i = 0;
   for (const Probe* p : probes) {
     progress.step(p->label, ++i, int(probes.size()));
-    const OpKind kind = p->mini->ops.front().kind;
-    const bool memory_bound = kind != OpKind::Gemm && kind != OpKind::Attention;
-    const int copies = memory_bound ? std::clamp(int(std::ceil(kColdBytes / std::max(1.0, p->mini->ops.front().bytes))), 1, 32) : 1;
+    const Op& op = p->mini->ops.front();
+    const int copies = memory_bound(op.kind) ? std::clamp(int(std::ceil(kColdBytes / std::max(1.0, op.bytes))), 1, 32) : 1;
     OpBench bench(*p->mini, 1234 + uint64_t(i), copies);
     comm.barrier("profiler: compute probe");  // ranks compute side by side, as in a training step
     out.push_back(op_json(*p, time_repeats([&] { bench.run(); }, policy)));

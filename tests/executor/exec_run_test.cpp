@@ -126,11 +126,9 @@ TEST(ExecRun, BadInputIsExitTwoWithAMessage) {
   }
 }
 
-// Without the CUDA backend built this is bad usage (exit 2); with it but no usable device, a runtime
-// failure (exit 1). Either way the job stops with a message naming CUDA, never a hang or a crash.
 TEST(ExecRun, ThreadsFlagReachesEigen) {
   // Built with OpenMP (not in sanitizer builds), --threads gives each rank's GEMMs that many threads;
-  // without it the flag is refused with a warning rather than silently ignored.
+  // without OpenMP the run says the flag has no effect rather than ignoring it silently.
   TempDir dir;
   const Outcome o = run({model_file("tiny-gpt"), "--strategy", "megatron-sync", "--threads", "2", "--iters", "1",
                          "--warmup", "0", "--json", dir / "s.json"},
@@ -144,6 +142,8 @@ TEST(ExecRun, ThreadsFlagReachesEigen) {
 #endif
 }
 
+// Without the CUDA backend built this is bad usage (exit 2); with it but no usable device, a runtime
+// failure (exit 1). Either way the job stops with a message naming CUDA, never a hang or a crash.
 TEST(ExecRun, CudaBackendWithoutDeviceFailsWithAMessage) {
   if (fs::exists("/dev/nvidiactl") || fs::exists("/dev/nvidia0"))
     GTEST_SKIP() << "an NVIDIA device is present: this checks the message on machines without one";
