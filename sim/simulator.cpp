@@ -6,6 +6,7 @@
 #include "sim/simulator.hpp"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 
 #include "sim/error.hpp"
@@ -64,7 +65,8 @@ SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOpt
     tl.ranks = 1;
     tl.spans.reserve(ops.size());
   }
-  const double rate_both[kNumStreams] = {1.0 / (1.0 + cost.compute_slowdown()), 1.0 / (1.0 + cost.comm_slowdown())};
+  const std::array<double, kNumStreams> rate_both = {1.0 / (1.0 + cost.compute_slowdown()),
+                                                      1.0 / (1.0 + cost.comm_slowdown())};
 
   double now = 0;
   int32_t done = 0;
@@ -97,12 +99,10 @@ SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOpt
                     " waits on an op that can never run (a dep that comes later on its own stream)");
     }
     // Advance to the next op end at the current rates.
-    double rate[kNumStreams];
+    const std::array<double, kNumStreams> rate = both ? rate_both : std::array<double, kNumStreams>{1.0, 1.0};
     double dt = std::numeric_limits<double>::infinity();
-    for (int s = 0; s < kNumStreams; ++s) {
-      rate[s] = both ? rate_both[s] : 1.0;
+    for (int s = 0; s < kNumStreams; ++s)
       if (streams[s].running != kNone) dt = std::min(dt, streams[s].remaining / rate[s]);
-    }
     if (compute.running != kNone) result.compute_us += dt;
     if (comm.running != kNone) {
       result.comm_us += dt;
