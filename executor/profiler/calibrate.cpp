@@ -97,6 +97,13 @@ std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
   return out;
 }
 
+// The collective figures a TP group of tp ranks uses: inter-node when it spans nodes and the profile has them
+// (as CostModel::allreduce_us chooses).
+template <typename P>
+auto& group_collective(P& profile, int tp) {
+  return tp > profile.devices_per_node && profile.inter_node ? *profile.inter_node : profile.intra_node;
+}
+
 int band_of(double flops) { return int(std::floor(std::log10(std::max(flops, 1.0)) * 2)); }
 
 // Scale of each band, c = sum measured / sum predicted (keeps each band's total time, which is what an
@@ -302,7 +309,7 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
     const auto sel = select([](OpKind k) { return k == OpKind::AllReduce; });
     if (!sel.empty() && tp > 1) {
       const CostModel cm(base);
-      const CollectiveProfile& old = tp > dpn && base.inter_node ? *base.inter_node : base.intra_node;
+      const CollectiveProfile& old = group_collective(base, tp);
       std::vector<double> x, y, skews;
       double smin = 1e300, smax = 0;
       for (const Sample& s : samples)
@@ -313,7 +320,7 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
         y.push_back(interference_free(base, *s));
         smin = std::min(smin, s->op.bytes), smax = std::max(smax, s->op.bytes);
       }
-      CollectiveProfile& c = tp > dpn && p.inter_node ? *p.inter_node : p.intra_node;
+      CollectiveProfile& c = group_collective(p, tp);
       LineFit f;
       if (smax >= 2 * smin) f = fit_line(x, y, relative_weights(y));
       if (!f.ok || f.a < 0 || !(f.b > 0)) {
@@ -348,11 +355,11 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
     for (bool comm : {false, true}) {
       std::vector<const Sample*> sel;
       std::vector<double> pred;
+      // An AllReduce sample is the rank that waited least: without the arrival skew.
+      const double skew = comm ? group_collective(p, tp).sync_us : 0;
       for (const Sample& s : samples) {
         if ((s.op.kind == OpKind::AllReduce) != comm) continue;
         sel.push_back(&s);
-        // An AllReduce sample is the rank that waited least: without the arrival skew.
-        const double skew = comm ? (tp > dpn && p.inter_node ? p.inter_node->sync_us : p.intra_node.sync_us) : 0;
         pred.push_back(cm.op_us(s.op, tp, dpn) - skew);
       }
       const auto slow = scope.interference ? fit_slowdown(sel, pred) : std::nullopt;
