@@ -4,7 +4,9 @@
   fidelity-table.py table OUT_DIR CONFIG...
       reads OUT_DIR/CONFIG/rows.tsv (plan, predicted json, measured jsons, compare json) for each
       configuration and writes OUT_DIR/fidelity.md and OUT_DIR/fidelity.json: one table per configuration,
-      and under it MAPE, Kendall tau-b and the tuner's regret (docs/fidelity.md says how each is defined).
+      and under it MAPE, Kendall tau-b and the tuner's regret (docs/fidelity.md says how each is defined),
+      and, when each plan was measured in two or more rounds, the same MAPE and tau of each round's medians
+      against the other rounds': how far the measurement agrees with itself, the floor for any prediction.
 """
 import json
 import math
@@ -58,16 +60,18 @@ def read_config(out_dir, config):
             plan, pred_path, meas_paths, cmp_path, status = line.rstrip("\n").split("\t")
             row = {"plan": plan, "status": status}
             pred = load_json(pred_path)
-            samples = []
+            samples, rounds = [], []
             for mp in filter(None, meas_paths.split(",")):
                 meas = load_json(mp)
                 if meas:
                     samples += meas["iteration_time_us"]["samples"]
+                    rounds.append([s / 1e3 for s in meas["iteration_time_us"]["samples"]])
             if status == "ok" and pred and samples:
                 row["predicted_ms"] = pred["iteration_time_us"] / 1e3
                 row["measured_ms"] = median(samples) / 1e3
                 row["measured_min_ms"] = min(samples) / 1e3
                 row["measured_samples_ms"] = [s / 1e3 for s in samples]
+                row["measured_rounds_ms"] = rounds
                 row["error_pct"] = 100.0 * (row["predicted_ms"] - row["measured_ms"]) / row["measured_ms"]
                 row["predicted_exposed_comm_ms"] = pred["exposed_comm_us"] / 1e3
                 cmp = load_json(cmp_path) if cmp_path else None
@@ -82,11 +86,29 @@ def read_config(out_dir, config):
     return rows, meta
 
 
+def repeatability(ok):
+    """Each round's per-plan medians scored against the median of the other rounds' samples, as if that
+    round were a prediction: the MAPE and tau a perfect model would get from the measurement's noise alone."""
+    n_rounds = min(len(r["measured_rounds_ms"]) for r in ok)
+    if n_rounds < 2 or len(ok) < 2:
+        return None
+    mape, tau = [], []
+    for k in range(n_rounds):
+        this = [median(r["measured_rounds_ms"][k]) for r in ok]
+        rest = [median([s for j, rnd in enumerate(r["measured_rounds_ms"]) if j != k for s in rnd]) for r in ok]
+        mape.append(100.0 * sum(abs(a - b) / b for a, b in zip(this, rest)) / len(ok))
+        tau.append(kendall_tau_b(this, rest))
+    return {"rounds": n_rounds, "mape_pct": mape, "kendall_tau": tau}
+
+
 def figures(rows):
     ok = [r for r in rows if "error_pct" in r]
     out = {"plans": len(rows), "plans_measured": len(ok)}
     if not ok:
         return out
+    rep = repeatability(ok)
+    if rep:
+        out["repeatability"] = rep
     out["mape_pct"] = sum(abs(r["error_pct"]) for r in ok) / len(ok)
     out["kendall_tau"] = kendall_tau_b([r["predicted_ms"] for r in ok], [r["measured_ms"] for r in ok])
     # Regret against the best plan that really trains: no-comm skips the AllReduces, it is only a bound.
@@ -126,6 +148,12 @@ def markdown(config, rows, meta, fig):
               f"tuner regret {fmt(fig.get('regret_pct'), '.1f')} % (target <= 5; best measured: "
               f"{fig.get('best_measured_plan', 'n/a')}, best predicted: {fig.get('best_predicted_plan', 'n/a')}); "
               f"{fig['plans_measured']} of {fig['plans']} plans measured", ""]
+    rep = fig.get("repeatability")
+    if rep:
+        taus = [t for t in rep["kendall_tau"] if t is not None]
+        lines += [f"Repeatability of the measurement (each of {rep['rounds']} rounds against the others' median): "
+                  f"MAPE {min(rep['mape_pct']):.1f}-{max(rep['mape_pct']):.1f} %, "
+                  f"Kendall tau {fmt(min(taus) if taus else None, '.2f')}-{fmt(max(taus) if taus else None, '.2f')}", ""]
     return lines
 
 

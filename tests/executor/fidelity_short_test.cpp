@@ -135,6 +135,43 @@ TEST_F(FidelitySweep, TableFiguresFromKnownRows) {
             0);
   const auto tied = nlohmann::json::parse(slurp(dir / "fidelity.json"))["configurations"]["cfg"]["figures"];
   EXPECT_NEAR(tied["kendall_tau"].get<double>(), 5 / std::sqrt(6.0 * 5), 1e-9);
+  EXPECT_FALSE(tied.contains("repeatability"));  // one round: nothing to compare the measurement with
+}
+
+// Two rounds per plan: each round's medians are scored against the other round like a prediction.
+TEST_F(FidelitySweep, TableRepeatabilityFromTwoRounds) {
+  const fs::path cfg = dir / "cfg";
+  fs::create_directories(cfg);
+  // Round medians (one sample each): a = {100, 50, 40} ms, b = {110, 30, 35} ms.
+  const std::vector<std::pair<const char*, std::pair<double, double>>> plans = {
+      {"megatron-sync", {100000, 110000}}, {"domino-ds", {50000, 30000}}, {"tuned", {40000, 35000}}};
+  std::ofstream tsv(cfg / "rows.tsv");
+  for (const auto& [plan, r] : plans) {
+    const fs::path pred = cfg / (std::string(plan) + ".pred.json");
+    std::ofstream(pred) << nlohmann::json{{"iteration_time_us", 1000}, {"exposed_comm_us", 0}}.dump();
+    std::string meas;
+    for (const auto& [round, t] : {std::pair{1, r.first}, std::pair{2, r.second}}) {
+      const fs::path m = cfg / (std::string(plan) + ".r" + std::to_string(round) + ".json");
+      std::ofstream(m) << nlohmann::json{{"iteration_time_us", {{"samples", {t}}}}}.dump();
+      if (!meas.empty()) meas += ',';
+      meas += m.string();
+    }
+    tsv << plan << '\t' << pred.string() << '\t' << meas << "\t\tok\n";
+  }
+  tsv.close();
+  ASSERT_EQ(run("python3 " + (kScripts / "fidelity-table.py").string() + " table " + dir.string() + " cfg",
+                dir / "log"),
+            0)
+      << slurp(dir / "log");
+  const auto rep =
+      nlohmann::json::parse(slurp(dir / "fidelity.json"))["configurations"]["cfg"]["figures"]["repeatability"];
+  ASSERT_EQ(rep["rounds"], 2) << rep.dump();
+  EXPECT_NEAR(rep["mape_pct"][0].get<double>(), 100.0 * (10.0 / 110 + 20.0 / 30 + 5.0 / 35) / 3, 1e-9);
+  EXPECT_NEAR(rep["mape_pct"][1].get<double>(), 100.0 * (10.0 / 100 + 20.0 / 50 + 5.0 / 40) / 3, 1e-9);
+  // Of the 3 pairs only (domino-ds, tuned) is ordered differently in the two rounds.
+  EXPECT_NEAR(rep["kendall_tau"][0].get<double>(), 1.0 / 3, 1e-9);
+  EXPECT_NEAR(rep["kendall_tau"][1].get<double>(), 1.0 / 3, 1e-9);
+  EXPECT_NE(slurp(dir / "fidelity.md").find("Repeatability of the measurement"), std::string::npos);
 }
 
 }  // namespace
