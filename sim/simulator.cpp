@@ -33,7 +33,8 @@ struct StreamState {
 SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOptions& options) {
   const std::vector<Op>& ops = schedule.ops;
   const int32_t n = static_cast<int32_t>(ops.size());
-  const int tp = schedule.plan.tp > 0 ? schedule.plan.tp : schedule.model.tp;
+  const int plan_tp = schedule.plan.tp > 0 ? schedule.plan.tp : schedule.model.tp;
+  const int tp = options.allreduce_ranks > 0 ? options.allreduce_ranks : plan_tp;
   const int devices_per_node = cost.profile().devices_per_node;
   const bool comm_enabled = schedule.plan.comm_enabled;
 

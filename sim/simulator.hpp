@@ -11,6 +11,9 @@ namespace domino {
 
 struct SimOptions {
   bool record_timeline = true;  // false: figures only (the tuner's inner loop)
+  // > 0: time every AllReduce as a ring of this many ranks whatever the plan's TP degree, to predict a
+  // one-GPU `domino-exec --emulate-comm --emulate-tp N` run (TP 1 shapes, TP N ring traffic).
+  int allreduce_ranks = 0;
 };
 
 struct SimResult {

@@ -34,13 +34,14 @@ struct StrategyRow {
   std::string error;  // why the strategy cannot run on this model
 };
 
-std::vector<StrategyRow> simulate_strategies(const domino::ModelSpec& model, const domino::CostModel& cost) {
+std::vector<StrategyRow> simulate_strategies(const domino::ModelSpec& model, const domino::CostModel& cost,
+                                             int allreduce_ranks) {
   std::vector<StrategyRow> rows;
   for (const std::string& name : domino::strategy_names()) {
     StrategyRow row{name, std::nullopt, ""};
     try {
       const domino::Schedule s = domino::build_schedule(model, domino::make_strategy_plan(name, model));
-      row.result = domino::simulate(s, cost, domino::SimOptions{false});
+      row.result = domino::simulate(s, cost, domino::SimOptions{false, allreduce_ranks});
     } catch (const domino::Error& e) {
       if (e.kind() != domino::ErrorKind::BadInput) throw;
       row.error = e.what();
@@ -125,6 +126,7 @@ int main(int argc, char** argv) {
     std::string model_arg, plan_path, strategy, profile_arg, trace_path, json_path;
     domino::ModelOverrides overrides;
     bool summary = false;
+    int emulate_tp = 0;
     app.add_option("MODEL", model_arg,
                    "model YAML, Hugging Face config.json, or a name in configs/models (default: the embedded "
                    "cpu-gpt model)");
@@ -139,6 +141,9 @@ int main(int argc, char** argv) {
     app.add_option("--tp", overrides.tp, "tensor-parallel degree (overrides the model file)")->check(CLI::PositiveNumber);
     app.add_option("--seq-len", overrides.seq_len, "sequence length")->check(CLI::PositiveNumber);
     app.add_option("--micro-batch", overrides.micro_batch, "micro-batch size")->check(CLI::PositiveNumber);
+    app.add_option("--emulate-tp", emulate_tp,
+                   "time every AllReduce as a ring of N ranks (predicts a one-GPU domino-exec --emulate-comm run)")
+        ->check(CLI::PositiveNumber);
     app.add_flag("--summary", summary, "print the model summary (shapes, parameters, FLOPs) and exit");
     app.set_version_flag("--version", std::string("domino-sim ") + DOMINO_VERSION);
     if (auto rc = domino::parse_command_line(app, argc, argv, "domino-sim")) return *rc;
@@ -169,8 +174,9 @@ int main(int argc, char** argv) {
     const domino::CostModel cost(domino::load_profile(profile_path));
 
     const domino::Schedule schedule = domino::build_schedule(model, plan);
-    const domino::SimResult result = domino::simulate(schedule, cost, domino::SimOptions{!trace_path.empty()});
-    const std::vector<StrategyRow> rows = simulate_strategies(model, cost);
+    const domino::SimResult result =
+        domino::simulate(schedule, cost, domino::SimOptions{!trace_path.empty(), emulate_tp});
+    const std::vector<StrategyRow> rows = simulate_strategies(model, cost, emulate_tp);
 
     print_report(model, plan, plan_label, cost.profile(), schedule.ops.size(), result, rows);
     if (!trace_path.empty()) {

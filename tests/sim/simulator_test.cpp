@@ -179,6 +179,17 @@ TEST(Simulator, ZeroLengthOpsAndNoCommPlans) {
   EXPECT_DOUBLE_EQ(r.overlap_fraction, 1);
 }
 
+TEST(Simulator, AllReduceRanksOverrideTimesAOneRankPlanAsARing) {
+  Toy t;
+  t.s.model.tp = 1;  // a TP 1 plan: its AllReduces sum over one rank and cost nothing
+  t.s.plan.tp = 1;
+  const int32_t ar = t.comm(50);
+  EXPECT_DOUBLE_EQ(simulate(t.s, CostModel(unit_profile())).iteration_us, 0);
+  // As `domino-exec --emulate-comm --emulate-tp 4` runs it: ring factor 2 * 3 / 4 on the same bytes.
+  const SimResult r = simulate(t.s, CostModel(unit_profile()), SimOptions{true, 4});
+  EXPECT_DOUBLE_EQ(span_of(r, ar).end_us, 50 * 1.5);
+}
+
 TEST(Simulator, DeadlockAndBadDepsAreReported) {
   Toy t;
   const int32_t a = t.compute(10);
