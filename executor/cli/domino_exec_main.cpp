@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
     cuda.emulate_tp = options.emulate_tp;
     cuda.emulate_sms = options.emulate_sms;
     cuda.emulate_busbw_gbps = options.emulate_busbw_gbps;
+    cuda.emulate_latency_us = options.emulate_latency_us;
+    cuda.timeout_s = options.timeout_s;
     cuda.dtype = options.cuda_dtype;
     domino::register_cuda_backend(cuda);
     // A per-op NaN scan would synchronise the device after every op and serialise the streams.

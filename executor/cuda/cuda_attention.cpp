@@ -30,8 +30,9 @@ void attention_fwd(void* h, StreamHandle s, const DevView& q, const DevView& k, 
     const DevView qb = block(q, b), kb = block(k, b), vb = block(v, b), pb = block(p, b), cb = block(ctx, b);
     for (int g = 0; g < a.kv_heads; ++g) {
       const int64_t h0 = int64_t(g) * group;
-      GemmArgs sc;  // scores_h = Q_h K_g^T
+      GemmArgs sc;  // scores_h = scale * Q_h K_g^T: scaled in the GEMM, so fp16 scores stay sqrt(d) smaller
       sc.trans_b = true;
+      sc.alpha = scale;
       sc.m = sq, sc.n = nk, sc.k = d;
       sc.a = offset(qb.base, h0 * d, q.elt), sc.lda = q.row_stride, sc.stride_a = d;
       sc.b = offset(kb.base, g * d, k.elt), sc.ldb = k.row_stride, sc.stride_b = 0;
@@ -39,7 +40,7 @@ void attention_fwd(void* h, StreamHandle s, const DevView& q, const DevView& k, 
       sc.batch = group, sc.elt = q.elt;
       gemm(h, sc);
     }
-    causal_softmax_fwd(pb, a.heads, a.key_stride, nk, scale, s);
+    causal_softmax_fwd(pb, a.heads, a.key_stride, nk, 1.f, s);
     for (int g = 0; g < a.kv_heads; ++g) {
       const int64_t h0 = int64_t(g) * group;
       GemmArgs pv;  // ctx_h = P_h V_g

@@ -41,7 +41,7 @@ class CudaStreamDriver : public StreamDriver {
     cuda::run_op(dev_, op, stream_);
     DOMINO_CUDA_CHECK(cudaEventRecord(dev_.end_event[op.index], s));
   }
-  void synchronize() override { DOMINO_CUDA_CHECK(cudaStreamSynchronize(dev_.stream(stream_))); }
+  void synchronize() override { dev_.sync_stream(dev_.stream(stream_)); }
   std::vector<OpTiming> finish_iteration() override {
     synchronize();
     std::vector<OpTiming> out;
@@ -75,6 +75,7 @@ class CudaBackend : public Backend {
     const char* local = std::getenv("LOCAL_RANK");
     dev_.device = (local ? std::atoi(local) : ctx.rank) % count;
     dev_.rank = ctx.rank;
+    dev_.world = ctx.world;
     dev_.hyper = ctx.hyper;
     DOMINO_CUDA_CHECK(cudaSetDevice(dev_.device));
     dev_.allocate(schedule);

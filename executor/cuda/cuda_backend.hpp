@@ -20,6 +20,9 @@ struct CudaOptions {
   double emulate_latency_us = 10;
   // Storage type of activations, parameters and gradients: "model" (the model's dtype), bf16, fp16, fp32.
   std::string dtype = "model";
+  // Seconds a stream may wait at the end of an iteration before a peer counts as dead (--timeout): the
+  // NCCL communicator is then aborted and the rank fails instead of hanging in a collective.
+  int timeout_s = 30;
 };
 
 // Registers "cuda" with make_backend(); options apply to backends made afterwards.

@@ -5,7 +5,11 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
 
+#include "executor/cuda/cuda_gemm.hpp"
 #include "executor/runtime/check.hpp"
 
 namespace domino::cuda {
@@ -27,8 +31,6 @@ Elt storage_elt(const CudaOptions& o, const ModelSpec& m, BufferRole role) {
   return Elt::F32;
 }
 
-constexpr size_t kCublasWorkspace = size_t(32) << 20;
-
 }  // namespace
 
 void* DeviceState::track(size_t bytes) {
@@ -49,21 +51,36 @@ void DeviceState::allocate(const Schedule& s) {
   elt.assign(n, Elt::F32);
   master.assign(n, nullptr);
   int64_t max_h = 1, max_attn = 1;
+  // Norm statistics and the loss stay fp32 as on the CPU: a 16-bit mean/rstd makes the backward rebuild
+  // another xhat than the forward used, and a bf16 loss moves in steps of 0.03.
+  std::vector<bool> keep_fp32(n, false);
+  for (const Op& op : s.ops) {
+    if (op.code == OpCode::LayerNormFwd || op.code == OpCode::RmsNormFwd) keep_fp32[size_t(op.out[1].buffer)] = true;
+    if (op.code == OpCode::CrossEntropy) keep_fp32[size_t(op.out[0].buffer)] = true;
+  }
   for (size_t b = 0; b < n; ++b) {
     const BufferDesc& d = s.buffers[b];
-    elt[b] = storage_elt(options, s.model, d.role);
+    elt[b] = keep_fp32[b] ? Elt::F32 : storage_elt(options, s.model, d.role);
     ptr[b] = track(size_t(d.elements()) * elt_bytes(elt[b]));
     if (d.role == BufferRole::Param && elt[b] != Elt::F32) master[b] = static_cast<float*>(track(sizeof(float) * d.elements()));
     max_h = std::max(max_h, d.cols);
     staging_elements = std::max(staging_elements, d.elements());
   }
-  for (const Op& op : s.ops)
+  int64_t embed_elements = 0;
+  for (const Op& op : s.ops) {
     if (op.code == OpCode::AttnBwd) {
       const BufferDesc& probs = s.buffers[op.in[3].buffer];
       max_attn = std::max(max_attn, (op.in[0].s1 - op.in[0].s0) * probs.cols);
     }
+    if (op.code == OpCode::EmbeddingBwd && elt[size_t(op.out[0].buffer)] != Elt::F32) {
+      int64_t e = 0;
+      for (int i = 0; i < op.n_out; ++i) e += s.buffers[op.out[i].buffer].elements();
+      embed_elements = std::max(embed_elements, e);
+    }
+  }
   reduce_scratch = static_cast<float*>(track(sizeof(float) * 2 * max_h));
   attn_scratch = track(size_t(max_attn) * 4);
+  if (embed_elements > 0) embed_scratch = static_cast<float*>(track(sizeof(float) * size_t(embed_elements)));
   flag = static_cast<int*>(track(sizeof(int)));
   staging = static_cast<float*>(track(sizeof(float) * staging_elements));
   for (int i = 0; i < kNumStreams; ++i) {
@@ -71,7 +88,7 @@ void DeviceState::allocate(const Schedule& s) {
     cublasHandle_t h = nullptr;
     DOMINO_CUBLAS_CHECK(cublasCreate(&h));
     DOMINO_CUBLAS_CHECK(cublasSetStream(h, streams[i]));
-    DOMINO_CUBLAS_CHECK(cublasSetWorkspace(h, track(kCublasWorkspace), kCublasWorkspace));
+    DOMINO_CUBLAS_CHECK(cublasSetWorkspace(h, track(kCublasWorkspaceBytes), kCublasWorkspaceBytes));
     cublas[i] = h;
   }
   start_event.resize(s.ops.size());
@@ -98,6 +115,7 @@ DevView DeviceState::view(const Region& r) const {
 }
 
 void DeviceState::upload(int32_t buffer, const std::vector<float>& host) {
+  std::lock_guard<std::mutex> lock(staging_mutex_);
   const BufferDesc& d = schedule->buffers[buffer];
   const size_t bytes = sizeof(float) * d.elements();
   cudaStream_t s = streams[0];
@@ -109,6 +127,7 @@ void DeviceState::upload(int32_t buffer, const std::vector<float>& host) {
 }
 
 std::vector<float> DeviceState::download(const Region& r) {
+  std::lock_guard<std::mutex> lock(staging_mutex_);
   DOMINO_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> host(size_t(r.elements()));
   cudaStream_t s = streams[0];
@@ -119,6 +138,7 @@ std::vector<float> DeviceState::download(const Region& r) {
 }
 
 bool DeviceState::finite(const Region& r) {
+  std::lock_guard<std::mutex> lock(staging_mutex_);
   DOMINO_CUDA_CHECK(cudaDeviceSynchronize());
   cudaStream_t s = streams[0];
   int found = 0;
@@ -129,10 +149,50 @@ bool DeviceState::finite(const Region& r) {
   return found == 0;
 }
 
+void DeviceState::sync_stream(cudaStream_t s) {
+  if (!nccl.load()) {
+    DOMINO_CUDA_CHECK(cudaStreamSynchronize(s));
+    return;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.timeout_s);
+  const std::string who = "rank " + std::to_string(rank) + ": ";
+  for (;;) {
+    const cudaError_t rc = cudaStreamQuery(s);
+    if (rc == cudaSuccess) return;
+    if (rc != cudaErrorNotReady) DOMINO_CUDA_CHECK(rc);
+    {
+      std::lock_guard<std::mutex> lock(nccl_mutex_);
+      if (void* comm = nccl.load()) {
+        ncclResult_t async = ncclSuccess;
+        DOMINO_NCCL_CHECK(ncclCommGetAsyncError(static_cast<ncclComm_t>(comm), &async));
+        if (async != ncclSuccess) {
+          abort_nccl_locked();
+          throw_runtime(who + "NCCL reported an asynchronous error (" + ncclGetErrorString(async) +
+                        "); the communicator was aborted");
+        }
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        abort_nccl_locked();
+        throw_runtime(who + "the device was still busy " + std::to_string(options.timeout_s) +
+                      " s after the iteration was issued (a peer rank may have died inside a collective; "
+                      "--timeout sets the wait); the NCCL communicator was aborted");
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+void DeviceState::abort_nccl_locked() {
+  // Best effort: the error that made us abort is what the user must see.
+  if (void* comm = nccl.exchange(nullptr)) ncclCommAbort(static_cast<ncclComm_t>(comm));
+}
+
 void DeviceState::release() {
   // Best effort at tear-down: errors here must not mask the error that ended the run.
-  if (nccl) ncclCommAbort(static_cast<ncclComm_t>(nccl));
-  nccl = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(nccl_mutex_);
+    abort_nccl_locked();
+  }
   for (auto& e : start_event) cudaEventDestroy(e);
   for (auto& e : end_event) cudaEventDestroy(e);
   start_event.clear();

@@ -5,6 +5,8 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <atomic>
+#include <mutex>
 #include <vector>
 
 #include "executor/cuda/cuda_backend.hpp"
@@ -16,6 +18,7 @@ struct DeviceState {
   CudaOptions options;
   int device = 0;
   int rank = 0;
+  int world = 1;  // ranks in the TP group
   OptimizerHyper hyper;
   int64_t step = 1;
   const Schedule* schedule = nullptr;
@@ -29,10 +32,12 @@ struct DeviceState {
   cudaEvent_t origin = nullptr;  // start of the current iteration
   float* reduce_scratch = nullptr;  // fp32 column sums (norm and bias gradients, loss)
   void* attn_scratch = nullptr;     // dP of the largest attention backward
+  float* embed_scratch = nullptr;   // fp32 sums of 16-bit embedding gradients (table, then positions)
   int* flag = nullptr;              // NaN scan result
   float* staging = nullptr;         // fp32 staging for uploads and downloads
   int64_t staging_elements = 0;
-  void* nccl = nullptr;             // ncclComm_t when real collectives are used
+  // ncclComm_t when real collectives are used; atomic: a stream thread may abort it while the other issues.
+  std::atomic<void*> nccl{nullptr};
   int64_t allocated_bytes = 0;
   double clock_ghz = 1.5;
 
@@ -42,10 +47,17 @@ struct DeviceState {
   std::vector<float> download(const Region& r);
   bool finite(const Region& r);
   DevView view(const Region& r) const;
+  // Waits for a stream's work. With NCCL it polls instead of blocking: an asynchronous NCCL error, or work
+  // still pending after options.timeout_s, aborts the communicator and throws (a dead peer would leave
+  // our collective spinning forever).
+  void sync_stream(cudaStream_t s);
   void release();
 
  private:
+  void abort_nccl_locked();
   std::vector<void*> allocations_;
+  std::mutex staging_mutex_;  // the compute and comm stream threads both download (dumps, NaN scans)
+  std::mutex nccl_mutex_;     // both poll and may abort the one communicator
   void* track(size_t bytes);
 };
 

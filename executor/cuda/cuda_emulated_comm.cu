@@ -1,8 +1,8 @@
 // cuda_emulated_comm.cu: --emulate-comm. One GPU cannot host several NCCL ranks, so each collective
 // becomes a kernel on the communication stream that reads and writes the bytes a ring AllReduce of the
 // plan's TP degree moves per rank, on a chosen number of SMs (NCCL occupies SMs too), paced so it lasts
-// at least as long as the profile's link bandwidth allows. The data itself is left unchanged (each rank
-// would hold the same sum), so numerics are those of a TP=1 run.
+// at least as long as the link's latency and bandwidth allow (the cost model's ring formula). The data
+// itself is left unchanged (each rank would hold the same sum), so numerics are those of a TP=1 run.
 #include "executor/cuda/cuda_common.cuh"
 
 namespace domino::cuda {
@@ -27,10 +27,10 @@ __global__ void emulated_ring_kernel(float4* buf, int64_t n4, int64_t traffic4, 
 }  // namespace
 
 void emulated_allreduce(void* buffer, int64_t buffer_bytes, int64_t traffic_bytes, int sms, double bytes_per_us,
-                        double clock_ghz, StreamHandle s) {
+                        double latency_us, double clock_ghz, StreamHandle s) {
   const int64_t n4 = buffer_bytes / 16;
   if (n4 == 0 || traffic_bytes <= 0) return;
-  const double us = bytes_per_us > 0 ? double(traffic_bytes) / bytes_per_us : 0.0;
+  const double us = latency_us + (bytes_per_us > 0 ? double(traffic_bytes) / bytes_per_us : 0.0);
   const long long min_cycles = static_cast<long long>(us * clock_ghz * 1e3);
   emulated_ring_kernel<<<unsigned(sms > 0 ? sms : 1), 512, 0, stream_of(s)>>>(static_cast<float4*>(buffer), n4,
                                                                               traffic_bytes / 16, min_cycles, 1.0f);

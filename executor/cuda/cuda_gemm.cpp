@@ -28,11 +28,10 @@ char* at_block(const DevView& v, int64_t b) {
 
 void gemm(void* cublas_handle, const GemmArgs& g) {
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
-  const float alpha = 1.f;
   const cudaDataType_t t = cuda_type(g.elt);
   DOMINO_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       static_cast<cublasHandle_t>(cublas_handle), g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-      g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, int(g.n), int(g.m), int(g.k), &alpha, g.b, t, int(g.ldb), g.stride_b,
+      g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, int(g.n), int(g.m), int(g.k), &g.alpha, g.b, t, int(g.ldb), g.stride_b,
       g.a, t, int(g.lda), g.stride_a, &g.beta, g.c, t, int(g.ldc), g.stride_c, int(g.batch), CUBLAS_COMPUTE_32F,
       CUBLAS_GEMM_DEFAULT));
 }

@@ -4,9 +4,14 @@
 
 #include "executor/cuda/cuda_kernels.hpp"
 
+#include <cstddef>
+
 namespace domino::cuda {
 
-// Row-major C[m,n] = op(A)[m,k] · op(B)[k,n] + beta*C, batched with element strides (0: shared operand).
+// cuBLAS workspace per handle (the backend's and the profiler's alike, so both time the same kernels).
+constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
+
+// Row-major C[m,n] = alpha * op(A)[m,k] · op(B)[k,n] + beta*C, batched with element strides (0: shared operand).
 struct GemmArgs {
   bool trans_a = false, trans_b = false;
   int64_t m = 0, n = 0, k = 0;
@@ -17,6 +22,7 @@ struct GemmArgs {
   void* c = nullptr;
   int64_t ldc = 0, stride_c = 0;
   int64_t batch = 1;
+  float alpha = 1.f;
   float beta = 0.f;
   Elt elt = Elt::F32;
 };

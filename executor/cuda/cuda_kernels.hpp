@@ -44,10 +44,11 @@ void residual_add(const DevView& a, const DevView& b, const DevView* bias, const
 void add_bias(const DevView& out, const DevView& bias, StreamHandle s);
 void bias_grad(const DevView& dy, const DevView& dbias, bool accumulate, float* scratch, StreamHandle s);
 void embedding_fwd(const DevView& tokens, const DevView& table, const DevView* pos, const DevView& out, StreamHandle s);
+// fp32_scratch: dtable's and dpos's elements as fp32 sums; used (and needed) when dtable is 16-bit.
 void embedding_bwd(const DevView& tokens, const DevView& dy, const DevView& dtable, const DevView* dpos,
-                   bool accumulate, StreamHandle s);
+                   bool accumulate, float* fp32_scratch, StreamHandle s);
 void cross_entropy(const DevView& logits, const DevView& targets, const DevView& loss, const DevView& dlogits,
-                   float* scratch, StreamHandle s);
+                   double tokens, bool accumulate, float* scratch, StreamHandle s);
 
 // Attention pieces (the GEMMs go through cuBLAS). P is [rows, heads*key_stride] of one batch block.
 // Causal softmax in place on the scores of query rows [q0, q0+nq) against keys [0, nk): scale, mask
@@ -60,19 +61,25 @@ void causal_softmax_bwd(const DevView& p, const DevView& dp, int heads, int64_t 
 void adam_step(const DevView& grad, const DevView& param, float* master, float* m, float* v, int64_t n,
                float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step, StreamHandle s);
 void sgd_step(const DevView& grad, const DevView& param, float* master, float* mom, int64_t n, float lr,
-              float momentum, StreamHandle s);
+              float momentum, float weight_decay, StreamHandle s);
 
 // Fills a view with NaN (tests poison outputs before each run).
 void poison(const DevView& v, StreamHandle s);
+// Fills a view with pseudo-random values in [-1, 1) (timing data for the profiler and benchmarks).
+void fill_random(const DevView& v, uint32_t seed, StreamHandle s);
+// A dense rows x cols matrix at base as a view.
+inline DevView dense_view(void* base, Elt elt, int64_t rows, int64_t cols) {
+  return DevView{base, elt, cols, rows * cols, rows, 1, cols, 0};
+}
 // Copies between a device view and a dense fp32 device array (for checks and dumps).
 void view_to_f32(const DevView& v, float* dense, StreamHandle s);
 void f32_to_view(const float* dense, const DevView& v, StreamHandle s);
 // Scans a view for NaN/Inf; sets *flag (device int) to 1 when found.
 void find_nonfinite(const DevView& v, int* flag, StreamHandle s);
 
-// --emulate-comm: moves `bytes` through device memory (read + write of a ring AllReduce's per-rank
-// traffic) on `sms` blocks, paced so that it takes at least bytes / bytes_per_us microseconds.
+// --emulate-comm: moves `traffic_bytes` through device memory (read + write of a ring AllReduce's per-rank
+// traffic) on `sms` blocks, paced so that it takes at least latency_us + traffic_bytes / bytes_per_us.
 void emulated_allreduce(void* buffer, int64_t buffer_bytes, int64_t traffic_bytes, int sms, double bytes_per_us,
-                        double clock_ghz, StreamHandle s);
+                        double latency_us, double clock_ghz, StreamHandle s);
 
 }  // namespace domino::cuda

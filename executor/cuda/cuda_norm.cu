@@ -31,41 +31,44 @@ __device__ float block_sum(float x) {
 }
 
 template <typename T>
-__global__ void norm_fwd_kernel(View<T> x, View<T> g, View<T> b, bool has_beta, View<T> y, View<T> st, float eps,
-                                bool rms) {
+__global__ void norm_fwd_kernel(View<T> x, View<T> g, View<T> b, bool has_beta, View<T> y, View<float> st,
+                                float eps, bool rms) {
   const int64_t r = blockIdx.x;
   const int64_t h = x.ncols;
   const T* xr = x.row(r);
-  float sum = 0, sq = 0;
+  float sum = 0;
+  if (!rms) {
+    for (int64_t c = threadIdx.x; c < h; c += kThreads) sum += to_f(xr[c]);
+    sum = block_sum(sum);
+  }
+  const float mean = rms ? 0.f : sum / h;
+  // Second pass over the row (in cache) for the variance: E[x^2] - mean^2 cancels when |mean| >> std.
+  float sq = 0;
   for (int64_t c = threadIdx.x; c < h; c += kThreads) {
-    const float v = to_f(xr[c]);
-    sum += v;
+    const float v = to_f(xr[c]) - mean;
     sq += v * v;
   }
-  sum = block_sum(sum);
   sq = block_sum(sq);
-  const float mean = rms ? 0.f : sum / h;
-  const float var = rms ? sq / h : fmaxf(sq / h - mean * mean, 0.f);
-  const float rstd = rsqrtf(var + eps);
+  const float rstd = rsqrtf(sq / h + eps);
   T* yr = y.row(r);
   for (int64_t c = threadIdx.x; c < h; c += kThreads) {
     float v = (to_f(xr[c]) - mean) * rstd * to_f(g.base[c]);
     if (has_beta) v += to_f(b.base[c]);
     yr[c] = from_f<T>(v);
   }
-  if (threadIdx.x == 0) {
-    st.row(r)[0] = from_f<T>(mean);
-    st.row(r)[1] = from_f<T>(rstd);
+  if (threadIdx.x == 0) {  // the statistics stay fp32 whatever T (allocate() stores that buffer as fp32)
+    st.row(r)[0] = mean;
+    st.row(r)[1] = rstd;
   }
 }
 
 template <typename T>
-__global__ void norm_bwd_dx_kernel(View<T> x, View<T> st, View<T> g, Chunks<T> dy, View<T> dx, bool accumulate,
+__global__ void norm_bwd_dx_kernel(View<T> x, View<float> st, View<T> g, Chunks<T> dy, View<T> dx, bool accumulate,
                                    bool rms) {
   const int64_t r = blockIdx.x;
   const int64_t h = x.ncols;
   const T* xr = x.row(r);
-  const float mean = to_f(st.row(r)[0]), rstd = to_f(st.row(r)[1]);
+  const float mean = st.row(r)[0], rstd = st.row(r)[1];
   float s1 = 0, s2 = 0;
   for (int64_t c = threadIdx.x; c < h; c += kThreads) {
     const float xhat = (to_f(xr[c]) - mean) * rstd;
@@ -87,7 +90,7 @@ __global__ void norm_bwd_dx_kernel(View<T> x, View<T> st, View<T> g, Chunks<T> d
 
 // Partial column sums over a band of rows, added atomically into the fp32 scratch [dgamma | dbeta].
 template <typename T>
-__global__ void norm_bwd_params_kernel(View<T> x, View<T> st, Chunks<T> dy, float* scratch, int64_t rows_per_band) {
+__global__ void norm_bwd_params_kernel(View<T> x, View<float> st, Chunks<T> dy, float* scratch, int64_t rows_per_band) {
   const int64_t h = x.ncols;
   const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (c >= h) return;
@@ -95,7 +98,7 @@ __global__ void norm_bwd_params_kernel(View<T> x, View<T> st, Chunks<T> dy, floa
   const int64_t r1 = min(r0 + rows_per_band, x.rows());
   float dg = 0, db = 0;
   for (int64_t r = r0; r < r1; ++r) {
-    const float mean = to_f(st.row(r)[0]), rstd = to_f(st.row(r)[1]);
+    const float mean = st.row(r)[0], rstd = st.row(r)[1];
     const float d = dy.at(r, c);
     dg += d * (to_f(x.row(r)[c]) - mean) * rstd;
     db += d;
@@ -118,10 +121,11 @@ __global__ void store_params_kernel(const float* scratch, int64_t h, View<T> dg,
 void norm_fwd(const DevView& x, const DevView& gamma, const DevView* beta, const DevView& y, const DevView& stats,
               float eps, bool rms, StreamHandle s) {
   if (x.rows() == 0) return;
+  if (stats.elt != Elt::F32) throw_runtime("norm_fwd: the statistics buffer must be fp32");
   DOMINO_DISPATCH_ELT(x.elt, {
     norm_fwd_kernel<T><<<unsigned(x.rows()), kThreads, 0, stream_of(s)>>>(
         view_of<T>(x), view_of<T>(gamma), beta ? view_of<T>(*beta) : view_of<T>(gamma), beta != nullptr,
-        view_of<T>(y), view_of<T>(stats), eps, rms);
+        view_of<T>(y), view_of<float>(stats), eps, rms);
   });
   DOMINO_CUDA_LAUNCHED("norm_fwd_kernel");
 }
@@ -130,6 +134,7 @@ void norm_bwd(const DevView& x, const DevView& stats, const DevView& gamma, cons
               const DevView& dx, bool accumulate, const DevView& dgamma, const DevView* dbeta,
               bool accumulate_params, bool rms, float* scratch, StreamHandle s) {
   if (n_chunks < 1 || n_chunks > kMaxChunks) throw_runtime("norm_bwd: unsupported number of dy chunks");
+  if (stats.elt != Elt::F32) throw_runtime("norm_bwd: the statistics buffer must be fp32");
   const int64_t h = x.ncols, rows = x.rows();
   DOMINO_DISPATCH_ELT(x.elt, {
     Chunks<T> dy{};
@@ -137,13 +142,13 @@ void norm_bwd(const DevView& x, const DevView& stats, const DevView& gamma, cons
     dy.width = h / n_chunks;
     for (int i = 0; i < n_chunks; ++i) dy.v[i] = view_of<T>(dy_chunks[i]);
     norm_bwd_dx_kernel<T><<<unsigned(rows), kThreads, 0, stream_of(s)>>>(
-        view_of<T>(x), view_of<T>(stats), view_of<T>(gamma), dy, view_of<T>(dx), accumulate, rms);
+        view_of<T>(x), view_of<float>(stats), view_of<T>(gamma), dy, view_of<T>(dx), accumulate, rms);
     DOMINO_CUDA_LAUNCHED("norm_bwd_dx_kernel");
     DOMINO_CUDA_CHECK(cudaMemsetAsync(scratch, 0, sizeof(float) * 2 * h, stream_of(s)));
     const int64_t band = 64;
     const dim3 grid(unsigned((h + kThreads - 1) / kThreads), unsigned((rows + band - 1) / band));
-    norm_bwd_params_kernel<T><<<grid, kThreads, 0, stream_of(s)>>>(view_of<T>(x), view_of<T>(stats), dy, scratch,
-                                                                   band);
+    norm_bwd_params_kernel<T><<<grid, kThreads, 0, stream_of(s)>>>(view_of<T>(x), view_of<float>(stats), dy,
+                                                                   scratch, band);
     DOMINO_CUDA_LAUNCHED("norm_bwd_params_kernel");
     store_params_kernel<T><<<grid_for(h), 256, 0, stream_of(s)>>>(
         scratch, h, view_of<T>(dgamma), dbeta ? view_of<T>(*dbeta) : view_of<T>(dgamma), dbeta != nullptr,

@@ -2,9 +2,12 @@
 // for the rest, NCCL (or the emulated ring) for AllReduce. Semantics are those of sim/schedule.hpp.
 #include <nccl.h>
 
+#include <string>
+
 #include "executor/cuda/cuda_device_state.hpp"
 #include "executor/cuda/cuda_gemm.hpp"
 #include "executor/runtime/check.hpp"
+#include "sim/error.hpp"
 
 namespace domino::cuda {
 namespace {
@@ -26,12 +29,15 @@ void all_reduce(DeviceState& dev, const Op& op, cudaStream_t s) {
     const int t = dev.options.emulate_tp;
     const int64_t traffic = t > 1 ? int64_t(2.0 * (t - 1) / t * double(bytes)) : 0;
     const double bytes_per_us = dev.options.emulate_busbw_gbps * 1e3;  // GB/s -> bytes/us
-    emulated_allreduce(v.base, bytes, traffic, dev.options.emulate_sms, bytes_per_us, dev.clock_ghz, s);
+    emulated_allreduce(v.base, bytes, traffic, dev.options.emulate_sms, bytes_per_us, dev.options.emulate_latency_us,
+                       dev.clock_ghz, s);
     return;
   }
-  if (!dev.nccl) return;  // a single rank: the sum over one rank is the buffer itself
+  if (dev.world <= 1) return;  // a single rank: the sum over one rank is the buffer itself
+  void* comm = dev.nccl.load();
+  if (!comm) throw_runtime("rank " + std::to_string(dev.rank) + ": op " + op_id(op) + ": the NCCL communicator was aborted");
   DOMINO_NCCL_CHECK(ncclAllReduce(v.base, v.base, size_t(count), nccl_type(v.elt), ncclSum,
-                                  static_cast<ncclComm_t>(dev.nccl), s));
+                                  static_cast<ncclComm_t>(comm), s));
 }
 
 }  // namespace
@@ -102,10 +108,15 @@ void run_op(DeviceState& dev, const Op& op, Stream stream) {
     }
     case OpCode::EmbeddingBwd: {
       const DevView dpos = op.n_out > 1 ? out(1) : DevView{};
-      embedding_bwd(in(0), in(1), out(0), op.n_out > 1 ? &dpos : nullptr, acc, s);
+      embedding_bwd(in(0), in(1), out(0), op.n_out > 1 ? &dpos : nullptr, acc, dev.embed_scratch, s);
       break;
     }
-    case OpCode::CrossEntropy: cross_entropy(in(0), in(1), out(0), out(1), dev.reduce_scratch, s); break;
+    case OpCode::CrossEntropy: {
+      // Averaged over every token of the logits buffer (a sliced op holds only part of them), as the CPU.
+      const BufferDesc& b = dev.schedule->buffers[op.in[0].buffer];
+      cross_entropy(in(0), in(1), out(0), out(1), double(b.batch * b.seq), acc, dev.reduce_scratch, s);
+      break;
+    }
     case OpCode::AllReduce: all_reduce(dev, op, s); break;
     case OpCode::AdamStep:
     case OpCode::SgdStep: {
@@ -118,7 +129,7 @@ void run_op(DeviceState& dev, const Op& op, Stream stream) {
                   dev.step, s);
       else
         sgd_step(in(0), out(0), dev.master[p], static_cast<float*>(dev.ptr[op.out[1].buffer]), n, o.lr, o.momentum,
-                 s);
+                 o.weight_decay, s);
       break;
     }
   }

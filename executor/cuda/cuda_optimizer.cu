@@ -20,10 +20,12 @@ __global__ void adam_kernel(const T* grad, T* param, float* master, float* m, fl
 }
 
 template <typename T>
-__global__ void sgd_kernel(const T* grad, T* param, float* master, float* mom, int64_t n, float lr, float momentum) {
+__global__ void sgd_kernel(const T* grad, T* param, float* master, float* mom, int64_t n, float lr, float momentum,
+                           float wd) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    mom[i] = momentum * mom[i] + to_f(grad[i]);
-    float w = (master ? master[i] : to_f(param[i])) - lr * mom[i];
+    float w = master ? master[i] : to_f(param[i]);
+    mom[i] = momentum * mom[i] + to_f(grad[i]) + wd * w;  // L2 weight decay through the momentum, as the CPU
+    w -= lr * mom[i];
     if (master) master[i] = w;
     param[i] = from_f<T>(w);
   }
@@ -41,9 +43,9 @@ void adam_step(const DevView& grad, const DevView& param, float* master, float* 
 }
 
 void sgd_step(const DevView& grad, const DevView& param, float* master, float* mom, int64_t n, float lr,
-              float momentum, StreamHandle s) {
+              float momentum, float weight_decay, StreamHandle s) {
   DOMINO_DISPATCH_ELT(param.elt, sgd_kernel<T><<<grid_for(n), 256, 0, stream_of(s)>>>(
-      static_cast<const T*>(grad.base), static_cast<T*>(param.base), master, mom, n, lr, momentum));
+      static_cast<const T*>(grad.base), static_cast<T*>(param.base), master, mom, n, lr, momentum, weight_decay));
   DOMINO_CUDA_LAUNCHED("sgd_kernel");
 }
 

@@ -59,10 +59,11 @@ __global__ void rope_kernel(View<T> x, int heads, int d, float sign) {
   DOMINO_FOR_EACH(x.rows() * heads * half) {
     const int64_t r = i / (int64_t(heads) * half);
     const int hh = static_cast<int>((i / half) % heads), k = static_cast<int>(i % half);
-    const float theta = float(x.pos(r)) * powf(10000.f, -2.f * k / d);
-    float sn, cs;
-    sincosf(theta, &sn, &cs);
-    sn *= sign;
+    // In double as the CPU's table: a float angle is off by about pos * 6e-8 rad (1e-3 at 16k positions).
+    const double theta = double(x.pos(r)) * pow(10000.0, -2.0 * k / d);
+    double snd, csd;
+    sincos(theta, &snd, &csd);
+    const float sn = float(snd) * sign, cs = float(csd);
     T* p = x.row(r) + int64_t(hh) * d;
     const float a = to_f(p[k]), b = to_f(p[k + half]);
     p[k] = from_f<T>(a * cs - b * sn);
@@ -110,20 +111,43 @@ __global__ void embedding_fwd_kernel(View<float> tok, View<T> table, View<T> pos
     out.row(r)[c] = from_f<T>(v);
   }
 }
-// Several rows may hold the same token: the scatter-add is atomic (16-bit atomics need sm_80+).
-template <typename T>
-__global__ void embedding_bwd_kernel(View<float> tok, View<T> dy, View<T> dtable, View<T> dpos, bool has_pos) {
+// Several rows may hold the same token: the scatter-add is atomic, into fp32 sums (A = float) for 16-bit
+// gradients, which a frequent token would otherwise round at every addition.
+template <typename T, typename A>
+__global__ void embedding_bwd_kernel(View<float> tok, View<T> dy, A* dtable, int64_t table_stride, A* dpos,
+                                     int64_t pos_stride, bool has_pos) {
   DOMINO_FOR_EACH(dy.rows() * dy.ncols) {
     const int64_t r = i / dy.ncols, c = i % dy.ncols;
     const int64_t id = static_cast<int64_t>(tok.row(r)[0]);
     const T g = dy.row(r)[c];
-    atomicAdd(&dtable.base[id * dtable.row_stride + c], g);
-    if (has_pos) atomicAdd(&dpos.base[dy.pos(r) * dpos.row_stride + c], g);
+    atomicAdd(&dtable[id * table_stride + c], A(to_f(g)));
+    if (has_pos) atomicAdd(&dpos[dy.pos(r) * pos_stride + c], A(to_f(g)));
+  }
+}
+// dst (+)= sums, both laid out with dst's row stride.
+template <typename T>
+__global__ void store_sums_kernel(const float* sums, View<T> dst, bool accumulate) {
+  DOMINO_FOR_EACH(dst.rows() * dst.ncols) {
+    const int64_t r = i / dst.ncols, c = i % dst.ncols;
+    T* p = dst.row(r) + c;
+    *p = from_f<T>(sums[r * dst.row_stride + c] + (accumulate ? to_f(*p) : 0.f));
   }
 }
 template <typename T>
 __global__ void poison_kernel(View<T> v) {
   DOMINO_FOR_EACH(v.rows() * v.ncols) { v.row(i / v.ncols)[i % v.ncols] = from_f<T>(__int_as_float(0x7fc00000)); }
+}
+// A cheap integer hash of (index, seed) to a uniform value in [-1, 1): timing data that is neither zero nor
+// constant (cuBLAS runs faster on zeros than on real values).
+template <typename T>
+__global__ void random_kernel(View<T> v, uint32_t seed) {
+  DOMINO_FOR_EACH(v.rows() * v.ncols) {
+    uint32_t h = uint32_t(i) * 0x9E3779B1u ^ (uint32_t(i >> 32) + seed) * 0x85EBCA77u;
+    h ^= h >> 15;
+    h *= 0x2C1B3C6Du;
+    h ^= h >> 12;
+    v.row(i / v.ncols)[i % v.ncols] = from_f<T>(float(h >> 8) * (2.f / 16777216.f) - 1.f);
+  }
 }
 template <typename T>
 __global__ void to_f32_kernel(View<T> v, float* dense) {
@@ -187,19 +211,44 @@ void embedding_fwd(const DevView& tokens, const DevView& table, const DevView* p
   DOMINO_CUDA_LAUNCHED("embedding_fwd_kernel");
 }
 void embedding_bwd(const DevView& tokens, const DevView& dy, const DevView& dtable, const DevView* dpos,
-                   bool accumulate, StreamHandle s) {
-  const int eb = elt_bytes(dtable.elt);
-  if (!accumulate) {
-    DOMINO_CUDA_CHECK(cudaMemsetAsync(dtable.base, 0, size_t(eb) * dtable.rows() * dtable.row_stride, stream_of(s)));
-    if (dpos) DOMINO_CUDA_CHECK(cudaMemsetAsync(dpos->base, 0, size_t(eb) * dpos->rows() * dpos->row_stride, stream_of(s)));
+                   bool accumulate, float* fp32_scratch, StreamHandle s) {
+  const int64_t table_n = dtable.rows() * dtable.row_stride, pos_n = dpos ? dpos->rows() * dpos->row_stride : 0;
+  const unsigned grid = grid_for(dy.rows() * dy.ncols);
+  const int64_t pos_stride = dpos ? dpos->row_stride : 0;
+  if (dtable.elt == Elt::F32) {
+    if (!accumulate) {
+      DOMINO_CUDA_CHECK(cudaMemsetAsync(dtable.base, 0, sizeof(float) * table_n, stream_of(s)));
+      if (dpos) DOMINO_CUDA_CHECK(cudaMemsetAsync(dpos->base, 0, sizeof(float) * pos_n, stream_of(s)));
+    }
+    embedding_bwd_kernel<float, float><<<grid, 256, 0, stream_of(s)>>>(
+        view_of<float>(tokens), view_of<float>(dy), static_cast<float*>(dtable.base), dtable.row_stride,
+        dpos ? static_cast<float*>(dpos->base) : nullptr, pos_stride, dpos != nullptr);
+    DOMINO_CUDA_LAUNCHED("embedding_bwd_kernel");
+    return;
   }
-  DOMINO_DISPATCH_ELT(dy.elt, embedding_bwd_kernel<T><<<grid_for(dy.rows() * dy.ncols), 256, 0, stream_of(s)>>>(
-      view_of<float>(tokens), view_of<T>(dy), view_of<T>(dtable), dpos ? view_of<T>(*dpos) : view_of<T>(dtable), dpos != nullptr));
+  if (!fp32_scratch) throw_runtime("embedding_bwd: no fp32 scratch for a 16-bit embedding gradient");
+  float* pos_sums = fp32_scratch + table_n;
+  DOMINO_CUDA_CHECK(cudaMemsetAsync(fp32_scratch, 0, sizeof(float) * (table_n + pos_n), stream_of(s)));
+  DOMINO_DISPATCH_ELT(dy.elt, {
+    embedding_bwd_kernel<T, float><<<grid, 256, 0, stream_of(s)>>>(view_of<float>(tokens), view_of<T>(dy),
+                                                                   fp32_scratch, dtable.row_stride, pos_sums,
+                                                                   pos_stride, dpos != nullptr);
+    store_sums_kernel<T><<<grid_for(dtable.rows() * dtable.ncols), 256, 0, stream_of(s)>>>(
+        fp32_scratch, view_of<T>(dtable), accumulate);
+    if (dpos) {
+      store_sums_kernel<T><<<grid_for(dpos->rows() * dpos->ncols), 256, 0, stream_of(s)>>>(
+          pos_sums, view_of<T>(*dpos), accumulate);
+    }
+  });
   DOMINO_CUDA_LAUNCHED("embedding_bwd_kernel");
 }
 void poison(const DevView& v, StreamHandle s) {
   DOMINO_DISPATCH_ELT(v.elt, poison_kernel<T><<<grid_for(v.rows() * v.ncols), 256, 0, stream_of(s)>>>(view_of<T>(v)));
   DOMINO_CUDA_LAUNCHED("poison_kernel");
+}
+void fill_random(const DevView& v, uint32_t seed, StreamHandle s) {
+  DOMINO_DISPATCH_ELT(v.elt, random_kernel<T><<<grid_for(v.rows() * v.ncols), 256, 0, stream_of(s)>>>(view_of<T>(v), seed));
+  DOMINO_CUDA_LAUNCHED("random_kernel");
 }
 void view_to_f32(const DevView& v, float* dense, StreamHandle s) {
   DOMINO_DISPATCH_ELT(v.elt, to_f32_kernel<T><<<grid_for(v.rows() * v.ncols), 256, 0, stream_of(s)>>>(view_of<T>(v), dense));

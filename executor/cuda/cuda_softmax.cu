@@ -54,7 +54,8 @@ __global__ void softmax_bwd_kernel(View<T> p, View<T> dp, int heads, int64_t key
 }
 
 template <typename T>
-__global__ void cross_entropy_kernel(View<T> logits, View<float> targets, View<T> dlogits, float* scratch) {
+__global__ void cross_entropy_kernel(View<T> logits, View<float> targets, View<T> dlogits, float inv_tokens,
+                                     float* scratch) {
   const int64_t r = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (r >= logits.rows()) return;
@@ -68,17 +69,16 @@ __global__ void cross_entropy_kernel(View<T> logits, View<float> targets, View<T
   float sum = 0;
   for (int64_t k = lane; k < v; k += 32) sum += __expf(to_f(lr[k]) - mx);
   sum = warp_sum(sum);
-  const float inv_rows = 1.f / float(logits.rows());
   for (int64_t k = lane; k < v; k += 32) {
     const float sm = __expf(to_f(lr[k]) - mx) / sum;
-    dr[k] = from_f<T>((sm - (k == target ? 1.f : 0.f)) * inv_rows);
+    dr[k] = from_f<T>((sm - (k == target ? 1.f : 0.f)) * inv_tokens);
   }
-  if (lane == 0) atomicAdd(scratch, (logf(sum) + mx - to_f(lr[target])) * inv_rows);
+  if (lane == 0) atomicAdd(scratch, (logf(sum) + mx - to_f(lr[target])) * inv_tokens);
 }
 
-template <typename T>
-__global__ void store_loss_kernel(const float* scratch, View<T> loss) {
-  loss.base[0] = from_f<T>(scratch[0]);
+// The loss is stored fp32 whatever the training dtype (allocate()): bf16 would round it to steps of 0.03.
+__global__ void store_loss_kernel(const float* scratch, float* loss, bool accumulate) {
+  loss[0] = scratch[0] + (accumulate ? loss[0] : 0.f);
 }
 
 }  // namespace
@@ -99,14 +99,16 @@ void causal_softmax_bwd(const DevView& p, const DevView& dp, int heads, int64_t 
 }
 
 void cross_entropy(const DevView& logits, const DevView& targets, const DevView& loss, const DevView& dlogits,
-                   float* scratch, StreamHandle s) {
+                   double tokens, bool accumulate, float* scratch, StreamHandle s) {
+  if (loss.elt != Elt::F32) throw_runtime("cross_entropy: the loss buffer must be fp32");
   DOMINO_CUDA_CHECK(cudaMemsetAsync(scratch, 0, sizeof(float), stream_of(s)));
   const int64_t rows = logits.rows();
+  const float inv_tokens = float(1.0 / tokens);
   DOMINO_DISPATCH_ELT(logits.elt, {
     cross_entropy_kernel<T><<<unsigned((rows + 7) / 8), 256, 0, stream_of(s)>>>(
-        view_of<T>(logits), view_of<float>(targets), view_of<T>(dlogits), scratch);
-    store_loss_kernel<T><<<1, 1, 0, stream_of(s)>>>(scratch, view_of<T>(loss));
+        view_of<T>(logits), view_of<float>(targets), view_of<T>(dlogits), inv_tokens, scratch);
   });
+  store_loss_kernel<<<1, 1, 0, stream_of(s)>>>(scratch, static_cast<float*>(loss.base), accumulate);
   DOMINO_CUDA_LAUNCHED("cross_entropy_kernel");
 }
 

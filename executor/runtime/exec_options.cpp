@@ -58,6 +58,8 @@ bool parse_exec_options(int argc, const char* const* argv, ExecOptions* out) {
   app.add_option("--emulate-sms", o.emulate_sms, "cuda --emulate-comm: SMs the emulated collective occupies (default 16)");
   app.add_option("--emulate-busbw", o.emulate_busbw_gbps,
                  "cuda --emulate-comm: bus bandwidth in GB/s it is paced to (default 370, H100 NVLink)");
+  app.add_option("--emulate-latency-us", o.emulate_latency_us,
+                 "cuda --emulate-comm: latency added to every emulated collective (default 10, NCCL on NVLink)");
   app.add_option("--cuda-dtype", o.cuda_dtype, "cuda: storage type: model (default), bf16, fp16, fp32")
       ->check(CLI::IsMember({"model", "bf16", "fp16", "fp32"}));
   app.add_flag("--check", o.check,
@@ -84,6 +86,10 @@ bool parse_exec_options(int argc, const char* const* argv, ExecOptions* out) {
   if (o.threads < 1) throw_bad_input("--threads must be at least 1");
   if (o.link_gbps < 0 || o.link_latency_us < 0) throw_bad_input("--link-gbps and --link-latency-us must not be negative");
   if (o.timeout_s < 1) throw_bad_input("--timeout must be at least 1 second");
+  if (o.emulate_tp < 1 || o.emulate_sms < 1) throw_bad_input("--emulate-tp and --emulate-sms must be at least 1");
+  if (!(o.emulate_busbw_gbps > 0) || o.emulate_latency_us < 0) {
+    throw_bad_input("--emulate-busbw must be positive and --emulate-latency-us not negative");
+  }
   if (!(o.lr > 0)) throw_bad_input("--lr must be positive");
   if (o.dump_iter < 0) throw_bad_input("--dump-iter must not be negative");
   *out = o;
@@ -121,6 +127,7 @@ std::vector<std::string> worker_arguments(const ExecOptions& o) {
   add("--emulate-tp", std::to_string(o.emulate_tp));
   add("--emulate-sms", std::to_string(o.emulate_sms));
   add("--emulate-busbw", number(o.emulate_busbw_gbps));
+  add("--emulate-latency-us", number(o.emulate_latency_us));
   add("--cuda-dtype", o.cuda_dtype);
   add("--dump-tensors", o.dump_dir);
   add("--dump-iter", std::to_string(o.dump_iter));

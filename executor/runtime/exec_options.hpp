@@ -33,6 +33,7 @@ struct ExecOptions {
   int emulate_tp = 8;
   int emulate_sms = 16;
   double emulate_busbw_gbps = 370;
+  double emulate_latency_us = 10;
   std::string cuda_dtype = "model";
   bool check = false;
   std::string dump_dir;

@@ -1,8 +1,10 @@
 // cuda_ops_test.cpp: every op of real schedules (GPT and Llama layers, sliced plans) run on the GPU
 // against the CPU backend's result on identical inputs. Outputs are poisoned with NaN before each run
 // (NaN never passes); each op starts from the CPU's state so errors do not compound. Skips without a GPU.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -10,6 +12,8 @@
 #include "executor/cpu/cpu_ops.hpp"
 #include "executor/cuda/cuda_backend.hpp"
 #include "executor/cuda/cuda_device_state.hpp"
+#include "executor/cuda/cuda_kernels.hpp"
+#include "executor/runtime/check.hpp"
 #include "executor/runtime/param_init.hpp"
 #include "sim/schedule.hpp"
 
@@ -69,11 +73,16 @@ void check_schedule_on_gpu(const ModelSpec& model, const Plan& plan, double tole
   for (auto& b : host) cpu.buffers.push_back(b.data());
 
   cuda::DeviceState dev;
+  struct Release {  // device memory goes back even when an assertion or a CUDA error ends the test
+    cuda::DeviceState& d;
+    ~Release() { d.release(); }
+  } release{dev};
   dev.options.dtype = "model";
   dev.allocate(s);
   for (size_t b = 0; b < s.buffers.size(); ++b) dev.upload(int32_t(b), host[b]);
   for (const Op& op : s.ops) {
     if (op.code == OpCode::AllReduce) continue;  // one rank: nothing to sum
+    for (int i = 0; i < op.n_in; ++i) dev.upload(op.in[i].buffer, host[op.in[i].buffer]);  // the CPU's inputs
     const bool in_place = op.code == OpCode::RopeFwd || op.code == OpCode::RopeBwd;
     for (int i = 0; i < op.n_out; ++i) {  // the GPU starts from the CPU's state, outputs poisoned
       dev.upload(op.out[i].buffer, host[op.out[i].buffer]);
@@ -88,7 +97,6 @@ void check_schedule_on_gpu(const ModelSpec& model, const Plan& plan, double tole
       EXPECT_LE(err, tolerance) << op_id(op) << " output " << i;
     }
   }
-  dev.release();
 }
 
 class CudaOps : public ::testing::Test {
@@ -98,6 +106,30 @@ class CudaOps : public ::testing::Test {
     if (cuda_device_count(&why) == 0) GTEST_SKIP() << "no CUDA device here (" << why << "): GPU tests skipped";
   }
 };
+
+TEST_F(CudaOps, RandomFillIsBoundedVariedAndCoversEveryElement) {
+  const int64_t rows = 301, cols = 97;  // odd sizes: the grid-stride loop's tail
+  float *bf = nullptr, *dense = nullptr;
+  DOMINO_CUDA_CHECK(cudaMalloc(&bf, size_t(rows * cols) * 2));
+  DOMINO_CUDA_CHECK(cudaMalloc(&dense, size_t(rows * cols) * sizeof(float)));
+  const cuda::DevView v = cuda::dense_view(bf, cuda::Elt::BF16, rows, cols);
+  cuda::poison(v, nullptr);
+  cuda::fill_random(v, 3, nullptr);
+  cuda::view_to_f32(v, dense, nullptr);
+  std::vector<float> got(size_t(rows * cols));
+  DOMINO_CUDA_CHECK(cudaMemcpy(got.data(), dense, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  DOMINO_CUDA_CHECK(cudaFree(bf));
+  DOMINO_CUDA_CHECK(cudaFree(dense));
+  double sum = 0;
+  for (float x : got) {
+    ASSERT_TRUE(x >= -1.f && x <= 1.f) << x;  // NaN (a poisoned element left unwritten) fails too
+    sum += x;
+  }
+  EXPECT_LT(std::abs(sum / double(got.size())), 0.05);
+  const auto [lo, hi] = std::minmax_element(got.begin(), got.end());
+  EXPECT_LT(*lo, -0.9f);
+  EXPECT_GT(*hi, 0.9f);
+}
 
 TEST_F(CudaOps, GptFp32MegatronMatchesCpu) {
   const ModelSpec m = tiny_model(Family::Gpt, DType::FP32);
@@ -109,6 +141,39 @@ TEST_F(CudaOps, LlamaFp32SlicedMatchesCpu) {
   BlockPlan seq{SplitDim::Sequence, 4, 2, OverlapMode::Inter, true};
   BlockPlan batch{SplitDim::Batch, 2, 2, OverlapMode::Intra, true};
   check_schedule_on_gpu(m, make_uniform_plan(m, seq, batch, "custom"), 1e-4);
+}
+
+TEST_F(CudaOps, LlamaFp16SlicedMatchesCpuWithinFp16Error) {
+  const ModelSpec m = tiny_model(Family::Llama, DType::FP16);
+  BlockPlan b{SplitDim::Sequence, 2, 2, OverlapMode::Inter, true};
+  check_schedule_on_gpu(m, make_uniform_plan(m, b, b, "custom"), 1e-2);
+}
+
+// The emulated collective lasts at least its latency plus its traffic over the bus bandwidth (it spins on
+// the SM clock up to that time: a lower bound whatever the GPU's load, not a speed claim).
+TEST_F(CudaOps, EmulatedAllReduceLastsAtLeastItsModelledTime) {
+  const int64_t bytes = int64_t(8) << 20;
+  void* buf = nullptr;
+  DOMINO_CUDA_CHECK(cudaMalloc(&buf, size_t(bytes)));
+  int clock_khz = 0;
+  DOMINO_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+  cudaEvent_t t0, t1;
+  DOMINO_CUDA_CHECK(cudaEventCreate(&t0));
+  DOMINO_CUDA_CHECK(cudaEventCreate(&t1));
+  const int64_t traffic = bytes * 2 * 7 / 8;  // ring of 8
+  const double bytes_per_us = 50e3, latency_us = 300;  // 50 GB/s: 235 us of traffic
+  float ms = 0;
+  for (int rep = 0; rep < 2; ++rep) {  // the first launch also loads the module
+    DOMINO_CUDA_CHECK(cudaEventRecord(t0));
+    cuda::emulated_allreduce(buf, bytes, traffic, 16, bytes_per_us, latency_us, clock_khz / 1e6, nullptr);
+    DOMINO_CUDA_CHECK(cudaEventRecord(t1));
+    DOMINO_CUDA_CHECK(cudaEventSynchronize(t1));
+    DOMINO_CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
+  }
+  DOMINO_CUDA_CHECK(cudaEventDestroy(t0));
+  DOMINO_CUDA_CHECK(cudaEventDestroy(t1));
+  DOMINO_CUDA_CHECK(cudaFree(buf));
+  EXPECT_GE(ms * 1e3, 0.95 * (latency_us + double(traffic) / bytes_per_us));
 }
 
 TEST_F(CudaOps, GptBf16SlicedMatchesCpuWithinBf16Error) {

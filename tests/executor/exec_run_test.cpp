@@ -118,6 +118,8 @@ TEST(ExecRun, BadInputIsExitTwoWithAMessage) {
       {{model_file("tiny-gpt"), "--strategy", "domino-ds", "--ranks", "3"}, "--ranks"},
       {{dir / "missing-plan.yaml"}, "missing-plan.yaml"},
       {{model_file("tiny-gpt"), "--strategy", "domino-ds", "--iters", "0"}, "--iters"},
+      {{model_file("tiny-gpt"), "--strategy", "domino-ds", "--emulate-sms", "0"}, "--emulate-sms"},
+      {{model_file("tiny-gpt"), "--strategy", "domino-ds", "--emulate-busbw", "-3"}, "--emulate-busbw"},
   };
   for (const auto& [args, needle] : cases) {
     const Outcome o = run(args, dir / "log");
