@@ -155,34 +155,44 @@ void DeviceState::sync_stream(cudaStream_t s) {
     return;
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.timeout_s);
-  const std::string who = "rank " + std::to_string(rank) + ": ";
   for (;;) {
     const cudaError_t rc = cudaStreamQuery(s);
     if (rc == cudaSuccess) return;
     if (rc != cudaErrorNotReady) DOMINO_CUDA_CHECK(rc);
+    std::string failure;
     {
-      std::lock_guard<std::mutex> lock(nccl_mutex_);
-      if (void* comm = nccl.load()) {
-        ncclResult_t async = ncclSuccess;
-        DOMINO_NCCL_CHECK(ncclCommGetAsyncError(static_cast<ncclComm_t>(comm), &async));
-        if (async != ncclSuccess) {
-          abort_nccl_locked();
-          throw_runtime(who + "NCCL reported an asynchronous error (" + ncclGetErrorString(async) +
-                        "); the communicator was aborted");
-        }
+      // Busy: the other stream thread is enqueuing a collective; poll again next round.
+      std::unique_lock<std::timed_mutex> lock(nccl_mutex, std::try_to_lock);
+      void* comm = lock.owns_lock() ? nccl.load() : nullptr;
+      ncclResult_t async = ncclSuccess;
+      if (comm) DOMINO_NCCL_CHECK(ncclCommGetAsyncError(static_cast<ncclComm_t>(comm), &async));
+      if (async != ncclSuccess && async != ncclInProgress) {
+        failure = std::string("NCCL reported an asynchronous error (") + ncclGetErrorString(async) + ")";
       }
-      if (std::chrono::steady_clock::now() > deadline) {
-        abort_nccl_locked();
-        throw_runtime(who + "the device was still busy " + std::to_string(options.timeout_s) +
-                      " s after the iteration was issued (a peer rank may have died inside a collective; "
-                      "--timeout sets the wait); the NCCL communicator was aborted");
-      }
+    }
+    if (failure.empty() && std::chrono::steady_clock::now() > deadline) {
+      failure = "the device was still busy " + std::to_string(options.timeout_s) +
+                " s after the iteration was issued (a peer rank may have died inside a collective; --timeout "
+                "sets the wait)";
+    }
+    if (!failure.empty()) {
+      failure = "rank " + std::to_string(rank) + ": " + failure;
+      // A collective stuck in its enqueue keeps the lock: after a second abort anyway, which is what
+      // ncclCommAbort is for (it makes the blocked call return).
+      std::unique_lock<std::timed_mutex> lock(nccl_mutex, std::defer_lock);
+      (void)lock.try_lock_for(std::chrono::seconds(1));
+      abort_nccl(failure);
+      throw_runtime(failure + "; the NCCL communicator was aborted");
     }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
 }
 
-void DeviceState::abort_nccl_locked() {
+void DeviceState::abort_nccl(const std::string& reason) {
+  bool expected = false;
+  if (!aborting_.compare_exchange_strong(expected, true)) return;  // the other stream thread got there first
+  abort_reason_ = reason;
+  reason_ready_.store(true);
   // Best effort: the error that made us abort is what the user must see.
   if (void* comm = nccl.exchange(nullptr)) ncclCommAbort(static_cast<ncclComm_t>(comm));
 }
@@ -190,8 +200,9 @@ void DeviceState::abort_nccl_locked() {
 void DeviceState::release() {
   // Best effort at tear-down: errors here must not mask the error that ended the run.
   {
-    std::lock_guard<std::mutex> lock(nccl_mutex_);
-    abort_nccl_locked();
+    std::unique_lock<std::timed_mutex> lock(nccl_mutex, std::defer_lock);
+    (void)lock.try_lock_for(std::chrono::seconds(1));
+    abort_nccl("the run ended");
   }
   for (auto& e : start_event) cudaEventDestroy(e);
   for (auto& e : end_event) cudaEventDestroy(e);

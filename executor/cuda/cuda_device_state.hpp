@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "executor/cuda/cuda_backend.hpp"
@@ -37,7 +38,9 @@ struct DeviceState {
   float* staging = nullptr;         // fp32 staging for uploads and downloads
   int64_t staging_elements = 0;
   // ncclComm_t when real collectives are used; atomic: a stream thread may abort it while the other issues.
+  // nccl_mutex is held around every call on it (NCCL allows one thread at a time on a communicator).
   std::atomic<void*> nccl{nullptr};
+  std::timed_mutex nccl_mutex;
   int64_t allocated_bytes = 0;
   double clock_ghz = 1.5;
 
@@ -51,13 +54,17 @@ struct DeviceState {
   // still pending after options.timeout_s, aborts the communicator and throws (a dead peer would leave
   // our collective spinning forever).
   void sync_stream(cudaStream_t s);
+  // Why the communicator was aborted ("" if it was not): for the error of a collective issued afterwards.
+  std::string abort_reason() const { return reason_ready_.load() ? abort_reason_ : std::string(); }
   void release();
 
  private:
-  void abort_nccl_locked();
+  void abort_nccl(const std::string& reason);
   std::vector<void*> allocations_;
   std::mutex staging_mutex_;  // the compute and comm stream threads both download (dumps, NaN scans)
-  std::mutex nccl_mutex_;     // both poll and may abort the one communicator
+  std::atomic<bool> aborting_{false};      // one thread aborts, once
+  std::string abort_reason_;               // written once by that thread, then reason_ready_ is set
+  std::atomic<bool> reason_ready_{false};
   void* track(size_t bytes);
 };
 

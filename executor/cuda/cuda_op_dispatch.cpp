@@ -34,8 +34,12 @@ void all_reduce(DeviceState& dev, const Op& op, cudaStream_t s) {
     return;
   }
   if (dev.world <= 1) return;  // a single rank: the sum over one rank is the buffer itself
+  std::lock_guard<std::timed_mutex> lock(dev.nccl_mutex);  // the other stream thread polls the communicator
   void* comm = dev.nccl.load();
-  if (!comm) throw_runtime("rank " + std::to_string(dev.rank) + ": op " + op_id(op) + ": the NCCL communicator was aborted");
+  if (!comm) {
+    throw_runtime("rank " + std::to_string(dev.rank) + ": op " + op_id(op) + ": the NCCL communicator was aborted (" +
+                  dev.abort_reason() + ")");
+  }
   DOMINO_NCCL_CHECK(ncclAllReduce(v.base, v.base, size_t(count), nccl_type(v.elt), ncclSum,
                                   static_cast<ncclComm_t>(comm), s));
 }
