@@ -101,9 +101,12 @@ def repeatability(ok):
     return {"rounds": n_rounds, "mape_pct": mape, "kendall_tau": tau}
 
 
-def figures(rows):
-    ok = [r for r in rows if "error_pct" in r]
+def figures(rows, calibrated_on=None):
+    # The plan whose run the profile was calibrated on is shown but not scored.
+    ok = [r for r in rows if "error_pct" in r and r["plan"] != calibrated_on]
     out = {"plans": len(rows), "plans_measured": len(ok)}
+    if calibrated_on:
+        out["not_scored"] = calibrated_on
     if not ok:
         return out
     rep = repeatability(ok)
@@ -129,7 +132,8 @@ def fmt(v, spec):
 def markdown(config, rows, meta, fig):
     lines = [f"### {config}", ""]
     desc = ", ".join(f"{k} {v}" for k, v in meta.items() if k in ("model", "profile", "link", "iters", "warmup",
-                                                                   "rounds", "overrides", "boost", "load_average"))
+                                                                   "rounds", "overrides", "boost", "load_average",
+                                                                   "calibrated_on"))
     if desc:
         lines += [desc, ""]
     lines += ["| plan | predicted ms | measured ms (median) | error % | measured min ms | "
@@ -139,7 +143,8 @@ def markdown(config, rows, meta, fig):
         if "error_pct" not in r:
             lines.append(f"| {r['plan']} | | | {r['status']} | | | |")
             continue
-        lines.append(f"| {r['plan']} | {r['predicted_ms']:.1f} | {r['measured_ms']:.1f} | {r['error_pct']:+.1f} | {r['measured_min_ms']:.1f} | "
+        plan = r["plan"] + (" (calibration plan, not scored)" if r["plan"] == fig.get("not_scored") else "")
+        lines.append(f"| {plan} | {r['predicted_ms']:.1f} | {r['measured_ms']:.1f} | {r['error_pct']:+.1f} | {r['measured_min_ms']:.1f} | "
                      f"{r['predicted_exposed_comm_ms']:.1f} / {fmt(r.get('measured_exposed_comm_ms'), '.1f')} | "
                      f"{fmt(r.get('op_error_median_pct'), '.1f')} |")
     lines += ["",
@@ -147,7 +152,7 @@ def markdown(config, rows, meta, fig):
               f"Kendall tau {fmt(fig.get('kendall_tau'), '.2f')} (target >= 0.8), "
               f"tuner regret {fmt(fig.get('regret_pct'), '.1f')} % (target <= 5; best measured: "
               f"{fig.get('best_measured_plan', 'n/a')}, best predicted: {fig.get('best_predicted_plan', 'n/a')}); "
-              f"{fig['plans_measured']} of {fig['plans']} plans measured", ""]
+              f"{fig['plans_measured']} of {fig['plans']} plans measured and scored", ""]
     rep = fig.get("repeatability")
     if rep:
         taus = [t for t in rep["kendall_tau"] if t is not None]
@@ -165,7 +170,7 @@ def write_table(out_dir, configs):
           "excluded) - 1.", ""]
     for config in configs:
         rows, meta = read_config(out_dir, config)
-        fig = figures(rows)
+        fig = figures(rows, meta.get("calibrated_on"))
         doc["configurations"][config] = {"meta": meta, "rows": rows, "figures": fig}
         md += markdown(config, rows, meta, fig)
     for name, text in (("fidelity.json", json.dumps(doc, indent=2, allow_nan=False) + "\n"),

@@ -32,6 +32,31 @@ int run(const std::string& cmd, const fs::path& log) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// Hand-made rows for the table script: CONFIG/rows.tsv, one prediction per plan and one measurement file
+// per round (PLAN.json for a single round, PLAN.rN.json otherwise).
+struct KnownRow {
+  std::string plan;
+  double predicted_us;
+  std::vector<std::vector<double>> rounds_us;  // samples of each round
+};
+
+void write_rows(const fs::path& cfg, const std::vector<KnownRow>& rows) {
+  fs::create_directories(cfg);
+  std::ofstream tsv(cfg / "rows.tsv");
+  for (const KnownRow& r : rows) {
+    const fs::path pred = cfg / (r.plan + ".pred.json");
+    std::ofstream(pred) << nlohmann::json{{"iteration_time_us", r.predicted_us}, {"exposed_comm_us", 0}}.dump();
+    std::string meas;
+    for (size_t k = 0; k < r.rounds_us.size(); ++k) {
+      const fs::path m = cfg / (r.plan + (r.rounds_us.size() == 1 ? "" : ".r" + std::to_string(k + 1)) + ".json");
+      std::ofstream(m) << nlohmann::json{{"iteration_time_us", {{"samples", r.rounds_us[k]}}}}.dump();
+      if (!meas.empty()) meas += ',';
+      meas += m.string();
+    }
+    tsv << r.plan << '\t' << pred.string() << '\t' << meas << "\t\tok\n";
+  }
+}
+
 class FidelitySweep : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -43,6 +68,13 @@ class FidelitySweep : public ::testing::Test {
   }
   void TearDown() override {
     if (!dir.empty() && !HasFailure()) fs::remove_all(dir);
+  }
+  // Runs the table script on dir/cfg; returns that configuration's JSON.
+  nlohmann::json table() {
+    const int rc = run("python3 " + (kScripts / "fidelity-table.py").string() + " table " + dir.string() + " cfg",
+                       dir / "log");
+    EXPECT_EQ(rc, 0) << slurp(dir / "log");
+    return nlohmann::json::parse(slurp(dir / "fidelity.json"))["configurations"]["cfg"];
   }
   fs::path dir;
 };
@@ -88,6 +120,29 @@ TEST_F(FidelitySweep, ShortSweepWritesAWellFormedTable) {
   EXPECT_TRUE(fs::exists(out / "cpu-gpt-loopback" / "plans" / "tuned.yaml"));
 }
 
+// --calibrate: a no-comm run first, the profile's compute fitted to it, every plan predicted with that.
+TEST_F(FidelitySweep, CalibrateFitsComputeOnANoCommRunFirst) {
+  const fs::path bin(DOMINO_BIN_DIR);
+  for (const char* tool : {"domino-sim", "domino-tune", "domino-exec", "domino-compare", "domino-profile"})
+    if (!fs::exists(bin / tool)) GTEST_SKIP() << (bin / tool) << " not built";
+  const fs::path out = dir / "out";
+  ASSERT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --short --calibrate --models cpu-gpt --links 0 " +
+                    "--seq-len 32 --micro-batch 4 --iters 2 --warmup 1 --build " + bin.parent_path().string() +
+                    " --out " + out.string(),
+                dir / "log"),
+            0)
+      << slurp(dir / "log");
+  const fs::path cfg = out / "cpu-gpt-loopback";
+  EXPECT_TRUE(fs::exists(cfg / "calib" / "no-comm.trace.json"));
+  const std::string profile = slurp(cfg / "calib" / "profile.yaml");
+  EXPECT_NE(profile.find("calibrat"), std::string::npos) << profile.substr(0, 400);
+  const auto doc = nlohmann::json::parse(slurp(out / "fidelity.json"))["configurations"]["cpu-gpt-loopback"];
+  EXPECT_EQ(doc["meta"]["calibrated_on"], "no-comm");
+  EXPECT_EQ(doc["figures"]["plans_measured"], 4);  // --short has no no-comm row: every plan is scored
+  // The predictions come from the calibrated profile, which the sim logs name.
+  EXPECT_NE(slurp(cfg / "logs" / "megatron-sync.sim.log").find("profile.yaml"), std::string::npos);
+}
+
 TEST_F(FidelitySweep, BadUsageExitsTwo) {
   EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --bogus", dir / "log"), 2);
   EXPECT_NE(slurp(dir / "log").find("unknown argument '--bogus'"), std::string::npos);
@@ -97,29 +152,11 @@ TEST_F(FidelitySweep, BadUsageExitsTwo) {
 // Hand-made predictions and measurements: the figures are known exactly.
 TEST_F(FidelitySweep, TableFiguresFromKnownRows) {
   const fs::path cfg = dir / "cfg";
-  fs::create_directories(cfg);
-  struct Row {
-    const char* plan;
-    double predicted_us;
-    std::vector<double> samples_us;  // median is the middle one
-  };
-  const std::vector<Row> rows = {{"megatron-sync", 100000, {90000, 80000, 70000}},   // +25 %
-                                 {"domino-ds", 50000, {50000, 40000, 60000}},        // 0 %
-                                 {"no-comm", 40000, {30000, 20000, 25000}},          // +60 %
-                                 {"tuned", 45000, {55000, 50000, 60000}}};           // -18.18 %
-  std::ofstream tsv(cfg / "rows.tsv");
-  for (const Row& r : rows) {
-    const fs::path pred = cfg / (std::string(r.plan) + ".pred.json"), meas = cfg / (std::string(r.plan) + ".json");
-    std::ofstream(pred) << nlohmann::json{{"iteration_time_us", r.predicted_us}, {"exposed_comm_us", 0}}.dump();
-    std::ofstream(meas) << nlohmann::json{{"iteration_time_us", {{"samples", r.samples_us}}}}.dump();
-    tsv << r.plan << '\t' << pred.string() << '\t' << meas.string() << "\t\tok\n";
-  }
-  tsv.close();
-  ASSERT_EQ(run("python3 " + (kScripts / "fidelity-table.py").string() + " table " + dir.string() + " cfg",
-                dir / "log"),
-            0)
-      << slurp(dir / "log");
-  const auto fig = nlohmann::json::parse(slurp(dir / "fidelity.json"))["configurations"]["cfg"]["figures"];
+  write_rows(cfg, {{"megatron-sync", 100000, {{90000, 80000, 70000}}},  // +25 % (median: the middle one)
+                   {"domino-ds", 50000, {{50000, 40000, 60000}}},       // 0 %
+                   {"no-comm", 40000, {{30000, 20000, 25000}}},         // +60 %
+                   {"tuned", 45000, {{55000, 50000, 60000}}}});         // -18.18 %
+  const auto fig = table()["figures"];
   EXPECT_NEAR(fig["mape_pct"].get<double>(), (25.0 + 0 + 60 + 100.0 * 10 / 55) / 4, 1e-9);
   // Predicted order sync > ds > tuned > no-comm, measured sync > tuned > ds > no-comm: of the 6 pairs only
   // (ds, tuned) is discordant -> tau = (5 - 1) / 6.
@@ -130,41 +167,30 @@ TEST_F(FidelitySweep, TableFiguresFromKnownRows) {
   EXPECT_EQ(fig["best_predicted_plan"], "tuned");
   // A tie in one ranking only: tau-b's denominator shrinks (same predictions, ds measured like tuned).
   std::ofstream(cfg / "domino-ds.json") << nlohmann::json{{"iteration_time_us", {{"samples", {55000.0}}}}}.dump();
-  ASSERT_EQ(run("python3 " + (kScripts / "fidelity-table.py").string() + " table " + dir.string() + " cfg",
-                dir / "log"),
-            0);
-  const auto tied = nlohmann::json::parse(slurp(dir / "fidelity.json"))["configurations"]["cfg"]["figures"];
+  const auto tied = table()["figures"];
   EXPECT_NEAR(tied["kendall_tau"].get<double>(), 5 / std::sqrt(6.0 * 5), 1e-9);
   EXPECT_FALSE(tied.contains("repeatability"));  // one round: nothing to compare the measurement with
 }
 
+// A configuration calibrated on a plan's run: that plan is listed but left out of every figure.
+TEST_F(FidelitySweep, TableLeavesTheCalibrationPlanUnscored) {
+  const fs::path cfg = dir / "cfg";
+  write_rows(cfg, {{"megatron-sync", 110000, {{100000}}}, {"no-comm", 10000, {{50000}}}, {"tuned", 90000, {{100000}}}});
+  std::ofstream(cfg / "config.json") << nlohmann::json{{"model", "m"}, {"calibrated_on", "no-comm"}}.dump();
+  const auto fig = table()["figures"];
+  EXPECT_EQ(fig["plans_measured"], 2);
+  EXPECT_NEAR(fig["mape_pct"].get<double>(), 10.0, 1e-9);  // +10 % and -10 %; no-comm's -80 % left out
+  EXPECT_EQ(fig["not_scored"], "no-comm");
+  EXPECT_NE(slurp(dir / "fidelity.md").find("no-comm (calibration plan, not scored)"), std::string::npos);
+}
+
 // Two rounds per plan: each round's medians are scored against the other round like a prediction.
 TEST_F(FidelitySweep, TableRepeatabilityFromTwoRounds) {
-  const fs::path cfg = dir / "cfg";
-  fs::create_directories(cfg);
   // Round medians (one sample each): a = {100, 50, 40} ms, b = {110, 30, 35} ms.
-  const std::vector<std::pair<const char*, std::pair<double, double>>> plans = {
-      {"megatron-sync", {100000, 110000}}, {"domino-ds", {50000, 30000}}, {"tuned", {40000, 35000}}};
-  std::ofstream tsv(cfg / "rows.tsv");
-  for (const auto& [plan, r] : plans) {
-    const fs::path pred = cfg / (std::string(plan) + ".pred.json");
-    std::ofstream(pred) << nlohmann::json{{"iteration_time_us", 1000}, {"exposed_comm_us", 0}}.dump();
-    std::string meas;
-    for (const auto& [round, t] : {std::pair{1, r.first}, std::pair{2, r.second}}) {
-      const fs::path m = cfg / (std::string(plan) + ".r" + std::to_string(round) + ".json");
-      std::ofstream(m) << nlohmann::json{{"iteration_time_us", {{"samples", {t}}}}}.dump();
-      if (!meas.empty()) meas += ',';
-      meas += m.string();
-    }
-    tsv << plan << '\t' << pred.string() << '\t' << meas << "\t\tok\n";
-  }
-  tsv.close();
-  ASSERT_EQ(run("python3 " + (kScripts / "fidelity-table.py").string() + " table " + dir.string() + " cfg",
-                dir / "log"),
-            0)
-      << slurp(dir / "log");
-  const auto rep =
-      nlohmann::json::parse(slurp(dir / "fidelity.json"))["configurations"]["cfg"]["figures"]["repeatability"];
+  write_rows(dir / "cfg", {{"megatron-sync", 1000, {{100000}, {110000}}},
+                           {"domino-ds", 1000, {{50000}, {30000}}},
+                           {"tuned", 1000, {{40000}, {35000}}}});
+  const auto rep = table()["figures"]["repeatability"];
   ASSERT_EQ(rep["rounds"], 2) << rep.dump();
   EXPECT_NEAR(rep["mape_pct"][0].get<double>(), 100.0 * (10.0 / 110 + 20.0 / 30 + 5.0 / 35) / 3, 1e-9);
   EXPECT_NEAR(rep["mape_pct"][1].get<double>(), 100.0 * (10.0 / 100 + 20.0 / 50 + 5.0 / 40) / 3, 1e-9);
