@@ -174,7 +174,7 @@ double CostModel::allreduce_us(double bytes, int tp, int devices_per_node) const
   }
   const CollectiveCosts& c = spans_nodes ? inter_ : intra_;
   const double busbw = c.bus_bytes_per_us.y.empty() ? c.bytes_per_us : c.bus_bytes_per_us.at(bytes);
-  return c.latency_us + bytes * 2.0 * (tp - 1) / tp / busbw;
+  return c.latency_us + ring_allreduce_traffic(bytes, tp) / busbw;
 }
 
 double CostModel::op_us(const Op& op, int tp, int devices_per_node) const {

@@ -11,6 +11,12 @@
 
 namespace domino {
 
+// Bytes each rank moves in a ring AllReduce of `bytes` over `ranks` ranks (2 (n-1)/n of it; none alone). The
+// cost model divides it by the bus bandwidth; the CUDA backend's --emulate-comm moves exactly this much.
+inline double ring_allreduce_traffic(double bytes, int ranks) {
+  return ranks > 1 ? bytes * 2.0 * (ranks - 1) / ranks : 0.0;
+}
+
 class CostModel {
  public:
   explicit CostModel(Profile profile);  // validates the profile (BadInput)

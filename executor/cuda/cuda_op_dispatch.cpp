@@ -7,6 +7,7 @@
 #include "executor/cuda/cuda_device_state.hpp"
 #include "executor/cuda/cuda_gemm.hpp"
 #include "executor/runtime/check.hpp"
+#include "sim/cost_model.hpp"
 #include "sim/error.hpp"
 
 namespace domino::cuda {
@@ -26,8 +27,7 @@ void all_reduce(DeviceState& dev, const Op& op, cudaStream_t s) {
   const int64_t count = v.rows() * v.ncols;
   const int64_t bytes = count * elt_bytes(v.elt);
   if (dev.options.emulate_comm) {
-    const int t = dev.options.emulate_tp;
-    const int64_t traffic = t > 1 ? int64_t(2.0 * (t - 1) / t * double(bytes)) : 0;
+    const auto traffic = int64_t(ring_allreduce_traffic(double(bytes), dev.options.emulate_tp));
     const double bytes_per_us = dev.options.emulate_busbw_gbps * 1e3;  // GB/s -> bytes/us
     emulated_allreduce(v.base, bytes, traffic, dev.options.emulate_sms, bytes_per_us, dev.options.emulate_latency_us,
                        dev.clock_ghz, s);
