@@ -7,7 +7,7 @@
 #include <limits>
 #include <tuple>
 
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 
 namespace domino {
 namespace {

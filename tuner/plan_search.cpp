@@ -9,7 +9,7 @@
 #include <set>
 #include <tuple>
 
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 #include "tuner/chain_dp.hpp"
 #include "tuner/progress.hpp"
 

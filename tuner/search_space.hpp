@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "sim/model_spec.hpp"
-#include "sim/plan.hpp"
-#include "sim/schedule.hpp"
+#include "sim/model/model_spec.hpp"
+#include "sim/model/plan.hpp"
+#include "sim/ir/schedule.hpp"
 
 namespace domino {
 

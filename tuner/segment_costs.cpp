@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 #include "tuner/progress.hpp"
 
 namespace domino {

@@ -17,9 +17,9 @@
 #include <limits>
 #include <vector>
 
-#include "sim/cost_model.hpp"
-#include "sim/plan.hpp"
-#include "sim/simulator.hpp"
+#include "sim/cost/cost_model.hpp"
+#include "sim/model/plan.hpp"
+#include "sim/engine/simulator.hpp"
 #include "tuner/search_space.hpp"
 
 namespace domino {

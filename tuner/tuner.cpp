@@ -9,7 +9,7 @@
 #include <limits>
 #include <map>
 
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 #include "tuner/progress.hpp"
 
 namespace domino {

@@ -3,10 +3,11 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "executor/runtime/exec_options.hpp"
-#include "executor/runtime/launcher.hpp"
-#include "executor/runtime/rank_process.hpp"
-#include "sim/error.hpp"
+#include "executor/job/backends.hpp"
+#include "executor/job/exec_options.hpp"
+#include "executor/job/launcher.hpp"
+#include "executor/job/rank_process.hpp"
+#include "sim/base/error.hpp"
 
 // The CUDA backend is registered here when domino-exec is built with it (DOMINO_HAVE_CUDA).
 #ifdef DOMINO_HAVE_CUDA
@@ -27,7 +28,7 @@ int main(int argc, char** argv) {
     cuda.emulate_latency_us = options.emulate_latency_us;
     cuda.timeout_s = options.timeout_s;
     cuda.dtype = options.cuda_dtype;
-    domino::register_cuda_backend(cuda);
+    domino::register_backend("cuda", [cuda] { return domino::make_cuda_backend(cuda); });
     // A per-op NaN scan would synchronise the device after every op and serialise the streams.
     if (options.backend == "cuda") options.nan_check = false;
 #else

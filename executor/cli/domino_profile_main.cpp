@@ -3,11 +3,11 @@
 #include <CLI/CLI.hpp>
 
 #include "executor/profiler/profile_run.hpp"
-#include "sim/cli/cli_parse.hpp"
-#include "sim/error.hpp"
+#include "sim/base/cli_parse.hpp"
+#include "sim/base/error.hpp"
 
-#if defined(DOMINO_HAVE_CUDA) && __has_include("executor/cuda/cuda_profile.hpp")
-#include "executor/cuda/cuda_profile.hpp"
+#if defined(DOMINO_HAVE_CUDA) && __has_include("executor/profiler/cuda_profile.hpp")
+#include "executor/profiler/cuda_profile.hpp"
 #define DOMINO_PROFILE_CUDA 1
 #endif
 

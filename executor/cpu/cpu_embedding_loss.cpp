@@ -8,7 +8,7 @@
 #include <cmath>
 #include <string>
 
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 
 namespace domino::cpu {
 namespace {

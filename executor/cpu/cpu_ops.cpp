@@ -8,7 +8,7 @@
 #include <string>
 
 #include "executor/cpu/cpu_views.hpp"
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 
 namespace domino {
 

@@ -6,13 +6,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "sim/schedule.hpp"
+#include "executor/runtime/optimizer_settings.hpp"
+#include "sim/ir/schedule.hpp"
 
 namespace domino {
-
-struct OptimizerHyper {
-  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f, momentum = 0.9f;
-};
 
 struct CpuOpContext {
   const Schedule* schedule = nullptr;

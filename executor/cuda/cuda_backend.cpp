@@ -19,7 +19,6 @@
 namespace domino {
 namespace {
 
-CudaOptions g_options;
 
 class CudaStreamDriver : public StreamDriver {
  public:
@@ -134,9 +133,8 @@ int cuda_device_count(std::string* why) {
   return n;
 }
 
-void register_cuda_backend(const CudaOptions& options) {
-  g_options = options;
-  register_backend("cuda", [] { return std::make_unique<CudaBackend>(g_options); });
+std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options) {
+  return std::make_unique<CudaBackend>(options);
 }
 
 }  // namespace domino

@@ -25,8 +25,8 @@ struct CudaOptions {
   int timeout_s = 30;
 };
 
-// Registers "cuda" with make_backend(); options apply to backends made afterwards.
-void register_cuda_backend(const CudaOptions& options);
+// A CUDA backend with these options (the device is touched only in prepare()).
+std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options);
 // Number of visible CUDA devices; 0 (with the reason in *why) when there is no usable device.
 int cuda_device_count(std::string* why = nullptr);
 

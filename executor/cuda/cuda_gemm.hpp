@@ -43,7 +43,7 @@ struct AttnShape {
   int heads = 0, kv_heads = 0, head_dim = 0;
   int64_t key_stride = 0;  // columns per head in the probabilities buffer (the model's seq_len)
 };
-// Causal attention of AttnFwd (see sim/schedule.hpp) through strided-batched GEMMs and the softmax kernel.
+// Causal attention of AttnFwd (see sim/ir/schedule.hpp) through strided-batched GEMMs and the softmax kernel.
 void attention_fwd(void* h, StreamHandle s, const DevView& q, const DevView& k, const DevView& v, const DevView& p,
                    const DevView& ctx, const AttnShape& a);
 // AttnBwd; dp_scratch holds rows_per_batch * heads * key_stride elements of q's type.

@@ -9,7 +9,7 @@ namespace domino::cuda {
 enum class Elt : uint8_t { F32, BF16, F16 };
 int elt_bytes(Elt e);
 
-// A region of a device buffer (see Region in sim/schedule.hpp): rows are nbatch blocks of
+// A region of a device buffer (see Region in sim/ir/schedule.hpp): rows are nbatch blocks of
 // rows_per_batch rows; element (r, c) lives at base + b*batch_stride + s*row_stride + c (in elements),
 // with b = r / rows_per_batch, s = r % rows_per_batch. seq0 is the seq index of the first row of a block
 // (positions for rotary embedding and the causal mask).

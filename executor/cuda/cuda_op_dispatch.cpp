@@ -1,5 +1,5 @@
 // cuda_op_dispatch.cpp: enqueues one IR op on a CUDA stream: cuBLAS for GEMMs and attention, our kernels
-// for the rest, NCCL (or the emulated ring) for AllReduce. Semantics are those of sim/schedule.hpp.
+// for the rest, NCCL (or the emulated ring) for AllReduce. Semantics are those of sim/ir/schedule.hpp.
 #include <nccl.h>
 
 #include <string>
@@ -7,8 +7,8 @@
 #include "executor/cuda/cuda_device_state.hpp"
 #include "executor/cuda/cuda_gemm.hpp"
 #include "executor/runtime/check.hpp"
-#include "sim/cost_model.hpp"
-#include "sim/error.hpp"
+#include "sim/ir/collective_traffic.hpp"
+#include "sim/base/error.hpp"
 
 namespace domino::cuda {
 namespace {

@@ -5,7 +5,7 @@
 #include <random>
 
 #include "executor/runtime/param_init.hpp"
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 
 namespace domino::prof {
 

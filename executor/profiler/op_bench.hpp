@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "executor/cpu/cpu_ops.hpp"
-#include "sim/schedule.hpp"
+#include "sim/ir/schedule.hpp"
 
 namespace domino::prof {
 

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <thread>
 
-#include "executor/profiler/profile_fit.hpp"
+#include "executor/profiler/profile_meta.hpp"
 
 namespace domino::prof {
 

@@ -8,11 +8,12 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "executor/profiler/calibrate.hpp"
-#include "executor/profiler/profile_fit.hpp"
+#include "sim/fit/calibrate.hpp"
+#include "sim/fit/profile_fit.hpp"
+#include "executor/profiler/profile_meta.hpp"
 #include "executor/profiler/rank_fork.hpp"
 #include "executor/profiler/rank_measure.hpp"
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 
 namespace domino::prof {
 
@@ -74,6 +75,8 @@ void run_measure(const ProfileOptions& o, const ComputeMeasurer& cuda_measurer) 
   fo.link_gbps = o.link_gbps;
   fo.timeout_s = o.timeout_s;
   in.ranks = run_ranks(fo, [&](GlooComm& comm) { return measure_rank(w, comm, mo); });
+  in.metadata = machine_metadata(o.backend);
+  in.load_average_at_end = load_average();
   FitResult fit = fit_profile(in);
   if (o.backend == "cuda") {
     // Gloo between host processes says nothing about NCCL over NVLink: keep the base profile's collectives.

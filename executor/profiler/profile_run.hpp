@@ -27,7 +27,7 @@ struct ProfileOptions {
   int timeout_s = 900;
 };
 
-// The CUDA backend's compute measurement (executor/cuda/cuda_profile.hpp), given by main() when built.
+// The CUDA backend's compute measurement (executor/profiler/cuda_profile.hpp), given by main() when built.
 using ComputeMeasurer = std::function<nlohmann::json(const Workload&, bool quick)>;
 
 // Both print a summary on stdout and write options.output atomically. Throw domino::Error.

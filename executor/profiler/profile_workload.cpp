@@ -9,7 +9,7 @@
 #include <set>
 #include <tuple>
 
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 
 namespace domino::prof {
 

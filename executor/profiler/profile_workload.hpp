@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/schedule.hpp"
+#include "sim/ir/schedule.hpp"
 
 namespace domino::prof {
 

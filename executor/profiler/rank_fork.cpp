@@ -1,6 +1,7 @@
 // rank_fork.cpp: fork, join the namespace, rendezvous, run, report through files; the parent waits with a
 // deadline and stops every child when one fails.
 #include "executor/profiler/rank_fork.hpp"
+#include "sim/base/files.hpp"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -19,33 +20,14 @@
 
 #include "executor/runtime/gloo_comm.hpp"
 #include "executor/runtime/link_emulation.hpp"
-#include "sim/error.hpp"
-#include "sim/timeline.hpp"
+#include "sim/base/error.hpp"
+#include "sim/trace/timeline.hpp"
 
 namespace domino::prof {
 
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/domino-profile.XXXXXX";
-    if (!::mkdtemp(pattern.data())) throw_runtime("cannot create a temporary folder " + pattern + ": " + std::strerror(errno));
-    path_ = pattern;
-    fs::create_directory(path_ + "/store");
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
@@ -95,7 +77,8 @@ void join_namespace(const std::string& ns) {
 
 std::vector<nlohmann::json> run_ranks(const ForkOptions& o, const std::function<nlohmann::json(GlooComm&)>& body) {
   if (o.ranks < 1) throw_bad_input("--tp must be at least 1");
-  TempDir dir;
+  TempDir dir("domino-profile");  // Gloo's FileStore must start empty
+  fs::create_directory(dir.path() + "/store");
   std::optional<LinkEmulation> link;
   if (o.link_gbps > 0) {
     if (o.ranks < 2) throw_bad_input("--link-gbps needs at least 2 ranks (--tp 2 or more)");

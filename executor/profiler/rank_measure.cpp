@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "executor/profiler/op_bench.hpp"
-#include "executor/profiler/profile_stats.hpp"
+#include "sim/fit/stats.hpp"
 #include "executor/runtime/gloo_comm.hpp"
 
 namespace domino::prof {

@@ -22,13 +22,12 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "executor/cpu/cpu_ops.hpp"  // OptimizerHyper: the one definition of the optimizer's settings
-#include "sim/schedule.hpp"
+#include "executor/runtime/optimizer_settings.hpp"
+#include "sim/ir/schedule.hpp"
 
 namespace domino {
 
@@ -98,12 +97,5 @@ class Backend {
 
 // The region covering a whole buffer.
 Region whole_buffer(const Schedule& schedule, int32_t buffer);
-
-// Backends by name ("cpu" always; "cuda" where domino-exec was built with the CUDA backend, which registers
-// itself from main() through register_backend).
-using BackendFactory = std::function<std::unique_ptr<Backend>()>;
-void register_backend(const std::string& name, BackendFactory factory);
-std::unique_ptr<Backend> make_backend(const std::string& name);  // BadInput naming the known backends
-std::vector<std::string> backend_names();
 
 }  // namespace domino

@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 
 namespace domino::detail {
 

@@ -16,7 +16,7 @@
 
 #include "executor/runtime/check.hpp"
 #include "executor/runtime/tcp_store.hpp"
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 
 namespace domino {
 namespace {

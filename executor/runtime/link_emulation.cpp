@@ -22,7 +22,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 
 extern char** environ;
 

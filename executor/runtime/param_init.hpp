@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "sim/schedule.hpp"
+#include "sim/ir/schedule.hpp"
 
 namespace domino {
 

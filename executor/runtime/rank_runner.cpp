@@ -12,7 +12,7 @@
 
 #include "executor/runtime/gloo_comm.hpp"
 #include "executor/runtime/tensor_dump.hpp"
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 
 namespace domino {
 namespace {

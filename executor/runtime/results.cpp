@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 
 namespace domino {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "executor/runtime/rank_runner.hpp"
-#include "sim/timeline.hpp"
+#include "sim/trace/timeline.hpp"
 
 namespace domino {
 

@@ -15,7 +15,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 
 namespace domino {
 namespace {

@@ -1,13 +1,14 @@
 // tensor_dump.cpp: .npy writer/reader and the binary snapshot format used between ranks and the --check
 // comparison: "DOMSNAP1", i32 rank, f32 loss, u64 buffer count, then per buffer u64 n and n floats.
 #include "executor/runtime/tensor_dump.hpp"
+#include "sim/base/files.hpp"
 
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
-#include "sim/error.hpp"
-#include "sim/timeline.hpp"
+#include "sim/base/error.hpp"
+#include "sim/trace/timeline.hpp"
 
 namespace domino {
 namespace {

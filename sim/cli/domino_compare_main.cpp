@@ -5,11 +5,12 @@
 #include <cstdio>
 #include <string>
 
-#include "sim/compare.hpp"
-#include "sim/cli/cli_parse.hpp"
-#include "sim/error.hpp"
-#include "sim/report_html.hpp"
-#include "sim/timeline.hpp"
+#include "sim/compare/compare.hpp"
+#include "sim/base/cli_parse.hpp"
+#include "sim/base/error.hpp"
+#include "sim/compare/report_html.hpp"
+#include "sim/trace/timeline.hpp"
+#include "sim/base/files.hpp"
 
 int main(int argc, char** argv) {
   return domino::run_main("domino-compare", [&]() -> int {

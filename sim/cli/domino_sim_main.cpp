@@ -8,13 +8,14 @@
 #include <optional>
 #include <string>
 
-#include "sim/cli/cli_parse.hpp"
-#include "sim/error.hpp"
-#include "sim/model_spec.hpp"
-#include "sim/plan.hpp"
-#include "sim/profile.hpp"
-#include "sim/simulator.hpp"
-#include "sim/timeline.hpp"
+#include "sim/base/cli_parse.hpp"
+#include "sim/base/error.hpp"
+#include "sim/model/model_spec.hpp"
+#include "sim/model/plan.hpp"
+#include "sim/cost/profile.hpp"
+#include "sim/engine/simulator.hpp"
+#include "sim/trace/timeline.hpp"
+#include "sim/base/files.hpp"
 
 namespace {
 

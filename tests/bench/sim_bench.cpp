@@ -5,8 +5,8 @@
 
 #include <filesystem>
 
-#include "sim/cost_model.hpp"
-#include "sim/simulator.hpp"
+#include "sim/cost/cost_model.hpp"
+#include "sim/engine/simulator.hpp"
 
 namespace domino {
 namespace {

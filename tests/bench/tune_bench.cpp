@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/profile.hpp"
+#include "sim/cost/profile.hpp"
 #include "tuner/tuner.hpp"
 
 namespace {

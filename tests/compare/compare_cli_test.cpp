@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "sim/timeline.hpp"
+#include "sim/trace/timeline.hpp"
 #include "tests/compare/trace_builders.hpp"
 
 namespace domino {

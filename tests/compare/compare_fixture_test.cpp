@@ -12,8 +12,9 @@
 #include <map>
 #include <set>
 
-#include "sim/compare.hpp"
+#include "sim/compare/compare.hpp"
 #include "tests/compare/trace_builders.hpp"
+#include "sim/base/files.hpp"
 
 namespace domino {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "sim/compare.hpp"
-#include "sim/error.hpp"
+#include "sim/compare/compare.hpp"
+#include "sim/base/error.hpp"
 #include "tests/compare/trace_builders.hpp"
 
 namespace domino {

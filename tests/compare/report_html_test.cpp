@@ -8,8 +8,8 @@
 #include <set>
 #include <sstream>
 
-#include "sim/compare.hpp"
-#include "sim/report_html.hpp"
+#include "sim/compare/compare.hpp"
+#include "sim/compare/report_html.hpp"
 #include "tests/compare/trace_builders.hpp"
 #ifdef DOMINO_HAVE_ZLIB
 #include "tests/compare/png_decode.hpp"

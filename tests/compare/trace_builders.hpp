@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/timeline.hpp"
+#include "sim/trace/timeline.hpp"
 
 namespace domino::test {
 

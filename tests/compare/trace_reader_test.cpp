@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "sim/error.hpp"
-#include "sim/timeline.hpp"
+#include "sim/base/error.hpp"
+#include "sim/trace/timeline.hpp"
 #include "tests/compare/trace_builders.hpp"
 
 namespace domino {

@@ -15,7 +15,7 @@
 #include "executor/cuda/cuda_kernels.hpp"
 #include "executor/runtime/check.hpp"
 #include "executor/runtime/param_init.hpp"
-#include "sim/schedule.hpp"
+#include "sim/ir/schedule.hpp"
 
 namespace domino {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 #include "tests/executor/cpu_test_util.hpp"
 
 namespace domino::cputest {

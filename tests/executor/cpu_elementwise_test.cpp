@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 #include "tests/executor/cpu_test_util.hpp"
 
 namespace domino::cputest {

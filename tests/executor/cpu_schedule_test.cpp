@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "executor/cpu/cpu_ops.hpp"
-#include "sim/plan.hpp"
+#include "sim/model/plan.hpp"
 
 namespace domino {
 namespace {

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "exec_test_util.hpp"
-#include "executor/runtime/grad_check.hpp"
+#include "executor/job/grad_check.hpp"
 
 namespace domino {
 namespace {

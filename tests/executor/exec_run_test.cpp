@@ -13,7 +13,7 @@
 #include "exec_test_util.hpp"
 #include "executor/runtime/link_emulation.hpp"
 #include "executor/runtime/tcp_store.hpp"
-#include "sim/timeline.hpp"
+#include "sim/trace/timeline.hpp"
 
 namespace domino {
 namespace {

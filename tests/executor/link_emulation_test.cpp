@@ -27,7 +27,7 @@
 
 #include <gtest/gtest.h>
 
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 
 namespace domino {
 namespace {

@@ -5,10 +5,10 @@
 
 #include <filesystem>
 
-#include "executor/profiler/calibrate.hpp"
-#include "sim/cost_model.hpp"
-#include "sim/error.hpp"
-#include "sim/simulator.hpp"
+#include "sim/fit/calibrate.hpp"
+#include "sim/cost/cost_model.hpp"
+#include "sim/base/error.hpp"
+#include "sim/engine/simulator.hpp"
 
 namespace domino::prof {
 namespace {

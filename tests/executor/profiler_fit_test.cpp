@@ -5,9 +5,9 @@
 #include <cmath>
 #include <random>
 
-#include "executor/profiler/profile_fit.hpp"
-#include "executor/profiler/profile_stats.hpp"
-#include "sim/cost_model.hpp"
+#include "sim/fit/profile_fit.hpp"
+#include "sim/fit/stats.hpp"
+#include "sim/cost/cost_model.hpp"
 
 namespace domino::prof {
 namespace {

@@ -6,13 +6,14 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "executor/profiler/profile_fit.hpp"
-#include "executor/profiler/profile_stats.hpp"
+#include "sim/fit/profile_fit.hpp"
+#include "sim/fit/stats.hpp"
+#include "executor/profiler/profile_meta.hpp"
 #include "executor/profiler/profile_workload.hpp"
 #include "executor/profiler/rank_fork.hpp"
 #include "executor/profiler/rank_measure.hpp"
-#include "sim/cost_model.hpp"
-#include "sim/simulator.hpp"
+#include "sim/cost/cost_model.hpp"
+#include "sim/engine/simulator.hpp"
 
 namespace domino::prof {
 namespace {
@@ -59,6 +60,8 @@ TEST(ProfilerMeasure, TinyProfileLoadsInTheSimulatorAndReproducesItsPoints) {
   in.name = "tiny";
   in.ranks = run_ranks(fo, [&](GlooComm& comm) { return measure_rank(w, comm, mo); });
   ASSERT_EQ(in.ranks.size(), 2u);
+  in.metadata = machine_metadata("cpu");
+  in.load_average_at_end = load_average();
   const FitResult fit = fit_profile(in);
 
   const std::string path = (std::filesystem::temp_directory_path() / "domino_tiny_profile.yaml").string();

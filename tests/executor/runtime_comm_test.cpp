@@ -9,7 +9,7 @@
 
 #include "executor/runtime/gloo_comm.hpp"
 #include "executor/runtime/tcp_store.hpp"
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 
 namespace domino {
 namespace {

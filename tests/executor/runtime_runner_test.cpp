@@ -10,10 +10,10 @@
 #include <random>
 #include <thread>
 
-#include "executor/runtime/backend.hpp"
+#include "executor/job/backends.hpp"
 #include "executor/runtime/rank_runner.hpp"
 #include "executor/runtime/tensor_dump.hpp"
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 
 namespace domino {
 namespace {

@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "sim/error.hpp"
-#include "sim/model_spec.hpp"
+#include "sim/base/error.hpp"
+#include "sim/model/model_spec.hpp"
 
 namespace domino {
 namespace {

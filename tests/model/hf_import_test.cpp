@@ -1,14 +1,14 @@
 // hf_import_test.cpp: real Hugging Face config.json layouts (Llama-2, Mistral, GPT-2, GPT-NeoX) import
 // with the right family, sizes and defaults, and take the command-line overrides.
-#include "sim/hf_import.hpp"
+#include "sim/model/hf_import.hpp"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include "sim/error.hpp"
-#include "sim/model_spec.hpp"
+#include "sim/base/error.hpp"
+#include "sim/model/model_spec.hpp"
 
 namespace domino {
 namespace {

@@ -1,10 +1,10 @@
 // model_spec_test.cpp: derived facts against independent closed forms, the fingerprint's sensitivity, the
 // validation rules (KV-head replication included) and the summary.
-#include "sim/model_spec.hpp"
+#include "sim/model/model_spec.hpp"
 
 #include <gtest/gtest.h>
 
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 
 namespace domino {
 namespace {

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <filesystem>
 
-#include "sim/cost_model.hpp"
-#include "sim/error.hpp"
+#include "sim/cost/cost_model.hpp"
+#include "sim/base/error.hpp"
 
 namespace domino {
 namespace {

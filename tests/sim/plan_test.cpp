@@ -9,7 +9,7 @@
 #include <functional>
 #include <sstream>
 
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 #include "tests/sim/schedule_test_util.hpp"
 
 namespace domino {

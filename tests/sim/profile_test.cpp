@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "sim/error.hpp"
-#include "sim/profile.hpp"
+#include "sim/base/error.hpp"
+#include "sim/cost/profile.hpp"
 
 namespace domino {
 namespace {

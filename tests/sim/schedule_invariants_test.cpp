@@ -7,7 +7,7 @@
 #include <regex>
 #include <set>
 
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 #include "tests/sim/schedule_test_util.hpp"
 
 namespace domino {

@@ -5,7 +5,7 @@
 
 #include <map>
 
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 #include "tests/sim/schedule_test_util.hpp"
 
 namespace domino {

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "sim/plan.hpp"
-#include "sim/schedule.hpp"
+#include "sim/model/plan.hpp"
+#include "sim/ir/schedule.hpp"
 
 namespace domino::test {
 

@@ -5,8 +5,8 @@
 
 #include <filesystem>
 
-#include "sim/error.hpp"
-#include "sim/simulator.hpp"
+#include "sim/base/error.hpp"
+#include "sim/engine/simulator.hpp"
 
 namespace domino {
 namespace {

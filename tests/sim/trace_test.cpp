@@ -8,8 +8,8 @@
 #include <fstream>
 #include <map>
 
-#include "sim/simulator.hpp"
-#include "sim/timeline.hpp"
+#include "sim/engine/simulator.hpp"
+#include "sim/trace/timeline.hpp"
 
 namespace domino {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 #include "tests/tuner/tuner_test_util.hpp"
 #include "tuner/segment_costs.hpp"
 

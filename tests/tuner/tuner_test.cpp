@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "sim/error.hpp"
+#include "sim/base/error.hpp"
 #include "tests/tuner/tuner_test_util.hpp"
 #include "tuner/tune_report.hpp"
 

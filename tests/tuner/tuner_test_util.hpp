@@ -3,9 +3,9 @@
 
 #include <string>
 
-#include "sim/cost_model.hpp"
-#include "sim/model_spec.hpp"
-#include "sim/profile.hpp"
+#include "sim/cost/cost_model.hpp"
+#include "sim/model/model_spec.hpp"
+#include "sim/cost/profile.hpp"
 
 namespace domino::test {
 

@@ -10,13 +10,14 @@
 #include <string>
 #include <vector>
 
-#include "sim/cli/cli_parse.hpp"
-#include "sim/error.hpp"
-#include "sim/model_spec.hpp"
-#include "sim/profile.hpp"
-#include "sim/simulator.hpp"
-#include "sim/timeline.hpp"
+#include "sim/base/cli_parse.hpp"
+#include "sim/base/error.hpp"
+#include "sim/model/model_spec.hpp"
+#include "sim/cost/profile.hpp"
+#include "sim/engine/simulator.hpp"
+#include "sim/trace/timeline.hpp"
 #include "tuner/tune_report.hpp"
+#include "sim/base/files.hpp"
 
 namespace {
 

@@ -1,0 +1,145 @@
+// cpu_backend.cpp: the CPU backend. Every buffer lives in one arena allocated once in prepare(); compute ops
+// run through run_cpu_op (executor/cpu), AllReduce through the rank's GlooComm. A stream driver runs each op
+// to completion on its worker thread and times it with steady_clock.
+#include "executor/cpu/cpu_backend.hpp"
+
+#include "executor/cpu/cpu_ops.hpp"
+
+#include <Eigen/Core>
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "executor/runtime/gloo_comm.hpp"
+#include "executor/runtime/param_init.hpp"
+#include "sim/base/error.hpp"
+
+namespace domino {
+namespace {
+
+constexpr int64_t kAlignFloats = 16;  // 64-byte aligned buffers
+
+bool region_contiguous(const BufferDesc& b, const Region& r) {
+  const bool full_rows = r.c0 == 0 && r.c1 == b.cols;
+  return full_rows && (r.b1 - r.b0 <= 1 || (r.s0 == 0 && r.s1 == b.seq));
+}
+
+class CpuBackend;
+
+class CpuStreamDriver final : public StreamDriver {
+ public:
+  explicit CpuStreamDriver(CpuBackend& backend) : backend_(backend) {}
+  void begin_iteration(SteadyClock::time_point t0) override {
+    t0_ = t0;
+    timings_.clear();
+  }
+  void wait_for(const Op&) override {}  // the dep ran to completion before it was marked issued
+  void issue(const Op& op) override;
+  std::vector<OpTiming> finish_iteration() override { return std::move(timings_); }
+
+ private:
+  double since_start(SteadyClock::time_point t) const {
+    return std::chrono::duration<double, std::micro>(t - t0_).count();
+  }
+  CpuBackend& backend_;
+  SteadyClock::time_point t0_;
+  std::vector<OpTiming> timings_;
+  std::vector<float> pack_;  // non-contiguous AllReduce regions are packed here
+  friend class CpuBackend;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  ~CpuBackend() override { std::free(arena_); }
+  std::string name() const override { return "cpu"; }
+  TimingMode timing_mode() const override { return TimingMode::HostClock; }
+
+  void prepare(const Schedule& schedule, const RankContext& ctx) override {
+    schedule_ = &schedule;
+    rank_ = ctx;
+    check_cpu_schedule(schedule);
+    Eigen::setNbThreads(std::max(1, ctx.threads));
+    int64_t floats = 0;
+    std::vector<int64_t> offsets;
+    for (const BufferDesc& b : schedule.buffers) {
+      offsets.push_back(floats);
+      floats += (b.elements() + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+    }
+    arena_bytes_ = std::max<int64_t>(floats, kAlignFloats) * int64_t(sizeof(float));
+    arena_ = static_cast<float*>(std::aligned_alloc(64, size_t(arena_bytes_)));
+    if (!arena_)
+      throw_runtime("rank " + std::to_string(ctx.rank) + ": cannot allocate " + std::to_string(arena_bytes_) +
+                    " bytes for the buffers");
+    ops_ctx_.schedule = &schedule;
+    ops_ctx_.hyper = ctx.hyper;
+    ops_ctx_.buffers.clear();
+    for (size_t i = 0; i < schedule.buffers.size(); ++i) {
+      float* p = arena_ + offsets[i];
+      initial_values(schedule, int32_t(i), ctx.rank, ctx.seed, p);
+      ops_ctx_.buffers.push_back(p);
+    }
+  }
+
+  std::unique_ptr<StreamDriver> make_stream_driver(Stream) override { return std::make_unique<CpuStreamDriver>(*this); }
+  void begin_iteration(int64_t step) override { ops_ctx_.step = step; }
+
+  std::vector<float> read_region(const Region& r) override {
+    const BufferDesc& b = schedule_->buffers.at(r.buffer);
+    std::vector<float> out;
+    out.reserve(size_t(r.elements()));
+    const float* base = ops_ctx_.buffers[r.buffer];
+    for (int64_t bi = r.b0; bi < r.b1; ++bi)
+      for (int64_t s = r.s0; s < r.s1; ++s) {
+        const float* row = base + (bi * b.seq + s) * b.cols;
+        out.insert(out.end(), row + r.c0, row + r.c1);
+      }
+    return out;
+  }
+
+  int64_t peak_memory_bytes() const override { return arena_bytes_; }
+
+  void run(const Op& op, CpuStreamDriver& driver) {
+    if (op.code != OpCode::AllReduce) return run_cpu_op(op, ops_ctx_);
+    if (rank_.world == 1) return;  // a group of one: the sum is the input
+    if (op.n_in < 1 || !op.in[0].valid())
+      throw_runtime("rank " + std::to_string(rank_.rank) + ": " + op_id(op) + ": AllReduce without a region");
+    if (rank_.link_latency_us > 0)  // a ring AllReduce takes 2(n-1) dependent hops
+      std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(rank_.link_latency_us * 2 *
+                                                                            (rank_.world - 1)));
+    const Region& r = op.in[0];
+    const BufferDesc& b = schedule_->buffers.at(r.buffer);
+    float* base = ops_ctx_.buffers[r.buffer];
+    if (region_contiguous(b, r)) {
+      float* start = base + (r.b0 * b.seq + r.s0) * b.cols;
+      rank_.comm->allreduce_sum(start, size_t(r.elements()), uint32_t(op.index), op_id(op));
+      return;
+    }
+    driver.pack_ = read_region(r);
+    rank_.comm->allreduce_sum(driver.pack_.data(), driver.pack_.size(), uint32_t(op.index), op_id(op));
+    const float* src = driver.pack_.data();
+    for (int64_t bi = r.b0; bi < r.b1; ++bi)
+      for (int64_t s = r.s0; s < r.s1; ++s, src += r.cols())
+        std::memcpy(base + (bi * b.seq + s) * b.cols + r.c0, src, size_t(r.cols()) * sizeof(float));
+  }
+
+ private:
+  const Schedule* schedule_ = nullptr;
+  RankContext rank_;
+  CpuOpContext ops_ctx_;
+  float* arena_ = nullptr;
+  int64_t arena_bytes_ = 0;
+};
+
+void CpuStreamDriver::issue(const Op& op) {
+  const auto start = SteadyClock::now();
+  backend_.run(op, *this);
+  const auto end = SteadyClock::now();
+  timings_.push_back({op.index, since_start(start), since_start(end)});
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace domino

@@ -1,0 +1,207 @@
+// grad_check.cpp: --check (see grad_check.hpp).
+#include "executor/job/grad_check.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "executor/job/launcher.hpp"
+#include "sim/base/error.hpp"
+#include "sim/base/files.hpp"
+
+namespace domino {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Variant {
+  std::string label;
+  ExecOptions options;
+  Job job;
+  std::vector<RankSnapshot> ranks;
+};
+
+using ParamKey = std::pair<int, int>;  // (ParamKind, layer)
+
+std::map<ParamKey, int32_t> grad_buffers(const Schedule& s) {
+  std::map<ParamKey, int32_t> out;
+  for (size_t i = 0; i < s.buffers.size(); ++i)
+    if (s.buffers[i].role == BufferRole::Grad) out[{int(s.buffers[i].param), s.buffers[i].layer}] = int32_t(i);
+  return out;
+}
+
+double loss_error(float a, float b) {
+  if (!std::isfinite(a) || !std::isfinite(b)) return INFINITY;
+  return std::abs(double(a) - double(b)) / std::max(std::abs(double(b)), 1e-30);
+}
+
+std::string fmt_err(double e) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2e", e);
+  return buf;
+}
+
+// The first op in program order that writes one of the buffers in `names`.
+std::string first_writer(const Schedule& s, const std::vector<std::string>& names) {
+  for (const Op& op : s.ops)
+    for (int i = 0; i < op.n_out; ++i) {
+      const Region& r = op.out[size_t(i)];
+      if (r.valid() && std::find(names.begin(), names.end(), s.buffers.at(r.buffer).name) != names.end())
+        return op_id(op) + " (writes " + s.buffers.at(r.buffer).name + ")";
+    }
+  return "";
+}
+
+// Buffers (activations and gradients) of the plan that differ from the same-named, same-sized buffers of
+// the megatron-sync run on the same rank.
+std::vector<std::string> differing_buffers(const Variant& plan, const Variant& sync) {
+  std::map<std::string, int32_t> sync_index;
+  for (size_t i = 0; i < sync.job.schedule.buffers.size(); ++i) sync_index[sync.job.schedule.buffers[i].name] = int32_t(i);
+  std::vector<std::string> out;
+  const auto& buffers = plan.job.schedule.buffers;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (buffers[i].role != BufferRole::Activation && buffers[i].role != BufferRole::Grad) continue;
+    auto it = sync_index.find(buffers[i].name);
+    if (it == sync_index.end()) continue;
+    for (size_t r = 0; r < plan.ranks.size(); ++r) {
+      const auto& a = plan.ranks[r].buffers.at(i);
+      const auto& b = sync.ranks[r].buffers.at(size_t(it->second));
+      if (a.size() == b.size() && max_relative_error(a, b) > kCheckTolerance) {
+        out.push_back(buffers[i].name);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+double max_relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double scale = 0;
+  for (float v : b) scale = std::max(scale, std::abs(double(v)));
+  const double floor = std::max(kRelativeFloor * scale, 1e-30);
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
+    worst = std::max(worst, std::abs(double(a[i]) - double(b[i])) / std::max(std::abs(double(b[i])), floor));
+  }
+  return worst;
+}
+
+std::vector<float> assemble_full(const Job& job, int32_t grad_buffer, const std::vector<RankSnapshot>& ranks) {
+  const BufferDesc& buf = job.schedule.buffers.at(size_t(grad_buffer));
+  const auto shape = full_shape(job.model, buf);
+  std::vector<float> full(size_t(shape[0] * shape[1]), NAN);
+  std::vector<char> covered(full.size(), 0);
+  for (const RankSnapshot& snap : ranks) {
+    const std::vector<float>& local = snap.buffers.at(size_t(grad_buffer));
+    if (int64_t(local.size()) != buf.elements()) throw_runtime("snapshot of " + buf.name + " has the wrong size");
+    for (int64_t r = 0; r < buf.seq; ++r)
+      for (int64_t c = 0; c < buf.cols; ++c) {
+        const ParamCoord at = shard_of(job.model, buf, snap.rank, r, c);
+        if (at.row < 0 || at.row >= shape[0] || at.col < 0 || at.col >= shape[1])
+          throw_runtime("shard_of maps " + buf.name + " (" + std::to_string(r) + ", " + std::to_string(c) +
+                        ") outside the full tensor");
+        const size_t k = size_t(at.row * shape[1] + at.col);
+        full[k] = local[size_t(r * buf.cols + c)];
+        covered[k] = 1;
+      }
+  }
+  if (std::find(covered.begin(), covered.end(), 0) != covered.end())
+    throw_runtime("the ranks' shards of " + buf.name + " do not cover its full tensor");
+  return full;
+}
+
+int run_gradient_check(const ExecOptions& options, const Job& job) {
+  TempDir temp("domino-check");
+  if (std::getenv("DOMINO_CHECK_KEEP")) temp.keep();
+  const std::string& dir = temp.path();
+
+  ExecOptions base = options;
+  base.check = false;
+  base.iters = 1;
+  base.warmup = 0;
+  base.trace_path.clear();
+  base.json_path.clear();
+  base.dump_dir.clear();
+  base.quiet = true;
+  base.link_gbps = 0;
+  base.link_latency_us = 0;
+  ExecOptions sync = base;
+  sync.target.clear();
+  sync.model = job.model_source;
+  sync.strategy = "megatron-sync";
+  sync.force = false;
+  sync.overrides.tp = job.model.tp;
+  sync.ranks = 0;
+  ExecOptions single = sync;
+  single.overrides.tp = 1;
+
+  std::vector<Variant> runs{{"plan (" + job.plan.strategy + ")", base, {}, {}},
+                            {"megatron-sync tp " + std::to_string(job.model.tp), sync, {}, {}},
+                            {"megatron-sync tp 1", single, {}, {}}};
+  for (size_t v = 0; v < runs.size(); ++v) {
+    Variant& run = runs[v];
+    run.options.snapshot_path = dir + "/run" + std::to_string(v) + ".rank{rank}.bin";
+    run.job = v == 0 ? job : resolve_job(run.options);
+    if (std::getenv("DOMINO_CHECK_KEEP")) std::printf("check: keeping %s\n", dir.c_str());
+    std::printf("check: running %s on %d rank(s)\n", run.label.c_str(), run.job.ranks);
+    std::fflush(stdout);
+    launch_ranks(run.options, run.job.ranks);
+    for (int r = 0; r < run.job.ranks; ++r)
+      run.ranks.push_back(read_snapshot(dir + "/run" + std::to_string(v) + ".rank" + std::to_string(r) + ".bin"));
+  }
+
+  struct Row {
+    std::string name;
+    double vs_sync, vs_single;
+  };
+  std::vector<Row> rows;
+  rows.push_back({"loss", loss_error(runs[0].ranks[0].loss, runs[1].ranks[0].loss),
+                  loss_error(runs[0].ranks[0].loss, runs[2].ranks[0].loss)});
+  const auto sync_grads = grad_buffers(runs[1].job.schedule), single_grads = grad_buffers(runs[2].job.schedule);
+  for (const auto& [key, index] : grad_buffers(job.schedule)) {
+    const std::vector<float> mine = assemble_full(job, index, runs[0].ranks);
+    Row row{job.schedule.buffers[size_t(index)].name, INFINITY, INFINITY};
+    if (auto it = sync_grads.find(key); it != sync_grads.end())
+      row.vs_sync = max_relative_error(mine, assemble_full(runs[1].job, it->second, runs[1].ranks));
+    if (auto it = single_grads.find(key); it != single_grads.end())
+      row.vs_single = max_relative_error(mine, assemble_full(runs[2].job, it->second, runs[2].ranks));
+    rows.push_back(row);
+  }
+
+  std::printf("\n%-32s %22s %22s  %s\n", "tensor", ("vs " + runs[1].label).c_str(), ("vs " + runs[2].label).c_str(), "");
+  const Row* worst = nullptr;
+  std::vector<std::string> failed_names;
+  for (const Row& row : rows) {
+    const bool ok = row.vs_sync <= kCheckTolerance && row.vs_single <= kCheckTolerance;
+    std::printf("%-32s %22s %22s  %s\n", row.name.c_str(), fmt_err(row.vs_sync).c_str(), fmt_err(row.vs_single).c_str(),
+                ok ? "ok" : "MISMATCH");
+    if (!ok) failed_names.push_back(row.name);
+    if (!worst || std::max(row.vs_sync, row.vs_single) > std::max(worst->vs_sync, worst->vs_single)) worst = &row;
+  }
+  std::printf("(max relative error; tolerance %.0e; relative to max(|x|, %.0e * max|x|) per tensor)\n",
+              kCheckTolerance, kRelativeFloor);
+  std::fflush(stdout);
+  if (failed_names.empty()) {
+    std::printf("check passed: %zu tensors within %.0e\n", rows.size(), kCheckTolerance);
+    return 0;
+  }
+  std::vector<std::string> differing = differing_buffers(runs[0], runs[1]);
+  failed_names.erase(std::remove(failed_names.begin(), failed_names.end(), "loss"), failed_names.end());
+  std::string first = first_writer(job.schedule, differing);
+  if (first.empty()) first = first_writer(job.schedule, failed_names);
+  throw_runtime("--check failed: " + std::to_string(rows.size()) + " tensors compared, worst " + worst->name +
+                " (" + fmt_err(std::max(worst->vs_sync, worst->vs_single)) + ")" +
+                (first.empty() ? std::string() : "; first differing op: " + first));
+}
+
+}  // namespace domino

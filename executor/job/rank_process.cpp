@@ -1,0 +1,132 @@
+// rank_process.cpp: one rank from start to report (see rank_process.hpp).
+#include "executor/job/rank_process.hpp"
+#include "sim/base/files.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "executor/job/backends.hpp"
+#include "executor/runtime/gloo_comm.hpp"
+#include "executor/job/job.hpp"
+#include "executor/runtime/rank_runner.hpp"
+#include "executor/runtime/results.hpp"
+#include "executor/runtime/tensor_dump.hpp"
+#include "sim/base/error.hpp"
+
+namespace domino {
+namespace {
+
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) throw_bad_input(std::string(name) + " is not set");
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < 0 || x > 1 << 20) throw_bad_input(std::string(name) + "='" + v + "' is not a valid number");
+  return int(x);
+}
+
+std::string env_text(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+CommConfig comm_config(const ExecOptions& o, int rank, int world) {
+  CommConfig c;
+  c.rank = rank;
+  c.world = world;
+  c.timeout = std::chrono::seconds(o.timeout_s);
+  if (o.rank_worker) {
+    c.store_dir = o.run_dir + "/store";
+    c.bind_address = o.bind_address.empty() ? "127.0.0.1" : o.bind_address;
+    return c;
+  }
+  c.master_addr = env_text("MASTER_ADDR");
+  if (c.master_addr.empty()) throw_bad_input("env mode (RANK and WORLD_SIZE set) needs MASTER_ADDR and MASTER_PORT");
+  c.master_port = env_int("MASTER_PORT");
+  if (!o.bind_address.empty()) c.bind_address = o.bind_address;
+  else if (!env_text("DOMINO_BIND_ADDR").empty()) c.bind_address = env_text("DOMINO_BIND_ADDR");
+  else c.bind_address = local_address_towards(c.master_addr, c.master_port);
+  return c;
+}
+
+void print_iteration(int it, const IterationRecord& rec) {
+  std::printf("iter %3d%s  loss %.6f  time %.3f ms\n", it, rec.timed ? "          " : " (warm-up)", double(rec.loss),
+              rec.time_us / 1000.0);
+  std::fflush(stdout);
+}
+
+void write_outputs(const ExecOptions& o, const Job& job, const std::vector<RankResult>& results) {
+  const RunSummary summary = summarize(results);
+  const nlohmann::json meta{{"backend", o.backend}, {"seed", o.seed}, {"threads", o.threads},
+                            {"optimizer", o.optimizer}, {"link_gbps", o.link_gbps},
+                            {"link_latency_us", o.link_latency_us}};
+  if (!o.trace_path.empty()) write_trace(o.trace_path, job.schedule, summary.timeline, meta);
+  if (!o.json_path.empty()) write_file_atomic(o.json_path, summary_json(summary, job.schedule, meta).dump(2) + "\n");
+  if (o.quiet) return;
+  double peak = 0;
+  for (int64_t b : summary.timeline.peak_memory_bytes) peak = std::max(peak, double(b));
+  std::printf("%s %s tp %d: iteration %.3f ms median (p10 %.3f, p90 %.3f) over %zu iterations; "
+              "peak memory %.1f MiB per rank\n",
+              job.model.name.c_str(), job.plan.strategy.c_str(), job.model.tp, summary.median_us / 1000.0,
+              summary.p10_us / 1000.0, summary.p90_us / 1000.0, summary.timeline.iteration_samples_us.size(),
+              peak / (1 << 20));
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+bool env_mode() { return !env_text("RANK").empty() && !env_text("WORLD_SIZE").empty(); }
+
+void run_rank_process(const ExecOptions& o) {
+  const int rank = env_int("RANK"), world = env_int("WORLD_SIZE");
+  const Job job = resolve_job(o);
+  if (world != job.ranks)
+    throw_bad_input("WORLD_SIZE=" + std::to_string(world) + " but the job has " + std::to_string(job.ranks) +
+                    " ranks (the TP degree)");
+  if (!o.dump_dir.empty() && o.dump_iter >= o.warmup + o.iters)
+    throw_bad_input("--dump-iter " + std::to_string(o.dump_iter) + " is past the last iteration (" +
+                    std::to_string(o.warmup + o.iters - 1) + ")");
+  GlooComm comm(comm_config(o, rank, world));
+  std::unique_ptr<Backend> backend = make_backend(o.backend);
+  RankContext ctx;
+  ctx.rank = rank;
+  ctx.world = world;
+  ctx.seed = o.seed;
+  ctx.hyper.lr = float(o.lr);
+  ctx.threads = o.threads;
+  ctx.comm = &comm;
+  ctx.link_latency_us = o.link_latency_us;
+  backend->prepare(job.schedule, ctx);
+
+  RunnerOptions ro;
+  ro.warmup = o.warmup;
+  ro.iters = o.iters;
+  ro.check_finite = o.nan_check;
+  ro.dump_iter = o.dump_dir.empty() ? -1 : o.dump_iter;
+  ro.dump_dir = o.dump_dir;
+  std::function<void(int, const IterationRecord&)> report;
+  if (rank == 0 && !o.quiet) report = print_iteration;
+  const RankResult result = run_iterations(job.schedule, *backend, &comm, rank, ro, report);
+
+  if (!o.snapshot_path.empty()) {
+    RankSnapshot snap;
+    snap.rank = rank;
+    snap.loss = result.iterations.back().loss;
+    for (size_t i = 0; i < job.schedule.buffers.size(); ++i)
+      snap.buffers.push_back(job.schedule.buffers[i].role == BufferRole::Workspace
+                                 ? std::vector<float>{}
+                                 : backend->read_buffer(job.schedule, int32_t(i)));
+    std::string path = o.snapshot_path;
+    if (const size_t at = path.find("{rank}"); at != std::string::npos) path.replace(at, 6, std::to_string(rank));
+    write_snapshot(path, snap);
+  }
+  comm.store_set("result." + std::to_string(rank), rank_result_to_text(result));
+  if (rank != 0) return;
+  std::vector<RankResult> all;
+  for (int r = 0; r < world; ++r) all.push_back(rank_result_from_text(comm.store_get("result." + std::to_string(r))));
+  write_outputs(o, job, all);
+}
+
+}  // namespace domino

@@ -1,0 +1,208 @@
+// compare.cpp: compare_traces, aligning the predicted and the measured trace op by op and deriving the
+// error figures (iteration time, per-op duration error by kind, the ops that explain the difference).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "sim/compare/compare.hpp"
+#include "sim/base/error.hpp"
+
+namespace domino {
+namespace {
+
+using RankEvents = std::map<int, std::vector<const TraceEvent*>>;
+
+RankEvents by_rank(const TraceFile& t) {
+  RankEvents out;
+  for (const TraceEvent& e : t.events) out[e.rank].push_back(&e);
+  return out;
+}
+
+std::string rank_list(const RankEvents& r) {
+  std::string s;
+  for (const auto& [rank, _] : r) s += (s.empty() ? "" : ", ") + std::to_string(rank);
+  return s;
+}
+
+// The ranks of one side that the comparison uses.
+std::vector<int> pick_ranks(const TraceFile& t, const RankEvents& r, int wanted, bool allow_rank0_stand_in) {
+  std::vector<int> out;
+  if (wanted < 0) {
+    for (const auto& [rank, _] : r) out.push_back(rank);
+  } else if (r.count(wanted)) {
+    out.push_back(wanted);
+  } else if (allow_rank0_stand_in && r.size() == 1 && r.count(0)) {
+    out.push_back(0);  // a rank-0-only prediction stands for every rank
+  } else {
+    throw_bad_input(t.path + ": no rank " + std::to_string(wanted) + " in this trace (ranks: " + rank_list(r) + ")");
+  }
+  return out;
+}
+
+// Per op id over the chosen ranks: median duration, kind, and where it first appears (for ordering).
+struct OpStats {
+  std::string kind;
+  std::vector<double> durations;
+  double first_start = 0;
+  size_t first_index = 0;
+};
+
+std::map<std::string, OpStats> op_stats(const TraceFile& t, const std::vector<int>& ranks) {
+  std::set<int> wanted(ranks.begin(), ranks.end());
+  std::map<std::string, OpStats> out;
+  for (size_t i = 0; i < t.events.size(); ++i) {
+    const TraceEvent& e = t.events[i];
+    if (!wanted.count(e.rank)) continue;
+    auto [it, fresh] = out.try_emplace(e.id);
+    if (fresh) {
+      it->second.kind = e.kind;
+      it->second.first_start = e.start_us;
+      it->second.first_index = i;
+    }
+    it->second.durations.push_back(e.dur_us);
+  }
+  return out;
+}
+
+std::vector<std::string> in_trace_order(const std::map<std::string, OpStats>& ops) {
+  std::vector<std::string> ids;
+  for (const auto& [id, _] : ops) ids.push_back(id);
+  std::sort(ids.begin(), ids.end(), [&](const std::string& a, const std::string& b) {
+    const OpStats &x = ops.at(a), &y = ops.at(b);
+    return std::pair(x.first_start, x.first_index) < std::pair(y.first_start, y.first_index);
+  });
+  return ids;
+}
+
+SideSummary summarise(const TraceFile& t, const RankEvents& r, const std::vector<int>& ranks, int path_rank) {
+  SideSummary s;
+  s.path = t.path;
+  s.source = t.source;
+  s.ranks = ranks;
+  double first = INFINITY, last = -INFINITY;
+  std::vector<double> comm, exposed;
+  for (int rank : ranks) {
+    for (const TraceEvent* e : r.at(rank)) {
+      first = std::min(first, e->start_us);
+      last = std::max(last, e->start_us + e->dur_us);
+    }
+    StreamUsage u = stream_usage(r.at(rank));
+    comm.push_back(u.comm_busy_us);
+    exposed.push_back(u.exposed_comm_us);
+  }
+  auto meta_time = t.meta.find("iteration_time_us");
+  if (meta_time != t.meta.end() && meta_time->is_number() && meta_time->get<double>() > 0) {
+    s.iteration_us = meta_time->get<double>();
+    s.iteration_from = "meta";
+  } else {
+    s.iteration_us = last - first;
+    s.iteration_from = "spans";
+  }
+  s.comm_busy_us = percentile(comm, 0.5);
+  s.exposed_comm_us = percentile(exposed, 0.5);
+  s.overlap_fraction = s.comm_busy_us > 0 ? 1.0 - s.exposed_comm_us / s.comm_busy_us : 0.0;
+  s.critical_rank = path_rank;
+  for (const TraceEvent* e : critical_path(r.at(path_rank))) s.critical_path.push_back(e->id);
+  return s;
+}
+
+// The rank whose last op finishes latest: the one that set the iteration time.
+int slowest_rank(const RankEvents& r, const std::vector<int>& ranks) {
+  int best = ranks.front();
+  double best_end = -INFINITY;
+  for (int rank : ranks) {
+    for (const TraceEvent* e : r.at(rank)) {
+      if (e->start_us + e->dur_us > best_end) best_end = e->start_us + e->dur_us, best = rank;
+    }
+  }
+  return best;
+}
+
+void add_error_figures(Comparison& c) {
+  std::vector<double> all;
+  std::map<std::string, std::vector<double>> per_kind;
+  int unscored = 0;
+  for (const OpComparison& op : c.ops) {
+    if (op.error_pct < 0) { ++unscored; continue; }
+    all.push_back(op.error_pct);
+    per_kind[op.kind].push_back(op.error_pct);
+  }
+  c.scored_ops = static_cast<int>(all.size());
+  c.op_error_median_pct = percentile(all, 0.5);
+  c.op_error_p90_pct = percentile(all, 0.9);
+  for (const auto& [kind, v] : per_kind)
+    c.by_kind.push_back({kind, percentile(v, 0.5), percentile(v, 0.9), static_cast<int>(v.size())});
+  if (unscored > 0)
+    c.warnings.push_back(std::to_string(unscored) + " op(s) with a predicted duration of 0 are not scored");
+}
+
+// The ten ops that explain most of the iteration-time difference: those on either critical path by
+// |measured - predicted|, then (if fewer than ten) the other ops by the same measure.
+void add_top_errors(Comparison& c) {
+  std::vector<OpComparison> ranked = c.ops;
+  std::stable_sort(ranked.begin(), ranked.end(), [](const OpComparison& a, const OpComparison& b) {
+    if (a.on_critical_path != b.on_critical_path) return a.on_critical_path;
+    return std::abs(a.delta_us()) > std::abs(b.delta_us());
+  });
+  if (ranked.size() > 10) ranked.resize(10);
+  c.top_error_ops = std::move(ranked);
+}
+
+}  // namespace
+
+Comparison compare_traces(const TraceFile& predicted, const TraceFile& measured, const CompareOptions& options) {
+  RankEvents pr = by_rank(predicted), mr = by_rank(measured);
+  Comparison c;
+  std::vector<int> p_ranks = pick_ranks(predicted, pr, options.rank, true);
+  std::vector<int> m_ranks = pick_ranks(measured, mr, options.rank, false);
+  if (options.rank < 0) {
+    c.mode = "median across ranks (predicted ranks " + rank_list(pr) + ", measured ranks " + rank_list(mr) + ")";
+  } else {
+    c.mode = "rank " + std::to_string(options.rank) +
+             (p_ranks.front() != options.rank ? " (predicted rank 0 stands for every rank)" : "");
+  }
+  c.predicted = summarise(predicted, pr, p_ranks, options.rank < 0 ? slowest_rank(pr, p_ranks) : p_ranks.front());
+  c.measured = summarise(measured, mr, m_ranks, options.rank < 0 ? slowest_rank(mr, m_ranks) : m_ranks.front());
+
+  auto p_ops = op_stats(predicted, p_ranks), m_ops = op_stats(measured, m_ranks);
+  std::set<std::string> on_path(c.predicted.critical_path.begin(), c.predicted.critical_path.end());
+  on_path.insert(c.measured.critical_path.begin(), c.measured.critical_path.end());
+  for (const std::string& id : in_trace_order(p_ops)) {
+    auto m = m_ops.find(id);
+    if (m == m_ops.end()) { c.only_in_predicted.push_back(id); continue; }
+    const OpStats& p = p_ops.at(id);
+    OpComparison op;
+    op.id = id;
+    op.kind = p.kind;
+    op.predicted_start_us = p.first_start;
+    op.predicted_us = percentile(p.durations, 0.5);
+    op.measured_us = percentile(m->second.durations, 0.5);
+    if (op.predicted_us > 0) op.error_pct = std::abs(op.measured_us - op.predicted_us) / op.predicted_us * 100.0;
+    op.on_critical_path = on_path.count(id) > 0;
+    if (p.kind != m->second.kind)
+      c.warnings.push_back(id + ": kind \"" + p.kind + "\" predicted but \"" + m->second.kind + "\" measured");
+    c.ops.push_back(std::move(op));
+  }
+  for (const std::string& id : in_trace_order(m_ops))
+    if (!p_ops.count(id)) c.only_in_measured.push_back(id);
+
+  add_error_figures(c);
+  add_top_errors(c);
+
+  if (c.predicted.iteration_us > 0) {
+    c.iteration_error_pct = (c.measured.iteration_us - c.predicted.iteration_us) / c.predicted.iteration_us * 100.0;
+    double ratio = c.measured.iteration_us / c.predicted.iteration_us;
+    if (ratio > 100 || ratio < 0.01)
+      c.warnings.push_back("measured and predicted iteration times differ by a factor of " + std::to_string(ratio) +
+                           ": is one trace's ts/dur in milliseconds or nanoseconds instead of microseconds?");
+  } else {
+    c.warnings.push_back("predicted iteration time is 0: iteration error not defined");
+  }
+  if (c.ops.empty()) c.warnings.push_back("no op id is present in both traces: are these traces of the same model?");
+  if (predicted.source == "measured") c.warnings.push_back(predicted.path + " says it is a measured trace (arguments swapped?)");
+  if (measured.source == "predicted") c.warnings.push_back(measured.path + " says it is a predicted trace (arguments swapped?)");
+  return c;
+}
+
+}  // namespace domino

@@ -1,0 +1,97 @@
+// compare.hpp: predicted vs measured traces (domino-compare): op alignment, error figures, exposed
+// communication, critical paths, and the merged Chrome trace. See docs/compare.md for the definitions.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "sim/trace/timeline.hpp"
+
+namespace domino {
+
+struct CompareOptions {
+  // -1: per op, the median duration across the ranks of each side (predicted traces often hold rank 0
+  // only: ranks are symmetric). R >= 0: predicted rank R (rank 0 when the prediction has rank 0 only)
+  // against measured rank R.
+  int rank = -1;
+};
+
+// One op id present on both sides.
+struct OpComparison {
+  std::string id;
+  std::string kind;
+  double predicted_start_us = 0;  // orders ops in reports
+  double predicted_us = 0;
+  double measured_us = 0;
+  double delta_us() const { return measured_us - predicted_us; }
+  // |measured - predicted| / predicted * 100; negative when the prediction is 0 (not scored).
+  double error_pct = -1;
+  bool on_critical_path = false;  // on the predicted or the measured critical path
+};
+
+struct KindError {
+  std::string kind;
+  double median_pct = 0;
+  double p90_pct = 0;
+  int count = 0;  // scored ops of this kind
+};
+
+// Figures of one side (predicted or measured).
+struct SideSummary {
+  std::string path;
+  std::string source;
+  std::vector<int> ranks;          // ranks analysed
+  double iteration_us = 0;
+  std::string iteration_from;      // "meta" (the trace's domino.iteration_time_us) or "spans"
+  double comm_busy_us = 0;         // union of communication spans (median over ranks)
+  double exposed_comm_us = 0;      // communication while compute is idle (median over ranks)
+  double overlap_fraction = 0;     // 1 - exposed / comm busy; 0 without communication
+  int critical_rank = 0;           // the rank the critical path was walked on
+  std::vector<std::string> critical_path;  // ids, first op first
+};
+
+struct Comparison {
+  std::string mode;  // "median across ranks" or "rank R"
+  SideSummary predicted, measured;
+  double iteration_error_pct = 0;  // signed: (measured - predicted) / predicted * 100
+  double op_error_median_pct = 0;
+  double op_error_p90_pct = 0;
+  int scored_ops = 0;
+  std::vector<KindError> by_kind;  // sorted by kind name
+  std::vector<OpComparison> ops;   // aligned ops, in predicted start order
+  std::vector<std::string> only_in_predicted, only_in_measured;  // in trace order
+  std::vector<OpComparison> top_error_ops;  // at most ten, see compare.cpp
+  std::vector<std::string> warnings;
+};
+
+Comparison compare_traces(const TraceFile& predicted, const TraceFile& measured,
+                          const CompareOptions& options = {});
+
+nlohmann::json comparison_json(const Comparison& c);  // the --json document (stable keys)
+std::string comparison_table(const Comparison& c);    // the compact text printed by domino-compare
+
+// One Chrome trace holding both sides: rank R predicted is process 2R, rank R measured is 2R+1, named
+// "rank R (predicted)" / "rank R (measured)" and sorted so that Perfetto shows them one above the other.
+nlohmann::json merged_trace_json(const TraceFile& predicted, const TraceFile& measured);
+
+// ---- span analysis (compare_spans.cpp), on the events of one rank ----
+
+// Linear-interpolation percentile (q in [0, 1]) of v, as numpy's default; 0 for an empty v.
+double percentile(std::vector<double> v, double q);
+
+struct StreamUsage {
+  double compute_busy_us = 0;  // union of compute spans
+  double comm_busy_us = 0;     // union of communication spans
+  double exposed_comm_us = 0;  // communication time not covered by any compute span
+  double overlap_fraction() const { return comm_busy_us > 0 ? 1.0 - exposed_comm_us / comm_busy_us : 0.0; }
+};
+StreamUsage stream_usage(const std::vector<const TraceEvent*>& rank_events);
+
+// Critical path of one rank, first op first. Deps are not in traces, so they are inferred: walking back
+// from the last op to finish, an op's predecessor is whichever finished last among the previous op on
+// its stream and the ops of the other stream that finished no later than it started.
+std::vector<const TraceEvent*> critical_path(const std::vector<const TraceEvent*>& rank_events);
+
+}  // namespace domino

@@ -1,0 +1,196 @@
+// cost_model.cpp: op durations from a profile. GEMMs: a measured table (exact shape, else the throughput
+// of the nearest measured shapes in log space) or the roofline max(flops / (peak x efficiency(size)),
+// bytes / memory bandwidth); memory-bound ops: bytes / bandwidth; AllReduce: arrival skew + ring latency +
+// bandwidth.
+#include "sim/cost/cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/base/error.hpp"
+
+namespace domino {
+
+namespace {
+
+constexpr double kFlopsPerUsPerTflops = 1e6;   // 1 TFLOP/s = 1e6 FLOP per microsecond
+constexpr double kBytesPerUsPerGbps = 1e3;     // 1 GB/s = 1e3 bytes per microsecond
+// Table neighbours farther than this in log(m, n, k) space (a factor 4 along one axis) say nothing
+// reliable about a shape: the roofline is used instead.
+const double kTableRadius = std::log(4.0);
+constexpr int kNeighbours = 4;
+
+}  // namespace
+
+double CostModel::LogCurve::at(double x) const {
+  const size_t n = log_x.size();
+  if (n == 1) return y[0];
+  const double lx = std::log(x);
+  if (!(lx > log_x[0])) return y[0];  // also catches x <= 0 (log is -inf or nan)
+  if (lx >= log_x[n - 1]) return y[n - 1];
+  size_t i = 1;
+  while (log_x[i] < lx) ++i;
+  const double t = (lx - log_x[i - 1]) / (log_x[i] - log_x[i - 1]);
+  return y[i - 1] + t * (y[i] - y[i - 1]);
+}
+
+CostModel::CostModel(Profile profile) : profile_(std::move(profile)) {
+  validate_profile(profile_);
+  for (int d = 0; d < kNumDTypes; ++d) {
+    const auto& g = profile_.gemm[d];
+    if (!g) continue;
+    DTypeCosts& c = dtype_[d];
+    c.present = true;
+    c.peak_flops_per_us = g->peak_tflops * kFlopsPerUsPerTflops;
+    for (const auto& p : g->efficiency) {
+      c.efficiency.log_x.push_back(std::log(p.gflop * 1e9));  // curve indexed by FLOPs
+      c.efficiency.y.push_back(p.efficiency);
+    }
+    for (const auto& r : g->table) {
+      const double flops = 2.0 * double(r.m) * double(r.n) * double(r.k);
+      c.table.push_back({std::log(double(r.m)), std::log(double(r.n)), std::log(double(r.k)), flops / r.time_us, r.m,
+                         r.n, r.k, r.time_us});
+    }
+  }
+  for (const auto& p : profile_.attention.efficiency) {
+    attention_curve_.log_x.push_back(std::log(p.gflop * 1e9));
+    attention_curve_.y.push_back(p.efficiency);
+  }
+  mem_bytes_per_us_ = profile_.memory.bandwidth_gbps * kBytesPerUsPerGbps;
+  launch_us_ = profile_.memory.launch_overhead_us;
+  for (int k = 0; k < kNumOpKinds; ++k) {
+    const auto own = profile_.memory.per_kind.find(to_string(static_cast<OpKind>(k)));
+    kind_memory_[k] = own == profile_.memory.per_kind.end()
+                          ? KindMemory{mem_bytes_per_us_, launch_us_}
+                          : KindMemory{own->second.bandwidth_gbps * kBytesPerUsPerGbps, own->second.launch_overhead_us};
+  }
+  const auto fill = [](CollectiveCosts& c, const CollectiveProfile& p) {
+    c.present = true;
+    c.latency_us = p.sync_us + p.latency_us;
+    c.bytes_per_us = p.bus_bandwidth_gbps * kBytesPerUsPerGbps;
+    for (const auto& r : p.table) {
+      c.bus_bytes_per_us.log_x.push_back(std::log(r.bytes));
+      c.bus_bytes_per_us.y.push_back(r.bus_bandwidth_gbps * kBytesPerUsPerGbps);
+    }
+  };
+  fill(intra_, profile_.intra_node);
+  if (profile_.inter_node) fill(inter_, *profile_.inter_node);
+}
+
+const CostModel::DTypeCosts& CostModel::costs(DType dtype) const {
+  const DTypeCosts& c = dtype_[static_cast<int>(dtype)];
+  if (!c.present) {
+    throw_bad_input("profile '" + profile_.name + "' (" + profile_.path + ") has no gemm figures for " +
+                    profile_dtype_key(dtype) + ": add gemm." + profile_dtype_key(dtype) + " or pick another profile");
+  }
+  return c;
+}
+
+double CostModel::roofline_us(double flops, double peak_flops_per_us, double efficiency, double bytes) const {
+  const double compute = flops / (peak_flops_per_us * efficiency);
+  const double memory = bytes / mem_bytes_per_us_;
+  return launch_us_ + std::max(compute, memory);
+}
+
+double CostModel::gemm_efficiency(DType dtype, double flops) const { return costs(dtype).efficiency.at(flops); }
+
+// Exact shape: its time. Otherwise the inverse-square-distance weighted throughput of up to kNeighbours
+// rows within kTableRadius, applied to this GEMM's flops. -1 when no row is close enough.
+double CostModel::table_us(const DTypeCosts& c, int64_t m, int64_t n, int64_t k, double flops) const {
+  const GemmTiming probe{m, n, k, 0};
+  const auto it = std::lower_bound(c.table.begin(), c.table.end(), probe, [](const TableRow& r, const GemmTiming& p) {
+    if (r.m != p.m) return r.m < p.m;
+    if (r.n != p.n) return r.n < p.n;
+    return r.k < p.k;
+  });
+  if (it != c.table.end() && it->m == m && it->n == n && it->k == k) return it->time_us;
+  if (m <= 0 || n <= 0 || k <= 0) return -1;
+  const double lm = std::log(double(m)), ln = std::log(double(n)), lk = std::log(double(k));
+  double best_d2[kNeighbours];
+  double best_tp[kNeighbours];
+  int found = 0;
+  const double r2 = kTableRadius * kTableRadius;
+  for (const TableRow& r : c.table) {
+    const double dm = r.log_m - lm, dn = r.log_n - ln, dk = r.log_k - lk;
+    const double d2 = dm * dm + dn * dn + dk * dk;
+    if (d2 > r2) continue;
+    // Insertion into the small sorted arrays of the nearest rows seen so far.
+    int pos = found < kNeighbours ? found++ : kNeighbours;
+    if (pos == kNeighbours) {
+      if (d2 >= best_d2[kNeighbours - 1]) continue;
+      pos = kNeighbours - 1;
+    }
+    while (pos > 0 && best_d2[pos - 1] > d2) {
+      best_d2[pos] = best_d2[pos - 1];
+      best_tp[pos] = best_tp[pos - 1];
+      --pos;
+    }
+    best_d2[pos] = d2;
+    best_tp[pos] = r.flops_per_us;
+  }
+  if (found == 0) return -1;
+  double wsum = 0, tsum = 0;
+  for (int i = 0; i < found; ++i) {
+    const double w = 1.0 / best_d2[i];
+    wsum += w;
+    tsum += w * best_tp[i];
+  }
+  return flops / (tsum / wsum);
+}
+
+double CostModel::gemm_us(DType dtype, int64_t m, int64_t n, int64_t k, double flops, double bytes) const {
+  const DTypeCosts& c = costs(dtype);
+  if (flops <= 0) flops = 2.0 * double(m) * double(n) * double(k);
+  if (!c.table.empty()) {
+    const double t = table_us(c, m, n, k, flops);
+    if (t >= 0) return t;
+  }
+  if (flops <= 0) return launch_us_ + bytes / mem_bytes_per_us_;
+  return roofline_us(flops, c.peak_flops_per_us, c.efficiency.at(flops), bytes);
+}
+
+double CostModel::attention_us(DType dtype, double flops, double bytes) const {
+  const DTypeCosts& c = costs(dtype);
+  if (flops <= 0) return launch_us_ + bytes / mem_bytes_per_us_;
+  const double eff = attention_curve_.y.empty() ? profile_.attention.relative_efficiency * c.efficiency.at(flops)
+                                                : attention_curve_.at(flops);
+  return roofline_us(flops, c.peak_flops_per_us, eff, bytes);
+}
+
+double CostModel::memory_us(double bytes) const { return launch_us_ + bytes / mem_bytes_per_us_; }
+
+double CostModel::memory_us(OpKind kind, double bytes) const {
+  const KindMemory& m = kind_memory_[static_cast<int>(kind)];
+  return m.launch_us + bytes / m.bytes_per_us;
+}
+
+double CostModel::allreduce_us(double bytes, int tp, int devices_per_node) const {
+  if (tp <= 1) return 0;
+  const bool spans_nodes = tp > devices_per_node;
+  if (spans_nodes && !inter_.present) {
+    throw_bad_input("profile '" + profile_.name + "' (" + profile_.path + ") has no collectives.inter_node figures, " +
+                    "but a TP group of " + std::to_string(tp) + " spans nodes of " + std::to_string(devices_per_node) +
+                    " devices: use a multi-node profile");
+  }
+  const CollectiveCosts& c = spans_nodes ? inter_ : intra_;
+  const double busbw = c.bus_bytes_per_us.y.empty() ? c.bytes_per_us : c.bus_bytes_per_us.at(bytes);
+  return c.latency_us + ring_allreduce_traffic(bytes, tp) / busbw;
+}
+
+double CostModel::op_us(const Op& op, int tp, int devices_per_node) const {
+  switch (op.kind) {
+    case OpKind::Gemm: return gemm_us(op.dtype, op.m, op.n, op.k, op.flops, op.bytes);
+    case OpKind::Attention: return attention_us(op.dtype, op.flops, op.bytes);
+    case OpKind::AllReduce: return allreduce_us(op.bytes, tp, devices_per_node);
+    case OpKind::Norm:
+    case OpKind::Activation:
+    case OpKind::Elementwise:
+    case OpKind::Copy:
+    case OpKind::Optimizer:
+    case OpKind::Embedding:
+    case OpKind::Loss: return memory_us(op.kind, op.bytes);
+  }
+  return memory_us(op.bytes);
+}
+
+}  // namespace domino

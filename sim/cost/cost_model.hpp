@@ -1,0 +1,80 @@
+// cost_model.hpp: standalone duration of one op from a hardware profile (no interference: the simulator
+// applies that over time). Called millions of times by the tuner, so op_us allocates nothing and does
+// no string work; everything derivable from the profile is precomputed in the constructor.
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include "sim/cost/profile.hpp"
+#include "sim/ir/collective_traffic.hpp"
+#include "sim/ir/schedule.hpp"
+
+namespace domino {
+
+class CostModel {
+ public:
+  explicit CostModel(Profile profile);  // validates the profile (BadInput)
+
+  const Profile& profile() const { return profile_; }
+
+  // Microseconds the op takes alone on a device. tp = ranks in the AllReduce; TP groups larger than
+  // devices_per_node use the inter-node collective figures. Depends only on the op's kind, shape,
+  // flops, bytes and dtype. BadInput when the profile lacks the op's dtype or the inter-node figures.
+  double op_us(const Op& op, int tp, int devices_per_node) const;
+
+  // Pieces of op_us, exposed for tests and reports.
+  double gemm_us(DType dtype, int64_t m, int64_t n, int64_t k, double flops, double bytes) const;
+  double attention_us(DType dtype, double flops, double bytes) const;
+  double memory_us(double bytes) const;                // the profile's general memory figures
+  double memory_us(OpKind kind, double bytes) const;   // the kind's own figures when it has them
+  double allreduce_us(double bytes, int tp, int devices_per_node) const;
+  double gemm_efficiency(DType dtype, double flops) const;  // from the curve, before any table
+  bool has_dtype(DType dtype) const { return dtype_[static_cast<int>(dtype)].present; }
+
+  // Slowdown factors while both streams are busy: an op progresses at 1 / (1 + slowdown).
+  double compute_slowdown() const { return profile_.interference.compute_slowdown_during_comm; }
+  double comm_slowdown() const { return profile_.interference.comm_slowdown_during_compute; }
+
+ private:
+  // A curve in log space: y interpolated linearly in x = log(value), clamped at the ends.
+  struct LogCurve {
+    std::vector<double> log_x, y;
+    double at(double x) const;
+  };
+  struct TableRow {
+    double log_m, log_n, log_k;
+    double flops_per_us;  // the measured row's throughput
+    int64_t m, n, k;
+    double time_us;
+  };
+  struct DTypeCosts {
+    bool present = false;
+    double peak_flops_per_us = 0;
+    LogCurve efficiency;
+    std::vector<TableRow> table;
+  };
+  struct CollectiveCosts {
+    bool present = false;
+    double latency_us = 0;  // the profile's arrival skew (sync_us) included
+    double bytes_per_us = 0;  // bus bandwidth
+    LogCurve bus_bytes_per_us;  // empty: constant bytes_per_us
+  };
+
+  const DTypeCosts& costs(DType dtype) const;
+  double roofline_us(double flops, double peak_flops_per_us, double efficiency, double bytes) const;
+  double table_us(const DTypeCosts& c, int64_t m, int64_t n, int64_t k, double flops) const;
+
+  Profile profile_;
+  std::array<DTypeCosts, kNumDTypes> dtype_;
+  LogCurve attention_curve_;  // empty: relative to the GEMM curve
+  double mem_bytes_per_us_ = 0;
+  struct KindMemory {
+    double bytes_per_us = 0, launch_us = 0;
+  };
+  std::array<KindMemory, kNumOpKinds> kind_memory_{};
+  double launch_us_ = 0;
+  CollectiveCosts intra_, inter_;
+};
+
+}  // namespace domino

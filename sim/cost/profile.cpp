@@ -1,0 +1,332 @@
+// profile.cpp: strict reading of hardware profiles (every problem located as file:line:col) and
+// validation of profiles built in code. Writing lives in profile_writer.cpp.
+#include "sim/cost/profile.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "sim/ir/schedule.hpp"
+#include "sim/base/yaml_reader.hpp"
+
+namespace domino {
+
+const char* profile_dtype_key(DType d) {
+  switch (d) {
+    case DType::BF16: return "bf16";
+    case DType::FP16: return "fp16";
+    case DType::FP32: return "fp32";
+  }
+  return "?";
+}
+
+namespace {
+
+const DType kDTypes[kNumDTypes] = {DType::BF16, DType::FP16, DType::FP32};
+
+// --- checks shared by the YAML reader (located) and validate_profile (named) ---
+
+std::string num(double v) { return fmt::format("{}", v); }
+
+void require_positive(const SourceLoc& at, const std::string& what, double v) {
+  if (!(v > 0)) throw_bad_input(at, what + " must be positive, got " + num(v));
+}
+void require_non_negative(const SourceLoc& at, const std::string& what, double v) {
+  if (!(v >= 0)) throw_bad_input(at, what + " must be zero or positive, got " + num(v));
+}
+void require_fraction(const SourceLoc& at, const std::string& what, double v) {
+  if (!(v > 0 && v <= 1)) throw_bad_input(at, what + " must be in (0, 1], got " + num(v));
+}
+
+void check_curve(const std::vector<EfficiencyPoint>& curve, const std::string& what,
+                 const std::vector<SourceLoc>& at) {
+  if (curve.empty()) throw_bad_input(at.empty() ? SourceLoc{} : at[0], what + ": needs at least one [gflop, efficiency] point");
+  for (size_t i = 0; i < curve.size(); ++i) {
+    const SourceLoc& where = at.size() > i ? at[i] : at.back();
+    require_positive(where, what + ": gflop", curve[i].gflop);
+    require_fraction(where, what + ": efficiency", curve[i].efficiency);
+    if (i > 0 && !(curve[i].gflop > curve[i - 1].gflop)) {
+      throw_bad_input(where, what + ": not sorted: gflop " + num(curve[i].gflop) + " after " +
+                                 num(curve[i - 1].gflop) + " (gflop must strictly increase)");
+    }
+  }
+}
+
+bool shape_less(const GemmTiming& a, const GemmTiming& b) {
+  if (a.m != b.m) return a.m < b.m;
+  if (a.n != b.n) return a.n < b.n;
+  return a.k < b.k;
+}
+
+void check_gemm_table(const std::vector<GemmTiming>& table, const std::string& what, const std::vector<SourceLoc>& at) {
+  for (size_t i = 0; i < table.size(); ++i) {
+    const SourceLoc& where = at.size() > i ? at[i] : (at.empty() ? SourceLoc{} : at.back());
+    const GemmTiming& r = table[i];
+    if (r.m <= 0 || r.n <= 0 || r.k <= 0) {
+      throw_bad_input(where, what + ": row [" + std::to_string(r.m) + ", " + std::to_string(r.n) + ", " +
+                                 std::to_string(r.k) + "]: m, n and k must be positive");
+    }
+    require_positive(where, what + ": time_us", r.time_us);
+    if (i > 0 && !shape_less(table[i - 1], r)) {
+      throw_bad_input(where, what + ": not sorted: rows must be in increasing (m, n, k) order without duplicates");
+    }
+  }
+}
+
+void check_bus_table(const std::vector<BusBandwidthPoint>& table, const std::string& what,
+                     const std::vector<SourceLoc>& at) {
+  for (size_t i = 0; i < table.size(); ++i) {
+    const SourceLoc& where = at.size() > i ? at[i] : (at.empty() ? SourceLoc{} : at.back());
+    require_positive(where, what + ": bytes", table[i].bytes);
+    require_positive(where, what + ": bus bandwidth", table[i].bus_bandwidth_gbps);
+    if (i > 0 && !(table[i].bytes > table[i - 1].bytes)) {
+      throw_bad_input(where, what + ": not sorted: bytes " + num(table[i].bytes) + " after " +
+                                 num(table[i - 1].bytes) + " (bytes must strictly increase)");
+    }
+  }
+}
+
+// --- YAML reading ---
+
+double scalar_number(const std::string& file, const YAML::Node& n, const std::string& what) {
+  if (!n.IsScalar()) throw_bad_input(loc_of(file, n), what + ": expected a number");
+  try {
+    return n.as<double>();
+  } catch (const YAML::Exception&) {
+    throw_bad_input(loc_of(file, n), what + ": expected a number, got '" + n.Scalar() + "'");
+  }
+}
+
+// A list of fixed-length rows of numbers, e.g. [[1, 0.5], [128, 0.8]].
+std::vector<std::vector<double>> read_rows(const std::string& file, const YAML::Node& list, const std::string& what,
+                                           size_t width, const char* row_form, std::vector<SourceLoc>& locs) {
+  if (!list.IsSequence()) throw_bad_input(loc_of(file, list), what + ": expected a list of " + row_form + " rows");
+  std::vector<std::vector<double>> rows;
+  for (const YAML::Node& row : list) {
+    if (!row.IsSequence() || row.size() != width) {
+      throw_bad_input(loc_of(file, row), what + ": each row must be a list " + row_form);
+    }
+    std::vector<double> values;
+    for (const YAML::Node& v : row) values.push_back(scalar_number(file, v, what));
+    rows.push_back(std::move(values));
+    locs.push_back(loc_of(file, row));
+  }
+  return rows;
+}
+
+std::vector<EfficiencyPoint> read_curve(YamlMap& m, const std::string& key, const std::string& what) {
+  std::vector<SourceLoc> locs;
+  const YAML::Node list = m.get_node(key);
+  std::vector<EfficiencyPoint> curve;
+  for (const auto& r : read_rows(m.file(), list, what, 2, "[gflop, efficiency]", locs)) curve.push_back({r[0], r[1]});
+  if (locs.empty()) locs.push_back(loc_of(m.file(), list));
+  check_curve(curve, what, locs);
+  return curve;
+}
+
+double positive(YamlMap& m, const std::string& key) {
+  const double v = m.get_double(key);
+  if (!(v > 0)) m.fail(key, "must be positive, got " + num(v));
+  return v;
+}
+double non_negative(YamlMap& m, const std::string& key) {
+  const double v = m.get_double(key);
+  if (!(v >= 0)) m.fail(key, "must be zero or positive, got " + num(v));
+  return v;
+}
+
+GemmProfile read_gemm(const std::string& file, const YAML::Node& node, const std::string& ctx) {
+  YamlMap m(node, file, ctx);
+  m.finish({"peak_tflops", "efficiency", "table"});
+  GemmProfile g;
+  g.peak_tflops = positive(m, "peak_tflops");
+  g.efficiency = read_curve(m, "efficiency", ctx + ".efficiency");
+  if (auto t = m.opt_node("table")) {
+    std::vector<SourceLoc> locs;
+    for (const auto& r : read_rows(file, *t, ctx + ".table", 4, "[m, n, k, time_us]", locs)) {
+      for (int i = 0; i < 3; ++i) {
+        if (r[i] != static_cast<double>(static_cast<int64_t>(r[i]))) {
+          throw_bad_input(locs.back(), ctx + ".table: m, n and k must be integers, got " + num(r[i]));
+        }
+      }
+      g.table.push_back({static_cast<int64_t>(r[0]), static_cast<int64_t>(r[1]), static_cast<int64_t>(r[2]), r[3]});
+    }
+    check_gemm_table(g.table, ctx + ".table", locs);
+  }
+  return g;
+}
+
+CollectiveProfile read_collective(const std::string& file, const YAML::Node& node, const std::string& ctx) {
+  YamlMap m(node, file, ctx);
+  m.finish({"sync_us", "latency_us", "bus_bandwidth_gbps", "table"});
+  CollectiveProfile c;
+  if (m.has("sync_us")) c.sync_us = non_negative(m, "sync_us");
+  c.latency_us = non_negative(m, "latency_us");
+  c.bus_bandwidth_gbps = positive(m, "bus_bandwidth_gbps");
+  if (auto t = m.opt_node("table")) {
+    std::vector<SourceLoc> locs;
+    for (const auto& r : read_rows(file, *t, ctx + ".table", 2, "[bytes, bus_bandwidth_gbps]", locs)) {
+      c.table.push_back({r[0], r[1]});
+    }
+    check_bus_table(c.table, ctx + ".table", locs);
+  }
+  return c;
+}
+
+ProfileMetadata read_metadata(const std::string& file, const YAML::Node& node) {
+  YamlMap m(node, file, "profile metadata");
+  m.finish({"machine", "date", "build_flags", "library_versions", "spread"});
+  ProfileMetadata md;
+  md.machine = m.opt_string("machine").value_or("");
+  md.date = m.opt_string("date").value_or("");
+  md.build_flags = m.opt_string("build_flags").value_or("");
+  if (auto v = m.opt_node("library_versions")) {
+    YamlMap lib(*v, file, "profile metadata.library_versions");
+    for (auto it = v->begin(); it != v->end(); ++it) md.library_versions[it->first.as<std::string>()] = lib.get_string(it->first.as<std::string>());
+  }
+  if (auto v = m.opt_node("spread")) {
+    YamlMap sp(*v, file, "profile metadata.spread");
+    for (auto it = v->begin(); it != v->end(); ++it) {
+      const std::string key = it->first.as<std::string>();
+      md.spread[key] = non_negative(sp, key);
+    }
+  }
+  return md;
+}
+
+Profile read_profile(const YAML::Node& root, const std::string& file) {
+  YamlMap m(root, file, "profile");
+  // Unknown keys first: a misspelt required key is reported as a typo, not as missing.
+  m.finish({"name", "source", "notes", "devices_per_node", "nodes", "gemm", "memory", "attention", "collectives",
+            "interference", "metadata"});
+  Profile p;
+  p.path = file;
+  p.name = m.get_string("name");
+  p.source = m.opt_string("source").value_or("");
+  p.notes = m.opt_string("notes").value_or("");
+  const int64_t dpn = m.get_int("devices_per_node");
+  if (dpn <= 0 || dpn > 1 << 20) m.fail("devices_per_node", "must be a positive count, got " + std::to_string(dpn));
+  p.devices_per_node = static_cast<int>(dpn);
+  if (auto nodes = m.opt_int("nodes")) {
+    if (*nodes <= 0 || *nodes > 1 << 20) m.fail("nodes", "must be a positive count, got " + std::to_string(*nodes));
+    p.nodes = static_cast<int>(*nodes);
+  }
+
+  YamlMap gemm(m.get_node("gemm"), file, "profile gemm");
+  gemm.finish({"bf16", "fp16", "fp32"});
+  bool any = false;
+  for (DType d : kDTypes) {
+    const char* key = profile_dtype_key(d);
+    if (auto n = gemm.opt_node(key)) {
+      p.gemm[static_cast<int>(d)] = read_gemm(file, *n, std::string("profile gemm.") + key);
+      any = true;
+    }
+  }
+  if (!any) throw_bad_input(gemm.where(), "profile gemm: needs figures for at least one of bf16, fp16, fp32");
+
+  YamlMap mem(m.get_node("memory"), file, "profile memory");
+  p.memory.bandwidth_gbps = positive(mem, "bandwidth_gbps");
+  p.memory.launch_overhead_us = non_negative(mem, "launch_overhead_us");
+  if (auto per_kind = mem.opt_node("per_kind")) {
+    YamlMap kinds(*per_kind, file, "profile memory.per_kind");
+    for (const std::string& kind : memory_bound_kinds()) {
+      if (auto node = kinds.opt_node(kind)) {
+        YamlMap k(*node, file, "profile memory.per_kind." + kind);
+        MemoryCost c{positive(k, "bandwidth_gbps"), non_negative(k, "launch_overhead_us")};
+        k.finish();
+        p.memory.per_kind[kind] = c;
+      }
+    }
+    kinds.finish();
+  }
+  mem.finish();
+
+  YamlMap attn(m.get_node("attention"), file, "profile attention");
+  attn.finish({"relative_efficiency", "efficiency"});
+  const bool has_rel = attn.has("relative_efficiency"), has_curve = attn.has("efficiency");
+  if (has_rel == has_curve) {
+    throw_bad_input(attn.where(), "profile attention: give exactly one of relative_efficiency, efficiency");
+  }
+  if (has_rel) {
+    p.attention.relative_efficiency = attn.get_double("relative_efficiency");
+    require_fraction(attn.where("relative_efficiency"), "profile attention: 'relative_efficiency'",
+                     p.attention.relative_efficiency);
+  } else {
+    p.attention.efficiency = read_curve(attn, "efficiency", "profile attention.efficiency");
+  }
+
+  YamlMap coll(m.get_node("collectives"), file, "profile collectives");
+  coll.finish({"intra_node", "inter_node"});
+  p.intra_node = read_collective(file, coll.get_node("intra_node"), "profile collectives.intra_node");
+  if (auto n = coll.opt_node("inter_node")) p.inter_node = read_collective(file, *n, "profile collectives.inter_node");
+
+  YamlMap intf(m.get_node("interference"), file, "profile interference");
+  intf.finish({"compute_slowdown_during_comm", "comm_slowdown_during_compute"});
+  p.interference.compute_slowdown_during_comm = non_negative(intf, "compute_slowdown_during_comm");
+  p.interference.comm_slowdown_during_compute = non_negative(intf, "comm_slowdown_during_compute");
+
+  if (auto md = m.opt_node("metadata")) p.metadata = read_metadata(file, *md);
+  return p;
+}
+
+}  // namespace
+
+const std::vector<std::string>& memory_bound_kinds() {
+  static const std::vector<std::string> kinds = [] {
+    std::vector<std::string> out;
+    for (int k = 0; k < kNumOpKinds; ++k)
+      if (memory_bound(OpKind(k))) out.push_back(to_string(OpKind(k)));
+    return out;
+  }();
+  return kinds;
+}
+
+Profile load_profile(const std::string& path) { return read_profile(load_yaml_file(path), path); }
+
+Profile load_profile_string(const std::string& yaml, const std::string& name) {
+  return read_profile(load_yaml_string(yaml, name), name);
+}
+
+void validate_profile(const Profile& p) {
+  const SourceLoc at{"profile '" + p.name + "'"};
+  if (p.name.empty()) throw_bad_input(at, "name must not be empty");
+  if (p.devices_per_node <= 0) throw_bad_input(at, "devices_per_node must be positive");
+  if (p.nodes < 0) throw_bad_input(at, "nodes must be zero (unstated) or positive");
+  bool any = false;
+  for (DType d : kDTypes) {
+    const auto& g = p.gemm[static_cast<int>(d)];
+    if (!g) continue;
+    any = true;
+    const std::string ctx = std::string("gemm.") + profile_dtype_key(d);
+    require_positive(at, ctx + ".peak_tflops", g->peak_tflops);
+    check_curve(g->efficiency, ctx + ".efficiency", {at});
+    check_gemm_table(g->table, ctx + ".table", {at});
+  }
+  if (!any) throw_bad_input(at, "gemm needs figures for at least one of bf16, fp16, fp32");
+  require_positive(at, "memory.bandwidth_gbps", p.memory.bandwidth_gbps);
+  require_non_negative(at, "memory.launch_overhead_us", p.memory.launch_overhead_us);
+  for (const auto& [kind, c] : p.memory.per_kind) {
+    if (std::find(memory_bound_kinds().begin(), memory_bound_kinds().end(), kind) == memory_bound_kinds().end())
+      throw_bad_input(at, "profile memory.per_kind: '" + kind + "' is not a memory-bound op kind");
+    require_positive(at, "memory.per_kind." + kind + ".bandwidth_gbps", c.bandwidth_gbps);
+    require_non_negative(at, "memory.per_kind." + kind + ".launch_overhead_us", c.launch_overhead_us);
+  }
+  if (p.attention.efficiency.empty()) {
+    require_fraction(at, "attention.relative_efficiency", p.attention.relative_efficiency);
+  } else {
+    check_curve(p.attention.efficiency, "attention.efficiency", {at});
+  }
+  const auto check_coll = [&](const CollectiveProfile& c, const std::string& ctx) {
+    require_non_negative(at, ctx + ".sync_us", c.sync_us);
+    require_non_negative(at, ctx + ".latency_us", c.latency_us);
+    require_positive(at, ctx + ".bus_bandwidth_gbps", c.bus_bandwidth_gbps);
+    check_bus_table(c.table, ctx + ".table", {at});
+  };
+  check_coll(p.intra_node, "collectives.intra_node");
+  if (p.inter_node) check_coll(*p.inter_node, "collectives.inter_node");
+  require_non_negative(at, "interference.compute_slowdown_during_comm", p.interference.compute_slowdown_during_comm);
+  require_non_negative(at, "interference.comm_slowdown_during_compute", p.interference.comm_slowdown_during_compute);
+  for (const auto& [key, v] : p.metadata.spread) require_non_negative(at, "metadata.spread." + key, v);
+}
+
+}  // namespace domino

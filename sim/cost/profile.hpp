@@ -1,0 +1,131 @@
+// profile.hpp: a hardware profile, the measured or published figures the cost model turns into op
+// durations (docs/profile-format.md). Loaded strictly from YAML; the profiler writes one with save_profile.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/model/model_spec.hpp"
+
+namespace domino {
+
+// One point of an efficiency curve: GEMMs of `gflop` GFLOP reach `efficiency` of the dtype's peak.
+// Between points the efficiency is interpolated linearly in log(gflop); outside, the end value holds.
+struct EfficiencyPoint {
+  double gflop = 0;
+  double efficiency = 0;
+};
+
+// A measured GEMM: C[m,n] = A[m,k] B[k,n] took time_us (launch included).
+struct GemmTiming {
+  int64_t m = 0, n = 0, k = 0;
+  double time_us = 0;
+};
+
+struct GemmProfile {
+  double peak_tflops = 0;
+  std::vector<EfficiencyPoint> efficiency;  // gflop strictly increasing, at least one point
+  std::vector<GemmTiming> table;            // optional; sorted by (m, n, k), no duplicates
+};
+
+// Memory-bound ops (norm, activation, elementwise, copy, optimizer, embedding, loss) and the launch
+// overhead every compute op pays.
+struct MemoryCost {
+  double bandwidth_gbps = 0;  // GB/s (1e9 bytes per second) achievable
+  double launch_overhead_us = 0;
+};
+struct MemoryProfile {
+  double bandwidth_gbps = 0;  // GB/s (1e9 bytes per second) achievable
+  double launch_overhead_us = 0;
+  // Optional: a memory-bound op kind's own figures (key: to_string(OpKind), e.g. "norm"), replacing the two
+  // above for that kind. Norms, optimizer steps and the loss stream through memory differently.
+  std::map<std::string, MemoryCost> per_kind;
+};
+
+// The op kinds that are costed as memory-bound (memory.per_kind keys).
+const std::vector<std::string>& memory_bound_kinds();
+
+// Attention runs at relative_efficiency x the GEMM efficiency at the same size, unless it has its own curve.
+struct AttentionProfile {
+  double relative_efficiency = 1;
+  std::vector<EfficiencyPoint> efficiency;  // when non-empty, replaces relative_efficiency
+};
+
+// One point of a measured collective curve: messages of `bytes` reach `bus_bandwidth_gbps`.
+struct BusBandwidthPoint {
+  double bytes = 0;
+  double bus_bandwidth_gbps = 0;
+};
+
+// Ring AllReduce of S bytes over n ranks: sync_us + latency_us + S * 2(n-1)/n / busbw(S) (nccl-tests
+// convention for the bandwidth). latency_us is the collective's own start-up cost, measured with the ranks
+// arriving together; sync_us is what a collective costs in a training step because they do not: the
+// typical gap between the first and the last rank reaching it (their compute drifts apart between
+// collectives), which the simulator's one symmetric rank does not otherwise see.
+struct CollectiveProfile {
+  double latency_us = 0;
+  double bus_bandwidth_gbps = 0;         // large-message figure; used when the table is empty
+  std::vector<BusBandwidthPoint> table;  // optional; bytes strictly increasing; log-interpolated, clamped
+  double sync_us = 0;
+};
+
+// While a compute op and a communication op run together, each progresses at 1/(1 + slowdown).
+struct InterferenceProfile {
+  double compute_slowdown_during_comm = 0;
+  double comm_slowdown_during_compute = 0;
+};
+
+// Provenance the profiler records; all optional.
+struct ProfileMetadata {
+  std::string machine;
+  std::string date;
+  std::string build_flags;
+  std::map<std::string, std::string> library_versions;
+  std::map<std::string, double> spread;  // relative run-to-run spread per measured quantity
+  bool empty() const {
+    return machine.empty() && date.empty() && build_flags.empty() && library_versions.empty() && spread.empty();
+  }
+};
+
+constexpr int kNumDTypes = 3;  // indexed by DType: BF16, FP16, FP32
+const char* profile_dtype_key(DType d);  // "bf16", "fp16", "fp32"
+
+struct Profile {
+  std::string name;
+  std::string source;  // where the figures come from ("public figures", "measured by domino-profile")
+  std::string notes;
+  std::string path;    // file it was loaded from ("" when built in code)
+  int devices_per_node = 1;
+  int nodes = 0;       // 0: not stated (no limit on the TP degree beyond inter_node being present)
+  std::array<std::optional<GemmProfile>, kNumDTypes> gemm;
+  MemoryProfile memory;
+  AttentionProfile attention;
+  CollectiveProfile intra_node;
+  std::optional<CollectiveProfile> inter_node;  // required for TP groups larger than devices_per_node
+  InterferenceProfile interference;
+  ProfileMetadata metadata;
+};
+
+// Loads and validates a profile; BadInput with file:line:col on any problem (unknown key with the closest
+// suggested, missing key, wrong type, non-positive rate, unsorted table).
+Profile load_profile(const std::string& path);
+Profile load_profile_string(const std::string& yaml, const std::string& name);
+// Checks the invariants load_profile enforces (for profiles built in code); BadInput naming the field.
+void validate_profile(const Profile& p);
+// YAML text that load_profile reads back to an identical Profile (numbers round-trip exactly).
+std::string profile_to_yaml(const Profile& p);
+// Validates, then writes through a temporary file and a rename.
+void save_profile(const Profile& p, const std::string& path);
+
+// A profile argument: a path, or a bare name looked up as profiles/NAME.yaml (current directory, then the
+// source tree). BadInput listing the shipped profiles when neither exists.
+std::string resolve_profile_path(const std::string& path_or_name);
+// The profile tools use when none is given: cpu-dev for fp32 models under 1e9 parameters (the CPU backend's
+// models), else dgx-h100 for TP groups within one 8-GPU node, else h100-multinode.
+std::string default_profile_name(const ModelSpec& model);
+
+}  // namespace domino

@@ -1,0 +1,103 @@
+// profile_writer.cpp: writes a profile as YAML that load_profile reads back identically (the profiler's
+// output path). Numbers use the shortest text that round-trips, so saved profiles are byte-stable.
+#include <fmt/format.h>
+
+#include "sim/cost/profile.hpp"
+#include "sim/trace/timeline.hpp"
+#include "sim/base/files.hpp"
+
+namespace domino {
+
+namespace {
+
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default: out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string num(double v) { return fmt::format("{}", v); }
+
+void write_curve(std::string& out, const char* indent, const std::vector<EfficiencyPoint>& curve) {
+  out += fmt::format("{}efficiency:  # [gflop, efficiency]\n", indent);
+  for (const auto& p : curve) out += fmt::format("{}  - [{}, {}]\n", indent, num(p.gflop), num(p.efficiency));
+}
+
+void write_collective(std::string& out, const char* key, const CollectiveProfile& c) {
+  out += fmt::format("  {}:\n", key);
+  if (c.sync_us > 0) out += fmt::format("    sync_us: {}\n", num(c.sync_us));
+  out += fmt::format("    latency_us: {}\n    bus_bandwidth_gbps: {}\n", num(c.latency_us), num(c.bus_bandwidth_gbps));
+  if (c.table.empty()) return;
+  out += "    table:  # [bytes, bus_bandwidth_gbps]\n";
+  for (const auto& r : c.table) out += fmt::format("      - [{}, {}]\n", num(r.bytes), num(r.bus_bandwidth_gbps));
+}
+
+}  // namespace
+
+std::string profile_to_yaml(const Profile& p) {
+  std::string out = "# Hardware profile (docs/profile-format.md).\n";
+  out += "name: " + quoted(p.name) + "\n";
+  if (!p.source.empty()) out += "source: " + quoted(p.source) + "\n";
+  if (!p.notes.empty()) out += "notes: " + quoted(p.notes) + "\n";
+  out += fmt::format("devices_per_node: {}\n", p.devices_per_node);
+  if (p.nodes > 0) out += fmt::format("nodes: {}\n", p.nodes);
+  out += "gemm:\n";
+  for (int d = 0; d < kNumDTypes; ++d) {
+    const auto& g = p.gemm[d];
+    if (!g) continue;
+    out += fmt::format("  {}:\n    peak_tflops: {}\n", profile_dtype_key(static_cast<DType>(d)), num(g->peak_tflops));
+    write_curve(out, "    ", g->efficiency);
+    if (!g->table.empty()) {
+      out += "    table:  # [m, n, k, time_us]\n";
+      for (const auto& r : g->table) out += fmt::format("      - [{}, {}, {}, {}]\n", r.m, r.n, r.k, num(r.time_us));
+    }
+  }
+  out += fmt::format("memory:\n  bandwidth_gbps: {}\n  launch_overhead_us: {}\n", num(p.memory.bandwidth_gbps),
+                     num(p.memory.launch_overhead_us));
+  if (!p.memory.per_kind.empty()) out += "  per_kind:\n";
+  for (const auto& [kind, c] : p.memory.per_kind)
+    out += fmt::format("    {}: {{bandwidth_gbps: {}, launch_overhead_us: {}}}\n", kind, num(c.bandwidth_gbps),
+                       num(c.launch_overhead_us));
+  out += "attention:\n";
+  if (p.attention.efficiency.empty()) {
+    out += fmt::format("  relative_efficiency: {}\n", num(p.attention.relative_efficiency));
+  } else {
+    write_curve(out, "  ", p.attention.efficiency);
+  }
+  out += "collectives:\n";
+  write_collective(out, "intra_node", p.intra_node);
+  if (p.inter_node) write_collective(out, "inter_node", *p.inter_node);
+  out += fmt::format("interference:\n  compute_slowdown_during_comm: {}\n  comm_slowdown_during_compute: {}\n",
+                     num(p.interference.compute_slowdown_during_comm), num(p.interference.comm_slowdown_during_compute));
+  const ProfileMetadata& md = p.metadata;
+  if (!md.empty()) {
+    out += "metadata:\n";
+    if (!md.machine.empty()) out += "  machine: " + quoted(md.machine) + "\n";
+    if (!md.date.empty()) out += "  date: " + quoted(md.date) + "\n";
+    if (!md.build_flags.empty()) out += "  build_flags: " + quoted(md.build_flags) + "\n";
+    if (!md.library_versions.empty()) {
+      out += "  library_versions:\n";
+      for (const auto& [k, v] : md.library_versions) out += "    " + quoted(k) + ": " + quoted(v) + "\n";
+    }
+    if (!md.spread.empty()) {
+      out += "  spread:\n";
+      for (const auto& [k, v] : md.spread) out += "    " + quoted(k) + ": " + num(v) + "\n";
+    }
+  }
+  return out;
+}
+
+void save_profile(const Profile& p, const std::string& path) {
+  validate_profile(p);
+  write_file_atomic(path, profile_to_yaml(p));
+}
+
+}  // namespace domino

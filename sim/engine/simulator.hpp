@@ -1,0 +1,31 @@
+// simulator.hpp: times a schedule with a cost model by discrete-event simulation of its streams.
+#pragma once
+
+#include <cstdint>
+
+#include "sim/cost/cost_model.hpp"
+#include "sim/ir/schedule.hpp"
+#include "sim/trace/timeline.hpp"
+
+namespace domino {
+
+struct SimOptions {
+  bool record_timeline = true;  // false: figures only (the tuner's inner loop)
+  // > 0: time every AllReduce as a ring of this many ranks whatever the plan's TP degree, to predict a
+  // one-GPU `domino-exec --emulate-comm --emulate-tp N` run (TP 1 shapes, TP N ring traffic).
+  int allreduce_ranks = 0;
+};
+
+struct SimResult {
+  double iteration_us = 0;
+  double compute_us = 0;        // time the compute stream is busy
+  double comm_us = 0;           // time the communication stream is busy
+  double exposed_comm_us = 0;   // time communication runs while the compute stream is idle
+  double overlap_fraction = 0;  // share of communication time hidden behind compute (1 - exposed/comm)
+  int64_t peak_memory_bytes = 0;
+  Timeline timeline;            // rank 0 (all ranks are symmetric); empty unless record_timeline
+};
+
+SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOptions& options = {});
+
+}  // namespace domino

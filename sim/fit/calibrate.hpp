@@ -1,0 +1,41 @@
+// calibrate.hpp: fits a profile's parameters to a measured trace (domino-exec --trace), so one real run
+// improves every later prediction. Least squares over per-op durations, per op kind: memory-bound ops
+// (fixed cost + bandwidth), GEMMs (a time scale per half-decade of FLOPs applied to the table and the
+// efficiency curve), attention (the same on its curve), AllReduce (latency + bandwidth scale, table kept in
+// shape), the ranks' arrival skew at the AllReduces (sync_us, from the spread of their start times), and the
+// interference slowdowns from ops that overlapped the other stream. A scope limits what may change.
+#pragma once
+
+#include <string>
+
+#include "sim/cost/profile.hpp"
+#include "sim/trace/timeline.hpp"
+
+namespace domino::prof {
+
+struct KindError {
+  std::string kind;
+  int ops = 0;
+  double before = 0, after = 0;  // sum |predicted - measured| / sum measured, over the kind's ops
+};
+
+// What a calibration may change; the rest of the profile is kept as it is.
+struct CalibrationScope {
+  bool memory = true, gemm = true, attention = true, allreduce = true, sync = true, interference = true;
+};
+// Parses --fit: a comma-separated list of memory, gemm, attention, allreduce, sync, interference, or "all".
+// BadInput on anything else.
+CalibrationScope parse_calibration_scope(const std::string& list);
+
+struct CalibrationResult {
+  Profile profile;
+  std::vector<KindError> errors;  // per kind, then "all"
+  std::string report;             // human-readable: fitted figures and fit quality
+};
+
+// tp: the trace's TP group (0: read from the trace's "domino" header). BadInput when the trace has no op
+// events with the executor's args (kind, m, n, k, flops, bytes).
+CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace, int tp = 0,
+                                    const CalibrationScope& scope = {});
+
+}  // namespace domino::prof

@@ -1,0 +1,136 @@
+// stats.cpp: percentiles, repeat timing, weighted least squares, log binning, terminal progress.
+#include "sim/fit/stats.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+namespace domino::prof {
+
+namespace {
+double percentile_sorted(const std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
+  const double pos = q * double(v.size() - 1);
+  const size_t i = size_t(pos);
+  const double t = pos - double(i);
+  return i + 1 < v.size() ? v[i] * (1 - t) + v[i + 1] * t : v[i];
+}
+}  // namespace
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return percentile_sorted(v, 0.5);
+}
+
+Timing timing_of(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  Timing t;
+  t.repeats = int(samples.size());
+  t.median_us = percentile_sorted(samples, 0.5);
+  t.p10_us = percentile_sorted(samples, 0.1);
+  t.p90_us = percentile_sorted(samples, 0.9);
+  return t;
+}
+
+std::vector<double> time_repeats(const std::function<void()>& fn, const RepeatPolicy& policy) {
+  using Clock = std::chrono::steady_clock;
+  for (int i = 0; i < policy.warmup; ++i) fn();
+  std::vector<double> samples;
+  double total = 0;
+  while (int(samples.size()) < policy.max_repeats &&
+         (int(samples.size()) < policy.min_repeats || total < policy.min_total_us)) {
+    const auto t0 = Clock::now();
+    fn();
+    const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    samples.push_back(us);
+    total += us;
+  }
+  return samples;
+}
+
+LineFit fit_line(const std::vector<double>& x, const std::vector<double>& y, const std::vector<double>& w) {
+  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sw += w[i];
+    sx += w[i] * x[i];
+    sy += w[i] * y[i];
+    sxx += w[i] * x[i] * x[i];
+    sxy += w[i] * x[i] * y[i];
+  }
+  LineFit f;
+  const double det = sw * sxx - sx * sx;
+  if (x.size() < 2 || !(std::abs(det) > 1e-300 * std::max(1.0, sw * sxx))) return f;
+  f.b = (sw * sxy - sx * sy) / det;
+  f.a = (sy - f.b * sx) / sw;
+  f.ok = std::isfinite(f.a) && std::isfinite(f.b);
+  return f;
+}
+
+LineFit fit_slope(const std::vector<double>& x, const std::vector<double>& y, const std::vector<double>& w, double a) {
+  double sxx = 0, sxy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sxx += w[i] * x[i] * x[i];
+    sxy += w[i] * x[i] * (y[i] - a);
+  }
+  LineFit f;
+  f.a = a;
+  if (!(sxx > 0)) return f;
+  f.b = sxy / sxx;
+  f.ok = std::isfinite(f.b);
+  return f;
+}
+
+std::vector<double> relative_weights(const std::vector<double>& y) {
+  std::vector<double> w;
+  for (double v : y) w.push_back(v > 0 ? 1.0 / (v * v) : 0.0);
+  return w;
+}
+
+std::vector<CurvePoint> log_binned_median(const std::vector<double>& x, const std::vector<double>& y, double decades) {
+  std::map<long, std::pair<std::vector<double>, std::vector<double>>> bins;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!(x[i] > 0) || !std::isfinite(y[i])) continue;
+    auto& b = bins[long(std::floor(std::log10(x[i]) / decades))];
+    b.first.push_back(std::log(x[i]));
+    b.second.push_back(y[i]);
+  }
+  std::vector<CurvePoint> out;
+  for (auto& [key, b] : bins) {
+    double lx = 0;
+    for (double v : b.first) lx += v;
+    out.push_back({std::exp(lx / double(b.first.size())), median_of(b.second)});
+  }
+  return out;  // map order: bins ascending, and each bin's mean lies inside it, so x strictly increases
+}
+
+Progress::Progress(std::string prefix, bool enabled) : prefix_(std::move(prefix)), tty_(enabled && ::isatty(2) == 1) {}
+
+void Progress::step(const std::string& what, int done, int total) {
+  if (!tty_) return;
+  std::fprintf(stderr, "\r\033[K%s %s [%d/%d]", prefix_.c_str(), what.c_str(), done, total);
+  std::fflush(stderr);
+}
+
+void Progress::done() {
+  if (!tty_) return;
+  std::fprintf(stderr, "\r\033[K");
+  std::fflush(stderr);
+}
+
+nlohmann::json to_json(const Timing& t) {
+  return {{"median_us", t.median_us}, {"p10_us", t.p10_us}, {"p90_us", t.p90_us}, {"repeats", t.repeats}};
+}
+
+Timing timing_from_json(const nlohmann::json& j) {
+  Timing t;
+  t.median_us = j.at("median_us").get<double>();
+  t.p10_us = j.at("p10_us").get<double>();
+  t.p90_us = j.at("p90_us").get<double>();
+  t.repeats = j.at("repeats").get<int>();
+  return t;
+}
+
+}  // namespace domino::prof

@@ -1,0 +1,66 @@
+// stats.hpp: robust timing (warm-up, repeats, median and p10/p90 spread), the small least-squares
+// fits the profiler and the calibrator share, and progress lines on a terminal.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace domino::prof {
+
+// A measured quantity: median of the repeats, with the 10th and 90th percentiles.
+struct Timing {
+  double median_us = 0, p10_us = 0, p90_us = 0;
+  int repeats = 0;
+  // Relative half-width of the p10..p90 band: the run-to-run spread recorded in the profile.
+  double spread() const { return median_us > 0 ? (p90_us - p10_us) / (2 * median_us) : 0; }
+};
+Timing timing_of(std::vector<double> samples_us);
+double median_of(std::vector<double> v);
+
+struct RepeatPolicy {
+  int warmup = 2;
+  int min_repeats = 5;
+  int max_repeats = 40;
+  double min_total_us = 50'000;  // keep repeating until this much time was measured (or max_repeats)
+};
+// Runs fn warmup times untimed, then repeats it timing each run with steady_clock.
+std::vector<double> time_repeats(const std::function<void()>& fn, const RepeatPolicy& policy);
+
+// Weighted least squares for y = a + b x (weights w >= 0). fixed_a: fit only b with a given.
+struct LineFit {
+  double a = 0, b = 0;
+  bool ok = false;
+};
+LineFit fit_line(const std::vector<double>& x, const std::vector<double>& y, const std::vector<double>& w);
+LineFit fit_slope(const std::vector<double>& x, const std::vector<double>& y, const std::vector<double>& w, double a);
+// Weights 1/y^2: least squares on relative errors (sizes span decades).
+std::vector<double> relative_weights(const std::vector<double>& y);
+
+// One entry of a log-binned curve: geometric-mean x and median y of the points in the bin.
+struct CurvePoint {
+  double x = 0, y = 0;
+};
+// Bins points by log10(x) into bins of `decades` width; x strictly increasing in the result.
+std::vector<CurvePoint> log_binned_median(const std::vector<double>& x, const std::vector<double>& y, double decades);
+
+// Progress on stderr, only when stderr is a terminal (overwritten line).
+class Progress {
+ public:
+  explicit Progress(std::string prefix, bool enabled = true);
+  void step(const std::string& what, int done, int total);
+  void done();
+
+ private:
+  std::string prefix_;
+  bool tty_ = false;
+};
+
+nlohmann::json to_json(const Timing& t);
+Timing timing_from_json(const nlohmann::json& j);
+
+}  // namespace domino::prof

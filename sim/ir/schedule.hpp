@@ -1,0 +1,205 @@
+// schedule.hpp: the schedule IR, the one program both the simulator and the executor interpret.
+//
+// A Schedule is a list of ops in *program order*: executing them one after another in this order on a
+// single device is a correct training iteration. Each op runs on a stream (compute or communication);
+// a stream executes its ops in program order. Cross-stream ordering is given by Op::deps alone (the
+// builder derives them from data hazards on buffer regions and adds the waits the plan's overlap mode
+// asks for). Any execution that honours per-stream order and deps is therefore equivalent to the
+// sequential program: this is what lets the executor run exactly what the simulator timed.
+//
+// Tensors live in buffers allocated once (BufferDesc). A buffer is a 3-D row-major array
+// [batch][seq][cols] of elements; a Region is a box inside one buffer. Weights are buffers with batch 1,
+// seq = input rows, cols = output columns. Rows of a region are (b, s) pairs in b-major order; a
+// region with a partial seq range and more than one batch entry is a strided view (one contiguous
+// block of rows per batch entry). Column ranges are strided views too (row stride = buffer cols).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/model/model_spec.hpp"
+#include "sim/model/plan.hpp"
+
+namespace domino {
+
+enum class Stream : uint8_t { Compute = 0, Comm = 1 };
+constexpr int kNumStreams = 2;
+enum class Phase : uint8_t { Forward, Backward, Optimizer };
+enum class Block : uint8_t { Attn, Mlp, Embedding, Head, None };
+
+// What an op costs like (cost model, reports). Several opcodes share a kind.
+enum class OpKind : uint8_t { Gemm, Attention, Norm, Activation, Elementwise, Copy, AllReduce, Optimizer, Embedding, Loss };
+constexpr int kNumOpKinds = 10;
+
+// What an op computes (executor). Inputs in[], outputs out[]; "(+)=" means "+=" when attrs.accumulate,
+// else "=". Every region of in/out may be a strided view unless it says "contiguous".
+enum class OpCode : uint8_t {
+  // out[0] (+)= in[0] · in[1] (+ in[2] broadcast over rows, if present: a [1,1,N] bias region).
+  MatMul,
+  // out[0] (+)= in[0] · in[1]^T                     (input gradient: dX = dY · W^T)
+  MatMulDgrad,
+  // out[0] (+)= in[0]^T · in[1]                     (weight gradient: dW = X^T · dY), rows summed over
+  // the whole region; if out[1] is present, out[1] (+)= column sums of in[1] (bias gradient).
+  MatMulWgrad,
+  // in[0]=x, in[1]=gamma [1,1,h], in[2]=beta [1,1,h] (LayerNorm only); out[0]=y, out[1]=stats [.,.,2]
+  // holding (mean, rstd) per row (RMSNorm: mean stored as 0). eps = attrs.eps.
+  LayerNormFwd,
+  RmsNormFwd,
+  // in[0]=x (the forward input), in[1]=stats, in[2]=gamma, in[3..3+n)=dy given as n column chunks
+  // (attrs.chunks = n; chunk c covers columns [c*h/n, (c+1)*h/n) of dy, each a contiguous buffer);
+  // out[0] (+)= dx, out[1] (+)= dgamma, out[2] (+)= dbeta (LayerNorm only). attrs.accumulate applies to
+  // out[0]; attrs.accumulate_params to out[1], out[2].
+  LayerNormBwd,
+  RmsNormBwd,
+  // out[0] = gelu(in[0]) (tanh approximation).
+  GeluFwd,
+  // out[0] = gelu'(in[0]) * in[1]       (in[0] = forward input, in[1] = dy)
+  GeluBwd,
+  // in[0] = [gate | up], 2f columns; out[0] = silu(gate) * up, f columns.
+  SwigluFwd,
+  // in[0] = forward input [gate | up], in[1] = dy (f columns); out[0] = [dgate | dup] (2f columns).
+  SwigluBwd,
+  // In place on out[0] (== in[0]): rotary embedding on attrs.heads heads of attrs.head_dim columns each,
+  // position of a row = its seq index; rotate-half convention, base 10000. RopeBwd applies the inverse.
+  RopeFwd,
+  RopeBwd,
+  // Causal attention for the query rows of one slice. in[0]=Q [rows, H*d], in[1]=K [keys, KV*d],
+  // in[2]=V [keys, KV*d] where K/V cover the same batch range and seq [0, kv_end) with kv_end >= the
+  // query rows' last position (query position = seq index, key position = seq index: causal mask
+  // key_pos <= query_pos). H = attrs.heads, KV = attrs.kv_heads (query head h uses KV head h / (H/KV)),
+  // d = attrs.head_dim, scale 1/sqrt(d). out[0]=context [rows, H*d]; out[1]=probabilities P, a region of
+  // the probs buffer [batch, seq(query), H*seq_len(keys)] covering the query rows, head-major columns
+  // (column = head*seq_len + key position), entries beyond kv_end or above the diagonal written as 0.
+  AttnFwd,
+  // in[0]=Q, in[1]=K, in[2]=V, in[3]=P (as in AttnFwd), in[4]=dcontext [rows, H*d];
+  // out[0] = dQ (query rows; "="), out[1] = dK, out[2] = dV over the key rows of in[1]/in[2]
+  // ("(+)=" with attrs.accumulate: several query slices contribute to the same keys).
+  AttnBwd,
+  // out[0] = in[0] + in[1] (+ in[2], a [1,1,n] bias broadcast over rows, if present).
+  ResidualAdd,
+  // out[0] = embedding rows: in[0] = token ids [B,S,1] (stored as floats), in[1] = table [1,V,h];
+  // GPT family adds in[2] = positional table [1,seq_len,h] (row = seq index).
+  EmbeddingFwd,
+  // in[0] = token ids, in[1] = dy [B,S,h]; out[0] (+)= scatter-add into the table gradient [1,V,h];
+  // GPT: out[1] (+)= positional gradient [1,seq_len,h].
+  EmbeddingBwd,
+  // in[0] = logits [B,S,V], in[1] = target ids [B,S,1]; out[0] = mean cross-entropy loss [1,1,1],
+  // out[1] = dlogits = (softmax - onehot) / (B*S).
+  CrossEntropy,
+  // In place, contiguous over ranks: out[0] = sum over the tensor-parallel group of in[0] (same region).
+  AllReduce,
+  // in[0] = gradient; out[0] = parameter, out[1] = first moment / momentum, out[2] = second moment
+  // (Adam only). Hyper-parameters come from the executor's options; the step count from the runtime.
+  AdamStep,
+  SgdStep,
+};
+
+const char* to_string(Stream s);
+const char* to_string(Phase p);
+const char* to_string(Block b);
+const char* to_string(OpKind k);
+const char* to_string(OpCode c);
+OpKind kind_of(OpCode c);
+// Costed by the bytes it moves (everything but GEMMs, attention and collectives).
+bool memory_bound(OpKind k);
+
+enum class BufferRole : uint8_t { Param, Grad, OptState, Activation, Workspace, Data };
+const char* to_string(BufferRole r);
+
+// Which parameter a Param/Grad/OptState buffer holds, so that every rank can initialise its shard
+// from the same full (unsharded) tensor: see shard_of() below.
+enum class ParamKind : uint8_t {
+  None, QkvWeight, QkvBias, ProjWeight, ProjBias, Fc1Weight, Fc1Bias, Fc2Weight, Fc2Bias,
+  AttnNormGamma, AttnNormBeta, MlpNormGamma, MlpNormBeta, FinalNormGamma, FinalNormBeta,
+  TokenEmbedding, PositionEmbedding, HeadWeight,
+};
+const char* to_string(ParamKind k);
+
+struct BufferDesc {
+  std::string name;  // e.g. "L3.mlp.fc1.w", "L3.mlp.fc1.w.grad", "L3.x_mid", "ps.attn.p0.s1.c0"
+  BufferRole role = BufferRole::Activation;
+  ParamKind param = ParamKind::None;  // for Param, Grad and OptState buffers
+  int layer = -1;                     // -1 for buffers that belong to no layer
+  int64_t batch = 1, seq = 1, cols = 1;
+  int64_t elements() const { return batch * seq * cols; }
+};
+
+struct Region {
+  int32_t buffer = -1;
+  int64_t b0 = 0, b1 = 0;  // batch range [b0, b1)
+  int64_t s0 = 0, s1 = 0;  // seq range [s0, s1)
+  int64_t c0 = 0, c1 = 0;  // column range [c0, c1)
+  int64_t rows() const { return (b1 - b0) * (s1 - s0); }
+  int64_t cols() const { return c1 - c0; }
+  int64_t elements() const { return rows() * cols(); }
+  bool valid() const { return buffer >= 0; }
+};
+
+struct OpAttrs {
+  bool accumulate = false;         // see "(+)=" above
+  bool accumulate_params = false;  // norm backward: gamma/beta gradients
+  int16_t heads = 0, kv_heads = 0, head_dim = 0;
+  int16_t chunks = 1;
+  float eps = 1e-5f;
+};
+
+constexpr int kMaxIn = 8;
+constexpr int kMaxOut = 4;
+
+struct Op {
+  int32_t index = 0;  // position in Schedule::ops
+  // Identity, rendered by op_id(): "L3.bwd.mlp.fc2.dgrad.s1" (layer, phase, block, name, slice[, chunk]).
+  int16_t layer = -1;       // -1 for embedding/head/optimizer-global ops
+  Phase phase = Phase::Forward;
+  Block block = Block::None;
+  const char* name = "";    // static string: "qkv", "fc2.dgrad", "ar", "norm.bwd", ...
+  int8_t slice = -1;        // -1: not sliced
+  int8_t chunk = -1;        // -1: not chunked (q == 1)
+  OpKind kind = OpKind::Elementwise;
+  OpCode code = OpCode::ResidualAdd;
+  Stream stream = Stream::Compute;
+  OpAttrs attrs;
+  std::array<Region, kMaxIn> in{};
+  std::array<Region, kMaxOut> out{};
+  uint8_t n_in = 0, n_out = 0;
+  // GEMM shape (C[m,n] = A[m,k] B[k,n]) for Gemm ops; for others m = rows, n = cols, k = 0.
+  int64_t m = 0, n = 0, k = 0;
+  double flops = 0;     // floating-point operations as executed (attention: masked blocks included)
+  double bytes = 0;     // bytes read + written (AllReduce: the message size)
+  DType dtype = DType::BF16;
+  std::vector<int32_t> deps;  // ops on *other* streams that must finish first (indices, ascending)
+};
+
+struct Schedule {
+  ModelSpec model;
+  Plan plan;
+  std::vector<BufferDesc> buffers;
+  std::vector<Op> ops;  // program order
+};
+
+std::string op_id(const Op& op);  // stable, readable, unique within a schedule
+
+// Options that change the IR but are not part of the plan.
+enum class OptimizerKind : uint8_t { Adam, SgdMomentum };
+struct BuildOptions {
+  OptimizerKind optimizer = OptimizerKind::Adam;
+  bool include_optimizer = true;
+};
+
+// Builds the IR for one training iteration (forward, backward, optimizer step) on one rank.
+// Validates the plan against the model first (BadInput on mismatch).
+Schedule build_schedule(const ModelSpec& model, const Plan& plan, const BuildOptions& options = {});
+
+// Bytes of all buffers when each element takes the model's dtype (params/grads), fp32 (optimizer states).
+int64_t schedule_memory_bytes(const Schedule& s);
+
+// Global (unsharded) coordinates of a local parameter element, so every rank and the tp=1 reference
+// initialise identical full tensors: given a Param buffer and a local (row, col), returns the full
+// tensor's (row, col). The full tensor has shape full_shape(...).
+struct ParamCoord { int64_t row, col; };
+ParamCoord shard_of(const ModelSpec& model, const BufferDesc& buf, int rank, int64_t row, int64_t col);
+std::array<int64_t, 2> full_shape(const ModelSpec& model, const BufferDesc& buf);
+
+}  // namespace domino

@@ -1,0 +1,248 @@
+// schedule_backward.cpp: backward and optimizer ops in program order. Blocks run in reverse (head, layer
+// L-1 MLP, L-1 attention, ..., embedding), and each block's slices in reverse (p-1 .. 0) as a pipeline
+// BG(p-1), BG(p-2), BR(p-1), ...: BG_i computes the slice's gradients up to its input-gradient AllReduce
+// launches, BR_i is the norm backward that consumes the reduced gradient. The AllReduce of slice i thus
+// runs behind the weight-gradient GEMM (bwd_overlap) and slice i-1's gradients (intra/inter overlap).
+#include "sim/ir/schedule_builder_internal.hpp"
+
+namespace domino::detail {
+
+void Builder::backward() {
+  const int L = m_.layers;
+  const int32_t x_last = L > 0 ? lb_[size_t(L - 1)].x_out : gb_.x0;
+  const Phase BW = Phase::Backward;
+  {
+    Op& op = emit(-1, BW, Block::Head, "logits.dgrad", -1, -1, OpCode::MatMulDgrad);
+    in(op, whole(gb_.dlogits));
+    in(op, whole(gb_.param[HeadW]));
+    out(op, whole(gb_.dxf));
+    op.m = B_ * S_, op.n = h_, op.k = V_;
+  }
+  {
+    Op& op = emit(-1, BW, Block::Head, "logits.wgrad", -1, -1, OpCode::MatMulWgrad);
+    in(op, whole(gb_.xf));
+    in(op, whole(gb_.dlogits));
+    out(op, whole(gb_.grad[HeadW]));
+    op.m = h_, op.n = V_, op.k = B_ * S_;
+  }
+  {
+    // First writer of the residual-stream gradient: "=".
+    Op& op = emit(-1, BW, Block::Head, "norm", -1, -1, rms_ ? OpCode::RmsNormBwd : OpCode::LayerNormBwd);
+    in(op, whole(x_last));
+    in(op, whole(gb_.stf));
+    in(op, whole(gb_.param[FinG]));
+    in(op, whole(gb_.dxf));
+    out(op, whole(gb_.dresid));
+    out(op, whole(gb_.grad[FinG]));
+    if (layernorm_) out(op, whole(gb_.grad[FinB]));
+  }
+  for (int l = L - 1; l >= 0; --l) {
+    backward_block(l, Block::Mlp, &plan_.layers[size_t(l)].attn);
+    backward_block(l, Block::Attn, l > 0 ? &plan_.layers[size_t(l - 1)].mlp : nullptr);
+  }
+  flush_deferred_backward();
+  {
+    Op& op = emit(-1, BW, Block::Embedding, "", -1, -1, OpCode::EmbeddingBwd);
+    in(op, whole(gb_.tokens));
+    in(op, whole(gb_.dresid));
+    out(op, whole(gb_.grad[TokEmb]));
+    if (gb_.grad[PosEmb] >= 0) out(op, whole(gb_.grad[PosEmb]));
+  }
+}
+
+void Builder::backward_block(int l, Block block, const BlockPlan* next_plan) {
+  const BlockPlan& bp = block_plan(l, block);
+  for (int j = 0; j < bp.p; ++j) {
+    const int i = bp.p - 1 - j;
+    if (block == Block::Mlp) {
+      bwd_mlp_grads(l, i);
+    } else {
+      bwd_attn_grads(l, i);
+    }
+    if (j == 0) flush_deferred_backward();
+    if (j > 0) bwd_norm(l, block, i + 1);
+  }
+  // The next block starts with its last slice, which reads the residual gradient of those rows.
+  const bool defer = bp.overlap == OverlapMode::Inter && next_plan != nullptr &&
+                     !slice_box(bp, 0).intersects(slice_box(*next_plan, next_plan->p - 1));
+  if (defer) {
+    deferred_ = Deferred{true, l, block, 0};
+  } else {
+    bwd_norm(l, block, 0);
+  }
+}
+
+// The waits of a column-parallel layer's AllReduces follow bwd_overlap (its wgrad waits or not) and the
+// overlap mode (none: the compute op after the wgrad waits).
+static void after_input_grad_allreduces(Op& wgrad, const std::vector<int32_t>& ars, const BlockPlan& bp,
+                                        std::vector<int32_t>* blocking) {
+  if (!bp.bwd_overlap) wgrad.deps.insert(wgrad.deps.end(), ars.begin(), ars.end());
+  if (bp.overlap == OverlapMode::None) blocking->insert(blocking->end(), ars.begin(), ars.end());
+}
+
+// Row-parallel layer: q input-gradient chunks (each reads its column chunk of dy) accumulate into dx, then
+// q weight-gradient chunks.
+void Builder::bwd_row_parallel(int l, Block block, int i, const LinearBwd& lin) {
+  const BlockPlan& bp = block_plan(l, block);
+  const Box box = slice_box(bp, i);
+  const LayerBuffers& b = lb_[size_t(l)];
+  const int64_t cw = h_ / bp.q;
+  const bool first_slice = i == bp.p - 1;  // first in backward order: weight gradients start with "="
+  for (int c = 0; c < bp.q; ++c) {
+    Op& op = emit(l, Phase::Backward, block, lin.dgrad, i, bp.q > 1 ? c : -1, OpCode::MatMulDgrad);
+    in(op, rows(lin.dy, box, c * cw, (c + 1) * cw));
+    in(op, weight(b.param[lin.param], 0, lin.in_cols, c * cw, (c + 1) * cw));
+    out(op, rows(lin.dx, box));
+    op.attrs.accumulate = c > 0;
+    op.m = box.rows(), op.n = lin.in_cols, op.k = cw;
+  }
+  for (int c = 0; c < bp.q; ++c) {
+    Op& op = emit(l, Phase::Backward, block, lin.wgrad, i, bp.q > 1 ? c : -1, OpCode::MatMulWgrad);
+    in(op, rows(lin.saved_input, box));
+    in(op, rows(lin.dy, box, c * cw, (c + 1) * cw));
+    out(op, weight(b.grad[lin.param], 0, lin.in_cols, c * cw, (c + 1) * cw));
+    if (bias_) out(op, weight(b.grad[lin.param + 1], 0, 1, c * cw, (c + 1) * cw));
+    op.attrs.accumulate = !first_slice;
+    op.m = lin.in_cols, op.n = cw, op.k = box.rows();
+  }
+}
+
+// Column-parallel layer: q input-gradient chunks into partial-sum buffers, each all-reduced on the
+// communication stream, then the weight gradient.
+void Builder::bwd_column_parallel(int l, Block block, int i, const LinearBwd& lin) {
+  const BlockPlan& bp = block_plan(l, block);
+  const Box box = slice_box(bp, i);
+  const LayerBuffers& b = lb_[size_t(l)];
+  const int64_t cw = h_ / bp.q;
+  std::vector<int32_t> ars;
+  for (int c = 0; c < bp.q; ++c) {
+    const int chunk = bp.q > 1 ? c : -1;
+    const int32_t ps = partial_buffer(true, block, l, bp, i, c);
+    {
+      Op& op = emit(l, Phase::Backward, block, lin.dgrad, i, chunk, OpCode::MatMulDgrad);
+      in(op, rows(lin.dy, box));
+      in(op, weight(b.param[lin.param], c * cw, (c + 1) * cw, 0, lin.out_cols));
+      out(op, whole(ps));
+      op.m = box.rows(), op.n = cw, op.k = lin.out_cols;
+    }
+    if (plan_.comm_enabled) {
+      Op& op = emit(l, Phase::Backward, block, "ar", i, chunk, OpCode::AllReduce, Stream::Comm);
+      in(op, whole(ps));
+      out(op, whole(ps));
+      ars.push_back(op.index);
+    }
+  }
+  Op& op = emit(l, Phase::Backward, block, lin.wgrad, i, -1, OpCode::MatMulWgrad);
+  in(op, rows(lin.saved_input, box));
+  in(op, rows(lin.dy, box));
+  out(op, whole(b.grad[lin.param]));
+  if (bias_) out(op, whole(b.grad[lin.param + 1]));
+  op.attrs.accumulate = i != bp.p - 1;
+  op.m = h_, op.n = lin.out_cols, op.k = box.rows();
+  after_input_grad_allreduces(op, ars, bp, &blocking_);
+}
+
+void Builder::bwd_mlp_grads(int l, int i) {
+  const BlockPlan& bp = plan_.layers[size_t(l)].mlp;
+  const Box box = slice_box(bp, i);
+  const LayerBuffers& b = lb_[size_t(l)];
+  bwd_row_parallel(l, Block::Mlp, i, {"fc2.dgrad", "fc2.wgrad", Fc2W, b.act, gb_.dresid, gb_.dact, f_l_, h_});
+  {
+    Op& op = emit(l, Phase::Backward, Block::Mlp, "act.bwd", i, -1, swiglu_ ? OpCode::SwigluBwd : OpCode::GeluBwd);
+    in(op, rows(b.hpre, box));
+    in(op, rows(gb_.dact, box));
+    out(op, rows(gb_.dhpre, box));
+  }
+  bwd_column_parallel(l, Block::Mlp, i, {"fc1.dgrad", "fc1.wgrad", Fc1W, b.xn2, gb_.dhpre, -1, h_, fc1_cols_});
+}
+
+void Builder::bwd_attn_grads(int l, int i) {
+  const BlockPlan& bp = plan_.layers[size_t(l)].attn;
+  const Box box = slice_box(bp, i);
+  const LayerBuffers& b = lb_[size_t(l)];
+  const Phase BW = Phase::Backward;
+  const Block A = Block::Attn;
+  const bool first_slice = i == bp.p - 1;
+  bwd_row_parallel(l, A, i, {"proj.dgrad", "proj.wgrad", ProjW, b.ctx, gb_.dresid, gb_.dctx, a_l_ * d_, h_});
+  const int64_t q_end = a_l_ * d_, k_end = (a_l_ + kv_l_) * d_;
+  const Box keys{box.b0, box.b1, 0, box.s1};
+  {
+    Op& op = emit(l, BW, A, "core.bwd", i, -1, OpCode::AttnBwd);
+    in(op, rows(b.qkv, box, 0, q_end));
+    in(op, rows(b.qkv, keys, q_end, k_end));
+    in(op, rows(b.qkv, keys, k_end, qkv_cols_));
+    in(op, rows(b.probs, box));
+    in(op, rows(gb_.dctx, box));
+    out(op, rows(gb_.dqkv, box, 0, q_end));
+    out(op, rows(gb_.dqkv, keys, q_end, k_end));
+    out(op, rows(gb_.dqkv, keys, k_end, qkv_cols_));
+    // Sequence slices share keys: the last slice (processed first) covers them all and writes "=",
+    // earlier slices add their share.
+    op.attrs.accumulate = bp.dim == SplitDim::Sequence && !first_slice;
+    op.attrs.heads = int16_t(a_l_), op.attrs.kv_heads = int16_t(kv_l_), op.attrs.head_dim = int16_t(d_);
+    // dV, dP, dQ and dK: four products the size of QK^T.
+    op.flops =
+        8.0 * double(box.b1 - box.b0) * double(box.s1 - box.s0) * double(keys.s1) * double(d_) * double(a_l_);
+  }
+  if (llama_) {
+    Op& op = emit(l, BW, A, "rope.bwd", i, -1, OpCode::RopeBwd);
+    in(op, rows(gb_.dqkv, box, 0, k_end));
+    out(op, rows(gb_.dqkv, box, 0, k_end));
+    op.attrs.heads = int16_t(a_l_ + kv_l_), op.attrs.head_dim = int16_t(d_);
+  }
+  bwd_column_parallel(l, A, i, {"qkv.dgrad", "qkv.wgrad", QkvW, b.xn1, gb_.dqkv, -1, h_, qkv_cols_});
+}
+
+// BR_i: the norm backward adds the reduced input gradient (q chunks) into the residual gradient, which
+// already holds the pass-through part.
+void Builder::bwd_norm(int l, Block block, int i) {
+  const BlockPlan& bp = block_plan(l, block);
+  const Box box = slice_box(bp, i);
+  const LayerBuffers& b = lb_[size_t(l)];
+  const bool attn = block == Block::Attn;
+  Op& op =
+      emit(l, Phase::Backward, block, "norm.bwd", i, -1, rms_ ? OpCode::RmsNormBwd : OpCode::LayerNormBwd);
+  in(op, rows(attn ? b.x_in : b.x_mid, box));
+  in(op, rows(attn ? b.st1 : b.st2, box));
+  in(op, whole(b.param[attn ? N1G : N2G]));
+  for (int c = 0; c < bp.q; ++c) in(op, whole(partial_buffer(true, block, l, bp, i, c)));
+  out(op, rows(gb_.dresid, box));
+  out(op, whole(b.grad[attn ? N1G : N2G]));
+  if (layernorm_) out(op, whole(b.grad[attn ? N1B : N2B]));
+  op.attrs.chunks = int16_t(bp.q);
+  op.attrs.accumulate = true;
+  op.attrs.accumulate_params = i != bp.p - 1;
+}
+
+void Builder::optimizer_step(int layer, Block block, const char* name, int32_t param, int32_t grad,
+                             int32_t s1, int32_t s2) {
+  if (param < 0) return;
+  const bool adam = options_.optimizer == OptimizerKind::Adam;
+  Op& op = emit(layer, Phase::Optimizer, block, name, -1, -1, adam ? OpCode::AdamStep : OpCode::SgdStep);
+  in(op, whole(grad));
+  out(op, whole(param));
+  out(op, whole(s1));
+  if (adam) out(op, whole(s2));
+}
+
+void Builder::optimizer() {
+  static const char* const kLayerNames[kLayerParams] = {
+      "qkv.w", "qkv.b", "proj.w",      "proj.b",      "fc1.w",      "fc1.b",
+      "fc2.w", "fc2.b", "attn.norm.g", "attn.norm.b", "mlp.norm.g", "mlp.norm.b"};
+  static const char* const kGlobalNames[kGlobalParams] = {"tok", "pos", "w", "norm.g", "norm.b"};
+  static const Block kGlobalBlocks[kGlobalParams] = {Block::Embedding, Block::Embedding, Block::Head,
+                                                     Block::Head, Block::Head};
+  for (int g = 0; g < kGlobalParams; ++g) {
+    optimizer_step(-1, kGlobalBlocks[g], kGlobalNames[g], gb_.param[g], gb_.grad[g], gb_.state1[g],
+                   gb_.state2[g]);
+  }
+  for (int l = 0; l < m_.layers; ++l) {
+    const LayerBuffers& b = lb_[size_t(l)];
+    for (int p = 0; p < kLayerParams; ++p) {
+      const Block block = (p <= ProjB || p == N1G || p == N1B) ? Block::Attn : Block::Mlp;
+      optimizer_step(l, block, kLayerNames[p], b.param[p], b.grad[p], b.state1[p], b.state2[p]);
+    }
+  }
+}
+
+}  // namespace domino::detail

@@ -1,0 +1,135 @@
+// schedule_buffers.cpp: every buffer one rank allocates for an iteration: parameters with their gradients
+// and optimizer states, per-layer activations kept for backward, shared gradient workspaces, and the
+// contiguous partial-sum buffers the AllReduces work on.
+#include <fmt/format.h>
+
+#include <string>
+
+#include "sim/ir/schedule_builder_internal.hpp"
+
+namespace domino::detail {
+
+int32_t Builder::add_buffer(std::string name, BufferRole role, int layer, int64_t batch, int64_t seq,
+                            int64_t cols, ParamKind param) {
+  BufferDesc b;
+  b.name = std::move(name);
+  b.role = role;
+  b.param = param;
+  b.layer = layer;
+  b.batch = batch;
+  b.seq = seq;
+  b.cols = cols;
+  s_.buffers.push_back(std::move(b));
+  return static_cast<int32_t>(s_.buffers.size() - 1);
+}
+
+// A parameter with its gradient and optimizer state(s): all share shape and ParamKind so that
+// shard_of() maps any of them to the full tensor.
+void Builder::add_param(std::array<int32_t, kLayerParams>* p, std::array<int32_t, kLayerParams>* g,
+                        std::array<int32_t, kLayerParams>* s1, std::array<int32_t, kLayerParams>* s2, int idx,
+                        const std::string& prefix, int layer, int64_t rows, int64_t cols, ParamKind kind) {
+  (*p)[idx] = add_buffer(prefix, BufferRole::Param, layer, 1, rows, cols, kind);
+  (*g)[idx] = add_buffer(prefix + ".grad", BufferRole::Grad, layer, 1, rows, cols, kind);
+  if (!options_.include_optimizer) return;
+  if (options_.optimizer == OptimizerKind::Adam) {
+    (*s1)[idx] = add_buffer(prefix + ".m", BufferRole::OptState, layer, 1, rows, cols, kind);
+    (*s2)[idx] = add_buffer(prefix + ".v", BufferRole::OptState, layer, 1, rows, cols, kind);
+  } else {
+    (*s1)[idx] = add_buffer(prefix + ".mom", BufferRole::OptState, layer, 1, rows, cols, kind);
+  }
+}
+
+void Builder::make_buffers() {
+  const int L = m_.layers;
+  s_.buffers.reserve(size_t(L) * 60 + 64);
+  lb_.assign(size_t(L), LayerBuffers{});
+  for (auto& l : lb_) l.param.fill(-1), l.grad.fill(-1), l.state1.fill(-1), l.state2.fill(-1);
+  gb_.param.fill(-1), gb_.grad.fill(-1), gb_.state1.fill(-1), gb_.state2.fill(-1);
+
+  // Global parameters (replicated on every rank).
+  using GP = std::array<int32_t, kLayerParams>;
+  GP gp{}, gg{}, gs1{}, gs2{};
+  gp.fill(-1), gg.fill(-1), gs1.fill(-1), gs2.fill(-1);
+  add_param(&gp, &gg, &gs1, &gs2, TokEmb, "emb.tok", -1, V_, h_, ParamKind::TokenEmbedding);
+  if (!llama_) add_param(&gp, &gg, &gs1, &gs2, PosEmb, "emb.pos", -1, S_, h_, ParamKind::PositionEmbedding);
+  add_param(&gp, &gg, &gs1, &gs2, FinG, "head.norm.g", -1, 1, h_, ParamKind::FinalNormGamma);
+  if (layernorm_) add_param(&gp, &gg, &gs1, &gs2, FinB, "head.norm.b", -1, 1, h_, ParamKind::FinalNormBeta);
+  add_param(&gp, &gg, &gs1, &gs2, HeadW, "head.w", -1, h_, V_, ParamKind::HeadWeight);
+  for (int i = 0; i < kGlobalParams; ++i) {
+    gb_.param[i] = gp[i], gb_.grad[i] = gg[i], gb_.state1[i] = gs1[i], gb_.state2[i] = gs2[i];
+  }
+
+  gb_.tokens = add_buffer("tokens", BufferRole::Data, -1, B_, S_, 1);
+  gb_.targets = add_buffer("targets", BufferRole::Data, -1, B_, S_, 1);
+  gb_.x0 = add_buffer("x0", BufferRole::Activation, -1, B_, S_, h_);
+
+  for (int l = 0; l < L; ++l) {
+    LayerBuffers& b = lb_[size_t(l)];
+    const std::string pre = fmt::format("L{}", l);
+    auto* P = &b.param;
+    auto* G = &b.grad;
+    auto* S1 = &b.state1;
+    auto* S2 = &b.state2;
+    add_param(P, G, S1, S2, N1G, pre + ".attn.norm.g", l, 1, h_, ParamKind::AttnNormGamma);
+    if (layernorm_) add_param(P, G, S1, S2, N1B, pre + ".attn.norm.b", l, 1, h_, ParamKind::AttnNormBeta);
+    add_param(P, G, S1, S2, QkvW, pre + ".attn.qkv.w", l, h_, qkv_cols_, ParamKind::QkvWeight);
+    if (bias_) add_param(P, G, S1, S2, QkvB, pre + ".attn.qkv.b", l, 1, qkv_cols_, ParamKind::QkvBias);
+    add_param(P, G, S1, S2, ProjW, pre + ".attn.proj.w", l, a_l_ * d_, h_, ParamKind::ProjWeight);
+    if (bias_) add_param(P, G, S1, S2, ProjB, pre + ".attn.proj.b", l, 1, h_, ParamKind::ProjBias);
+    add_param(P, G, S1, S2, N2G, pre + ".mlp.norm.g", l, 1, h_, ParamKind::MlpNormGamma);
+    if (layernorm_) add_param(P, G, S1, S2, N2B, pre + ".mlp.norm.b", l, 1, h_, ParamKind::MlpNormBeta);
+    add_param(P, G, S1, S2, Fc1W, pre + ".mlp.fc1.w", l, h_, fc1_cols_, ParamKind::Fc1Weight);
+    if (bias_) add_param(P, G, S1, S2, Fc1B, pre + ".mlp.fc1.b", l, 1, fc1_cols_, ParamKind::Fc1Bias);
+    add_param(P, G, S1, S2, Fc2W, pre + ".mlp.fc2.w", l, f_l_, h_, ParamKind::Fc2Weight);
+    if (bias_) add_param(P, G, S1, S2, Fc2B, pre + ".mlp.fc2.b", l, 1, h_, ParamKind::Fc2Bias);
+
+    const auto act = [&](const char* what, int64_t cols) {
+      return add_buffer(pre + "." + what, BufferRole::Activation, l, B_, S_, cols);
+    };
+    b.x_in = l == 0 ? gb_.x0 : lb_[size_t(l - 1)].x_out;
+    b.xn1 = act("attn.norm.y", h_);
+    b.st1 = act("attn.norm.stats", 2);
+    b.qkv = act("attn.qkv", qkv_cols_);
+    b.probs = act("attn.probs", a_l_ * S_);
+    b.ctx = act("attn.ctx", a_l_ * d_);
+    b.x_mid = act("x_mid", h_);
+    b.xn2 = act("mlp.norm.y", h_);
+    b.st2 = act("mlp.norm.stats", 2);
+    b.hpre = act("mlp.fc1.y", fc1_cols_);
+    b.act = act("mlp.act", f_l_);
+    b.x_out = act("x_out", h_);
+  }
+
+  gb_.xf = add_buffer("head.norm.y", BufferRole::Activation, -1, B_, S_, h_);
+  gb_.stf = add_buffer("head.norm.stats", BufferRole::Activation, -1, B_, S_, 2);
+  gb_.logits = add_buffer("logits", BufferRole::Activation, -1, B_, S_, V_);
+  gb_.dlogits = add_buffer("logits.grad", BufferRole::Workspace, -1, B_, S_, V_);
+  gb_.loss = add_buffer("loss", BufferRole::Activation, -1, 1, 1, 1);
+  gb_.dresid = add_buffer("grad.resid", BufferRole::Workspace, -1, B_, S_, h_);
+  gb_.dxf = add_buffer("grad.head.norm.y", BufferRole::Workspace, -1, B_, S_, h_);
+  gb_.dctx = add_buffer("grad.attn.ctx", BufferRole::Workspace, -1, B_, S_, a_l_ * d_);
+  gb_.dqkv = add_buffer("grad.attn.qkv", BufferRole::Workspace, -1, B_, S_, qkv_cols_);
+  gb_.dact = add_buffer("grad.mlp.act", BufferRole::Workspace, -1, B_, S_, f_l_);
+  gb_.dhpre = add_buffer("grad.mlp.fc1.y", BufferRole::Workspace, -1, B_, S_, fc1_cols_);
+}
+
+// Partial sums of one (slice, chunk) before their AllReduce: contiguous, so the AllReduce covers the whole
+// buffer. Layers alternate between two sets (parity) so that an AllReduce still in flight from layer l
+// never shares a buffer with layer l+1's writes; the shape is part of the key because layers may differ.
+int32_t Builder::partial_buffer(bool backward, Block block, int layer, const BlockPlan& bp, int slice,
+                                int chunk) {
+  const int parity = layer & 1;
+  const std::array<int, 8> key{backward, int(block), parity, int(bp.dim), bp.p, bp.q, slice, chunk};
+  const auto it = partials_.find(key);
+  if (it != partials_.end()) return it->second;
+  const bool batch = bp.dim == SplitDim::Batch;
+  const std::string name =
+      fmt::format("ps.{}.{}.p{}.{}{}x{}.s{}.c{}", backward ? "bwd" : "fwd", to_string(block), parity,
+                  batch ? "batch" : "seq", bp.p, bp.q, slice, chunk);
+  const int32_t id =
+      add_buffer(name, BufferRole::Workspace, -1, batch ? B_ / bp.p : B_, batch ? S_ : S_ / bp.p, h_ / bp.q);
+  partials_.emplace(key, id);
+  return id;
+}
+
+}  // namespace domino::detail

@@ -1,0 +1,202 @@
+// schedule_builder.cpp: build_schedule's driver, the op/region emission helpers, per-op costs, and the
+// memory total. The stage order of each block lives in schedule_forward.cpp / schedule_backward.cpp.
+#include <algorithm>
+
+#include "sim/base/error.hpp"
+#include "sim/ir/schedule_builder_internal.hpp"
+
+namespace domino {
+namespace detail {
+
+Builder::Builder(const ModelSpec& m, const Plan& plan, const BuildOptions& options, Schedule& s)
+    : m_(m), plan_(plan), options_(options), s_(s) {
+  B_ = m.micro_batch;
+  S_ = m.seq_len;
+  h_ = m.hidden;
+  a_l_ = m.heads_per_rank();
+  kv_l_ = m.kv_heads_per_rank();
+  d_ = m.head_dim();
+  f_l_ = m.ffn_per_rank();
+  V_ = m.vocab;
+  llama_ = m.family == Family::Llama;
+  rms_ = m.norm == NormKind::RmsNorm;
+  layernorm_ = !rms_;
+  swiglu_ = m.activation == Activation::Swiglu;
+  bias_ = m.bias;
+  qkv_cols_ = (a_l_ + 2 * kv_l_) * d_;
+  fc1_cols_ = swiglu_ ? 2 * f_l_ : f_l_;
+}
+
+void Builder::run() {
+  make_buffers();
+  // Upper bound of the op count, so that emission never reallocates (Op is large).
+  size_t n = 64 + size_t(m_.layers) * 16;
+  for (const LayerPlan& lp : plan_.layers) {
+    for (const BlockPlan* bp : {&lp.attn, &lp.mlp}) n += size_t(bp->p) * size_t(16 + 8 * bp->q);
+  }
+  s_.ops.reserve(n);
+  forward();
+  backward();
+  if (options_.include_optimizer) optimizer();
+}
+
+Op& Builder::emit(int layer, Phase phase, Block block, const char* name, int slice, int chunk, OpCode code,
+                  Stream stream) {
+  Op& op = s_.ops.emplace_back();
+  op.index = static_cast<int32_t>(s_.ops.size() - 1);
+  op.layer = static_cast<int16_t>(layer);
+  op.phase = phase;
+  op.block = block;
+  op.name = name;
+  op.slice = static_cast<int8_t>(slice);
+  op.chunk = static_cast<int8_t>(chunk);
+  op.code = code;
+  op.kind = kind_of(code);
+  op.stream = stream;
+  op.dtype = m_.dtype;
+  if (stream == Stream::Compute && !blocking_.empty()) {
+    op.deps = blocking_;
+    blocking_.clear();
+  }
+  return op;
+}
+
+Region Builder::rows(int32_t buf, const Box& b, int64_t c0, int64_t c1) const {
+  Region r;
+  r.buffer = buf;
+  r.b0 = b.b0, r.b1 = b.b1, r.s0 = b.s0, r.s1 = b.s1, r.c0 = c0, r.c1 = c1;
+  return r;
+}
+
+Region Builder::rows(int32_t buf, const Box& b) const {
+  return rows(buf, b, 0, s_.buffers[size_t(buf)].cols);
+}
+
+Region Builder::whole(int32_t buf) const {
+  const BufferDesc& d = s_.buffers[size_t(buf)];
+  return rows(buf, Box{0, d.batch, 0, d.seq}, 0, d.cols);
+}
+
+Region Builder::weight(int32_t buf, int64_t r0, int64_t r1, int64_t c0, int64_t c1) const {
+  return rows(buf, Box{0, 1, r0, r1}, c0, c1);
+}
+
+Box Builder::slice_box(const BlockPlan& bp, int slice) const {
+  if (bp.dim == SplitDim::Batch) return Box{slice * B_ / bp.p, (slice + 1) * B_ / bp.p, 0, S_};
+  return Box{0, B_, slice * S_ / bp.p, (slice + 1) * S_ / bp.p};
+}
+
+const BlockPlan& Builder::block_plan(int layer, Block block) const {
+  const LayerPlan& lp = plan_.layers[size_t(layer)];
+  return block == Block::Attn ? lp.attn : lp.mlp;
+}
+
+void Builder::flush_deferred_forward() {
+  if (!deferred_.valid) return;
+  deferred_.valid = false;
+  fwd_residual(deferred_.layer, deferred_.block, deferred_.slice);
+}
+
+void Builder::flush_deferred_backward() {
+  if (!deferred_.valid) return;
+  deferred_.valid = false;
+  bwd_norm(deferred_.layer, deferred_.block, deferred_.slice);
+}
+
+// Rough FLOPs per output element of the memory-bound ops (they are timed by bytes; FLOPs only inform).
+static double flops_per_element(OpCode c) {
+  switch (c) {
+    case OpCode::LayerNormFwd:
+    case OpCode::RmsNormFwd:
+      return 8;
+    case OpCode::LayerNormBwd:
+    case OpCode::RmsNormBwd:
+      return 14;
+    case OpCode::GeluFwd:
+      return 12;
+    case OpCode::GeluBwd:
+      return 16;
+    case OpCode::SwigluFwd:
+      return 8;
+    case OpCode::SwigluBwd:
+      return 6;
+    case OpCode::RopeFwd:
+    case OpCode::RopeBwd:
+      return 3;
+    case OpCode::ResidualAdd:
+      return 2;
+    case OpCode::EmbeddingFwd:
+    case OpCode::EmbeddingBwd:
+      return 1;
+    case OpCode::CrossEntropy:
+      return 6;
+    case OpCode::AdamStep:
+      return 12;
+    case OpCode::SgdStep:
+      return 4;
+    default:
+      return 0;
+  }
+}
+
+void fill_costs(Schedule& s) {
+  const int eb = dtype_bytes(s.model.dtype);
+  const auto bytes_of = [&](const Region& r) {
+    const int w = s.buffers[size_t(r.buffer)].role == BufferRole::OptState ? 4 : eb;
+    return double(r.elements()) * w;
+  };
+  for (Op& op : s.ops) {
+    if (op.code == OpCode::AllReduce) {
+      op.bytes = bytes_of(op.out[0]);
+      op.m = op.out[0].rows(), op.n = op.out[0].cols();
+      continue;
+    }
+    double bytes = 0;
+    for (int i = 0; i < op.n_in; ++i) bytes += bytes_of(op.in[size_t(i)]);
+    for (int i = 0; i < op.n_out; ++i) bytes += bytes_of(op.out[size_t(i)]);
+    op.bytes = bytes;
+    if (op.kind == OpKind::Gemm) {
+      op.flops = 2.0 * double(op.m) * double(op.n) * double(op.k);
+    } else if (op.kind != OpKind::Attention) {
+      // CrossEntropy's and the embedding's work scales with their input, not the tiny loss output.
+      const Region& r = op.code == OpCode::CrossEntropy   ? op.in[0]
+                        : op.code == OpCode::EmbeddingBwd ? op.in[1]
+                                                          : op.out[0];
+      if (op.m == 0) op.m = r.rows(), op.n = r.cols();
+      op.flops = flops_per_element(op.code) * double(r.elements());
+    }
+  }
+}
+
+}  // namespace detail
+
+Schedule build_schedule(const ModelSpec& model, const Plan& plan, const BuildOptions& options) {
+  validate_model(model);
+  // Structure only: whether a plan made for another model may be used was decided when it was loaded.
+  validate_plan(plan, model, /*force=*/true);
+  Schedule s;
+  s.model = model;
+  s.plan = plan;
+  detail::Builder b(s.model, s.plan, options, s);
+  b.run();
+  detail::fill_costs(s);
+  detail::add_hazard_deps(s);
+  return s;
+}
+
+int64_t schedule_memory_bytes(const Schedule& s) {
+  const int eb = dtype_bytes(s.model.dtype);
+  int64_t total = 0;
+  for (const BufferDesc& b : s.buffers) {
+    if (b.role == BufferRole::OptState) {
+      total += b.elements() * 4;
+    } else {
+      total += b.elements() * eb;
+      // Mixed precision keeps an fp32 master copy of every parameter.
+      if (b.role == BufferRole::Param && s.model.dtype != DType::FP32) total += b.elements() * 4;
+    }
+  }
+  return total;
+}
+
+}  // namespace domino

@@ -1,0 +1,135 @@
+// schedule_builder_internal.hpp: the builder's private state, shared by the schedule_*.cpp files that
+// emit buffers, forward ops, backward ops and hazard dependencies. Not part of the public contract.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "sim/ir/schedule.hpp"
+
+namespace domino::detail {
+
+// The rows (b, s) one slice of a block covers.
+struct Box {
+  int64_t b0 = 0, b1 = 0, s0 = 0, s1 = 0;
+  int64_t rows() const { return (b1 - b0) * (s1 - s0); }
+  bool intersects(const Box& o) const { return b0 < o.b1 && o.b0 < b1 && s0 < o.s1 && o.s0 < s1; }
+};
+
+// Per-layer parameters, indexed the same way for Param, Grad and optimizer-state buffers.
+enum LayerParam : int { QkvW, QkvB, ProjW, ProjB, Fc1W, Fc1B, Fc2W, Fc2B, N1G, N1B, N2G, N2B, kLayerParams };
+// Parameters outside the layers.
+enum GlobalParam : int { TokEmb, PosEmb, HeadW, FinG, FinB, kGlobalParams };
+
+struct LayerBuffers {
+  std::array<int32_t, kLayerParams> param{}, grad{}, state1{}, state2{};  // -1 when absent
+  int32_t x_in = -1, xn1 = -1, st1 = -1, qkv = -1, probs = -1, ctx = -1, x_mid = -1;
+  int32_t xn2 = -1, st2 = -1, hpre = -1, act = -1, x_out = -1;
+};
+
+struct GlobalBuffers {
+  std::array<int32_t, kGlobalParams> param{}, grad{}, state1{}, state2{};
+  int32_t tokens = -1, targets = -1, x0 = -1, xf = -1, stf = -1, logits = -1, dlogits = -1, loss = -1;
+  // Gradient workspaces shared by all layers: the backward pass runs them one after another on the
+  // compute stream, so sharing costs no cross-stream waits.
+  int32_t dresid = -1, dxf = -1, dctx = -1, dqkv = -1, dact = -1, dhpre = -1;
+};
+
+// A residual add (forward) or norm backward (backward) held back to run after the next block's first
+// slice: the inter-layer overlap.
+// One linear layer's backward: what it reads and writes (schedule_backward.cpp). The row-parallel weight
+// (fc2, proj) is [in_cols x h] and its input gradient goes to dx; the column-parallel one (fc1, qkv) is
+// [h x out_cols] and its input gradient goes to partial-sum buffers that are all-reduced.
+struct LinearBwd {
+  const char* dgrad;      // op names
+  const char* wgrad;
+  int param;              // LayerParam of the weight; its bias is param + 1
+  int32_t saved_input;    // the forward input of the layer
+  int32_t dy;             // gradient of the layer's output
+  int32_t dx;             // gradient of the layer's input (row-parallel; column-parallel: partial buffers)
+  int64_t in_cols, out_cols;
+};
+
+struct Deferred {
+  bool valid = false;
+  int layer = 0;
+  Block block = Block::Attn;
+  int slice = 0;
+};
+
+class Builder {
+ public:
+  Builder(const ModelSpec& m, const Plan& plan, const BuildOptions& options, Schedule& s);
+  void run();
+
+ private:
+  // schedule_buffers.cpp
+  void make_buffers();
+  int32_t add_buffer(std::string name, BufferRole role, int layer, int64_t batch, int64_t seq, int64_t cols,
+                     ParamKind param = ParamKind::None);
+  void add_param(std::array<int32_t, kLayerParams>* p, std::array<int32_t, kLayerParams>* g,
+                 std::array<int32_t, kLayerParams>* s1, std::array<int32_t, kLayerParams>* s2, int idx,
+                 const std::string& prefix, int layer, int64_t rows, int64_t cols, ParamKind kind);
+  int32_t partial_buffer(bool backward, Block block, int layer, const BlockPlan& bp, int slice, int chunk);
+
+  // schedule_builder.cpp: emission helpers and the stage order of one block.
+  Op& emit(int layer, Phase phase, Block block, const char* name, int slice, int chunk, OpCode code,
+           Stream stream = Stream::Compute);
+  static void in(Op& op, const Region& r) { op.in[op.n_in++] = r; }
+  static void out(Op& op, const Region& r) { op.out[op.n_out++] = r; }
+  Region rows(int32_t buf, const Box& b, int64_t c0, int64_t c1) const;
+  Region rows(int32_t buf, const Box& b) const;
+  Region whole(int32_t buf) const;
+  Region weight(int32_t buf, int64_t r0, int64_t r1, int64_t c0, int64_t c1) const;
+  Box slice_box(const BlockPlan& bp, int slice) const;
+  const BlockPlan& block_plan(int layer, Block block) const;
+  bool chunked(const BlockPlan& bp) const { return bp.q > 1; }
+  void flush_deferred_forward();
+  void flush_deferred_backward();
+
+  // schedule_forward.cpp
+  void forward();
+  void forward_block(int layer, Block block, const BlockPlan* next_plan);
+  void fwd_attn_front(int l, int i);
+  void fwd_mlp_front(int l, int i);
+  void fwd_residual(int l, Block block, int i);
+
+  // schedule_backward.cpp
+  void backward();
+  void backward_block(int layer, Block block, const BlockPlan* next_plan);
+  void bwd_row_parallel(int l, Block block, int i, const LinearBwd& lin);
+  void bwd_column_parallel(int l, Block block, int i, const LinearBwd& lin);
+  void bwd_mlp_grads(int l, int i);
+  void bwd_attn_grads(int l, int i);
+  void bwd_norm(int l, Block block, int i);
+  void optimizer();
+  void optimizer_step(int layer, Block block, const char* name, int32_t param, int32_t grad, int32_t s1,
+                      int32_t s2);
+
+  const ModelSpec& m_;
+  const Plan& plan_;
+  BuildOptions options_;
+  Schedule& s_;
+
+  int64_t B_, S_, h_, a_l_, kv_l_, d_, f_l_, V_, qkv_cols_, fc1_cols_;
+  bool llama_, rms_, swiglu_, bias_, layernorm_;
+
+  std::vector<LayerBuffers> lb_;
+  GlobalBuffers gb_;
+  std::map<std::array<int, 8>, int32_t> partials_;
+
+  // Forward overlap=none: AllReduces the next compute op must wait for (the AllReduce "blocks").
+  std::vector<int32_t> blocking_;
+  Deferred deferred_;
+};
+
+// Adds the data-hazard dependencies (cross-stream only) to every op, keeping the policy deps already
+// present; leaves each Op::deps sorted and unique. schedule_hazards.cpp.
+void add_hazard_deps(Schedule& s);
+
+// Bytes, FLOPs and shapes of every op from its regions. schedule_costs.cpp.
+void fill_costs(Schedule& s);
+
+}  // namespace domino::detail

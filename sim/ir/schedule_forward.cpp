@@ -1,0 +1,200 @@
+// schedule_forward.cpp: forward ops in program order. Each block runs its slices as a pipeline
+// F0, F1, R0, F2, R1, ..., R(p-1), where F_i is the slice's compute up to its AllReduce launches and R_i
+// its residual adds; that order is what lets slice i's AllReduce run behind slice i+1's compute. With
+// inter-layer overlap the last R is emitted after the next block's F0, when their rows are disjoint.
+#include "sim/ir/schedule_builder_internal.hpp"
+
+namespace domino::detail {
+
+void Builder::forward() {
+  {
+    Op& op = emit(-1, Phase::Forward, Block::Embedding, "", -1, -1, OpCode::EmbeddingFwd);
+    in(op, whole(gb_.tokens));
+    in(op, whole(gb_.param[TokEmb]));
+    if (gb_.param[PosEmb] >= 0) in(op, whole(gb_.param[PosEmb]));
+    out(op, whole(gb_.x0));
+  }
+  const int L = m_.layers;
+  for (int l = 0; l < L; ++l) {
+    forward_block(l, Block::Attn, &plan_.layers[size_t(l)].mlp);
+    forward_block(l, Block::Mlp, l + 1 < L ? &plan_.layers[size_t(l + 1)].attn : nullptr);
+  }
+  flush_deferred_forward();
+
+  // Head: needs every row, so nothing crosses into it.
+  const int32_t x_last = L > 0 ? lb_[size_t(L - 1)].x_out : gb_.x0;
+  {
+    Op& op = emit(-1, Phase::Forward, Block::Head, "norm", -1, -1,
+                  rms_ ? OpCode::RmsNormFwd : OpCode::LayerNormFwd);
+    in(op, whole(x_last));
+    in(op, whole(gb_.param[FinG]));
+    if (layernorm_) in(op, whole(gb_.param[FinB]));
+    out(op, whole(gb_.xf));
+    out(op, whole(gb_.stf));
+  }
+  {
+    Op& op = emit(-1, Phase::Forward, Block::Head, "logits", -1, -1, OpCode::MatMul);
+    in(op, whole(gb_.xf));
+    in(op, whole(gb_.param[HeadW]));
+    out(op, whole(gb_.logits));
+    op.m = B_ * S_, op.k = h_, op.n = V_;
+  }
+  {
+    Op& op = emit(-1, Phase::Forward, Block::Head, "loss", -1, -1, OpCode::CrossEntropy);
+    in(op, whole(gb_.logits));
+    in(op, whole(gb_.targets));
+    out(op, whole(gb_.loss));
+    out(op, whole(gb_.dlogits));
+  }
+}
+
+void Builder::forward_block(int l, Block block, const BlockPlan* next_plan) {
+  const BlockPlan& bp = block_plan(l, block);
+  for (int i = 0; i < bp.p; ++i) {
+    if (block == Block::Attn) {
+      fwd_attn_front(l, i);
+    } else {
+      fwd_mlp_front(l, i);
+    }
+    if (i == 0) flush_deferred_forward();
+    if (i > 0) fwd_residual(l, block, i - 1);
+  }
+  const bool defer = bp.overlap == OverlapMode::Inter && next_plan != nullptr &&
+                     !slice_box(bp, bp.p - 1).intersects(slice_box(*next_plan, 0));
+  if (defer) {
+    deferred_ = Deferred{true, l, block, bp.p - 1};
+  } else {
+    fwd_residual(l, block, bp.p - 1);
+  }
+}
+
+void Builder::fwd_attn_front(int l, int i) {
+  const BlockPlan& bp = plan_.layers[size_t(l)].attn;
+  const Box box = slice_box(bp, i);
+  const LayerBuffers& b = lb_[size_t(l)];
+  const Phase F = Phase::Forward;
+  const Block A = Block::Attn;
+  {
+    Op& op = emit(l, F, A, "norm", i, -1, rms_ ? OpCode::RmsNormFwd : OpCode::LayerNormFwd);
+    in(op, rows(b.x_in, box));
+    in(op, whole(b.param[N1G]));
+    if (layernorm_) in(op, whole(b.param[N1B]));
+    out(op, rows(b.xn1, box));
+    out(op, rows(b.st1, box));
+  }
+  {
+    Op& op = emit(l, F, A, "qkv", i, -1, OpCode::MatMul);
+    in(op, rows(b.xn1, box));
+    in(op, whole(b.param[QkvW]));
+    if (bias_) in(op, whole(b.param[QkvB]));
+    out(op, rows(b.qkv, box));
+    op.m = box.rows(), op.k = h_, op.n = qkv_cols_;
+  }
+  const int64_t q_end = a_l_ * d_, k_end = (a_l_ + kv_l_) * d_;
+  if (llama_) {
+    Op& op = emit(l, F, A, "rope", i, -1, OpCode::RopeFwd);
+    in(op, rows(b.qkv, box, 0, k_end));
+    out(op, rows(b.qkv, box, 0, k_end));
+    op.attrs.heads = int16_t(a_l_ + kv_l_), op.attrs.head_dim = int16_t(d_);
+  }
+  {
+    // Causal: the slice's queries see keys [0, its last position], from this and all earlier slices.
+    const Box keys{box.b0, box.b1, 0, box.s1};
+    Op& op = emit(l, F, A, "core", i, -1, OpCode::AttnFwd);
+    in(op, rows(b.qkv, box, 0, q_end));
+    in(op, rows(b.qkv, keys, q_end, k_end));
+    in(op, rows(b.qkv, keys, k_end, qkv_cols_));
+    out(op, rows(b.ctx, box));
+    out(op, rows(b.probs, box));
+    op.attrs.heads = int16_t(a_l_), op.attrs.kv_heads = int16_t(kv_l_), op.attrs.head_dim = int16_t(d_);
+    // QK^T and PV over the whole key rectangle, masked part included (as executed).
+    op.flops =
+        4.0 * double(box.b1 - box.b0) * double(box.s1 - box.s0) * double(keys.s1) * double(d_) * double(a_l_);
+  }
+  const int64_t cw = h_ / bp.q;
+  for (int c = 0; c < bp.q; ++c) {
+    const int chunk = bp.q > 1 ? c : -1;
+    const int32_t ps = partial_buffer(false, A, l, bp, i, c);
+    {
+      Op& op = emit(l, F, A, "proj", i, chunk, OpCode::MatMul);
+      in(op, rows(b.ctx, box));
+      in(op, weight(b.param[ProjW], 0, a_l_ * d_, c * cw, (c + 1) * cw));
+      out(op, whole(ps));
+      op.m = box.rows(), op.k = a_l_ * d_, op.n = cw;
+    }
+    if (plan_.comm_enabled) {
+      Op& op = emit(l, F, A, "ar", i, chunk, OpCode::AllReduce, Stream::Comm);
+      in(op, whole(ps));
+      out(op, whole(ps));
+      if (bp.overlap == OverlapMode::None) blocking_.push_back(op.index);
+    }
+  }
+}
+
+void Builder::fwd_mlp_front(int l, int i) {
+  const BlockPlan& bp = plan_.layers[size_t(l)].mlp;
+  const Box box = slice_box(bp, i);
+  const LayerBuffers& b = lb_[size_t(l)];
+  const Phase F = Phase::Forward;
+  const Block M = Block::Mlp;
+  {
+    Op& op = emit(l, F, M, "norm", i, -1, rms_ ? OpCode::RmsNormFwd : OpCode::LayerNormFwd);
+    in(op, rows(b.x_mid, box));
+    in(op, whole(b.param[N2G]));
+    if (layernorm_) in(op, whole(b.param[N2B]));
+    out(op, rows(b.xn2, box));
+    out(op, rows(b.st2, box));
+  }
+  {
+    Op& op = emit(l, F, M, "fc1", i, -1, OpCode::MatMul);
+    in(op, rows(b.xn2, box));
+    in(op, whole(b.param[Fc1W]));
+    if (bias_) in(op, whole(b.param[Fc1B]));
+    out(op, rows(b.hpre, box));
+    op.m = box.rows(), op.k = h_, op.n = fc1_cols_;
+  }
+  {
+    Op& op = emit(l, F, M, "act", i, -1, swiglu_ ? OpCode::SwigluFwd : OpCode::GeluFwd);
+    in(op, rows(b.hpre, box));
+    out(op, rows(b.act, box));
+  }
+  const int64_t cw = h_ / bp.q;
+  for (int c = 0; c < bp.q; ++c) {
+    const int chunk = bp.q > 1 ? c : -1;
+    const int32_t ps = partial_buffer(false, M, l, bp, i, c);
+    {
+      Op& op = emit(l, F, M, "fc2", i, chunk, OpCode::MatMul);
+      in(op, rows(b.act, box));
+      in(op, weight(b.param[Fc2W], 0, f_l_, c * cw, (c + 1) * cw));
+      out(op, whole(ps));
+      op.m = box.rows(), op.k = f_l_, op.n = cw;
+    }
+    if (plan_.comm_enabled) {
+      Op& op = emit(l, F, M, "ar", i, chunk, OpCode::AllReduce, Stream::Comm);
+      in(op, whole(ps));
+      out(op, whole(ps));
+      if (bp.overlap == OverlapMode::None) blocking_.push_back(op.index);
+    }
+  }
+}
+
+// R_i: residual stream += the reduced partial sums (+ the row-parallel bias), one op per column chunk.
+void Builder::fwd_residual(int l, Block block, int i) {
+  const BlockPlan& bp = block_plan(l, block);
+  const Box box = slice_box(bp, i);
+  const LayerBuffers& b = lb_[size_t(l)];
+  const bool attn = block == Block::Attn;
+  const int32_t src = attn ? b.x_in : b.x_mid;
+  const int32_t dst = attn ? b.x_mid : b.x_out;
+  const int32_t bias = b.param[attn ? ProjB : Fc2B];
+  const int64_t cw = h_ / bp.q;
+  for (int c = 0; c < bp.q; ++c) {
+    Op& op = emit(l, Phase::Forward, block, "add", i, bp.q > 1 ? c : -1, OpCode::ResidualAdd);
+    in(op, rows(src, box, c * cw, (c + 1) * cw));
+    in(op, whole(partial_buffer(false, block, l, bp, i, c)));
+    if (bias >= 0) in(op, weight(bias, 0, 1, c * cw, (c + 1) * cw));
+    out(op, rows(dst, box, c * cw, (c + 1) * cw));
+  }
+}
+
+}  // namespace domino::detail

@@ -1,0 +1,102 @@
+// model_check.cpp: every constraint a model must meet (sizes, divisibility by heads and tp), and the
+// command-line overrides. One rule list serves validate_model, the YAML loader and the HF importer.
+#include "sim/model/model_check.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+
+#include "sim/base/error.hpp"
+
+namespace domino {
+
+namespace {
+
+// Upper bounds far above any real model; they keep every derived count inside int64 (no overflow, no UB).
+struct SizeRule {
+  const char* key;
+  int ModelSpec::*field;
+  int64_t max;
+};
+
+constexpr SizeRule kSizeRules[] = {
+    {"layers", &ModelSpec::layers, 1 << 14},
+    {"hidden", &ModelSpec::hidden, 1 << 20},
+    {"heads", &ModelSpec::heads, 1 << 16},
+    {"kv_heads", &ModelSpec::kv_heads, 1 << 16},
+    {"ffn_hidden", &ModelSpec::ffn_hidden, 1 << 22},
+    {"vocab", &ModelSpec::vocab, 1 << 24},
+    {"seq_len", &ModelSpec::seq_len, 1 << 22},
+    {"micro_batch", &ModelSpec::micro_batch, 1 << 16},
+    {"tp", &ModelSpec::tp, 1 << 16},
+    {"gpus_per_node", &ModelSpec::gpus_per_node, 1 << 16},
+};
+
+ModelViolation bad(std::string key, std::string message) { return {std::move(key), std::move(message)}; }
+
+}  // namespace
+
+std::optional<ModelViolation> check_model(const ModelSpec& m) {
+  if (m.name.empty()) return bad("name", "must not be empty");
+  for (const SizeRule& r : kSizeRules) {
+    const int v = m.*r.field;
+    if (v <= 0) return bad(r.key, fmt::format("must be a positive integer, got {}", v));
+    if (v > r.max) return bad(r.key, fmt::format("{} is implausibly large (at most {})", v, r.max));
+  }
+  if (m.hidden % m.heads != 0) {
+    return bad("heads", fmt::format("heads {} does not divide hidden {} (the head dimension must be whole)",
+                                    m.heads, m.hidden));
+  }
+  if (m.heads % m.kv_heads != 0) {
+    return bad("kv_heads", fmt::format("kv_heads {} does not divide heads {} (each KV head serves an equal "
+                                       "group of query heads)",
+                                       m.kv_heads, m.heads));
+  }
+  if (m.family == Family::Llama && m.head_dim() % 2 != 0) {
+    return bad("heads", fmt::format("head dimension {} (hidden {} / heads {}) must be even for the rotary "
+                                    "embedding of the llama family",
+                                    m.head_dim(), m.hidden, m.heads));
+  }
+  if (m.heads % m.tp != 0) {
+    return bad("tp", fmt::format("tp {} does not divide heads {} (each rank holds whole attention heads)",
+                                 m.tp, m.heads));
+  }
+  if (m.kv_heads % m.tp != 0 && m.tp % m.kv_heads != 0) {
+    return bad("tp", fmt::format("tp {} does not fit kv_heads {}: KV heads are split when kv_heads is a "
+                                 "multiple of tp and replicated (one per rank) when tp is a multiple of "
+                                 "kv_heads",
+                                 m.tp, m.kv_heads));
+  }
+  if (m.ffn_hidden % m.tp != 0) {
+    return bad("tp", fmt::format("tp {} does not divide ffn_hidden {} (FC1 columns are split evenly across "
+                                 "ranks)",
+                                 m.tp, m.ffn_hidden));
+  }
+  if (m.tp > m.gpus_per_node && m.tp % m.gpus_per_node != 0) {
+    return bad("tp", fmt::format("tp {} spans nodes of {} GPUs unevenly: use tp <= gpus_per_node or a "
+                                 "multiple of it",
+                                 m.tp, m.gpus_per_node));
+  }
+  return std::nullopt;
+}
+
+void validate_model(const ModelSpec& m) {
+  if (const auto v = check_model(m)) {
+    throw_bad_input(SourceLoc{m.source}, "model '" + v->key + "': " + v->message);
+  }
+}
+
+std::string override_flag(const std::string& key, const ModelOverrides& o) {
+  if (key == "tp" && o.tp) return fmt::format("--tp {}", *o.tp);
+  if (key == "seq_len" && o.seq_len) return fmt::format("--seq-len {}", *o.seq_len);
+  if (key == "micro_batch" && o.micro_batch) return fmt::format("--micro-batch {}", *o.micro_batch);
+  return "";
+}
+
+void apply_overrides(ModelSpec& m, const ModelOverrides& o) {
+  if (o.tp) m.tp = *o.tp;
+  if (o.seq_len) m.seq_len = *o.seq_len;
+  if (o.micro_batch) m.micro_batch = *o.micro_batch;
+}
+
+}  // namespace domino

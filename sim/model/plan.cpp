@@ -1,0 +1,159 @@
+// plan.cpp: named strategies, uniform plans, and the checks that a plan fits a model. Plan files are
+// read and written in plan_io.cpp.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string>
+
+#include "sim/base/error.hpp"
+#include "sim/model/plan_internal.hpp"
+#include "sim/base/yaml_reader.hpp"
+
+namespace domino {
+
+const char* to_string(SplitDim d) { return d == SplitDim::Batch ? "batch" : "sequence"; }
+
+const char* to_string(OverlapMode o) {
+  switch (o) {
+    case OverlapMode::None:
+      return "none";
+    case OverlapMode::Intra:
+      return "intra";
+    case OverlapMode::Inter:
+      return "inter";
+  }
+  return "?";
+}
+
+std::vector<std::string> strategy_names() {
+  return {"megatron-sync", "megatron-async", "domino-ds", "no-comm"};
+}
+
+Plan make_uniform_plan(const ModelSpec& model, const BlockPlan& attn, const BlockPlan& mlp,
+                       const std::string& strategy) {
+  Plan p;
+  p.model_name = model.name;
+  p.model_fingerprint = model_fingerprint(model);
+  p.tp = model.tp;
+  p.strategy = strategy;
+  p.layers.assign(size_t(std::max(model.layers, 0)), LayerPlan{attn, mlp});
+  return p;
+}
+
+// "slices:P[xQ][:batch|sequence]": every block split into P row slices (and Q column chunks) with
+// inter-layer and backward overlap, so sweeps and checks can name any uniform Domino plan on the command line.
+static BlockPlan parse_slices_strategy(const std::string& name) {
+  const std::string spec = name.substr(std::string("slices:").size());
+  const size_t colon = spec.find(':');
+  const std::string counts = spec.substr(0, colon);
+  const std::string dim = colon == std::string::npos ? "batch" : spec.substr(colon + 1);
+  BlockPlan b{SplitDim::Batch, 1, 1, OverlapMode::Inter, true};
+  size_t used = 0;
+  try {
+    b.p = std::stoi(counts, &used);
+    if (used < counts.size()) {
+      if (counts[used] != 'x') throw std::invalid_argument(counts);
+      const std::string q = counts.substr(used + 1);
+      b.q = std::stoi(q, &used);
+      if (used != q.size()) throw std::invalid_argument(q);
+    }
+  } catch (const std::exception&) {
+    throw_bad_input(fmt::format("strategy '{}': expected slices:P[xQ][:batch|sequence], e.g. slices:4 or "
+                                "slices:2x2:sequence", name));
+  }
+  if (dim != "batch" && dim != "sequence")
+    throw_bad_input(fmt::format("strategy '{}': the split must be batch or sequence, not '{}'", name, dim));
+  b.dim = dim == "batch" ? SplitDim::Batch : SplitDim::Sequence;
+  return b;
+}
+
+Plan make_strategy_plan(const std::string& name, const ModelSpec& model) {
+  BlockPlan b;  // batch, p = q = 1, every AllReduce blocks
+  if (name.rfind("slices:", 0) == 0) {
+    b = parse_slices_strategy(name);
+    std::string key;
+    const std::string why = detail::block_problem(b, model, &key);
+    if (!why.empty()) throw_bad_input(fmt::format("strategy '{}': {}", name, why));
+  } else if (name == "megatron-sync" || name == "no-comm") {
+  } else if (name == "megatron-async") {
+    b.bwd_overlap = true;
+  } else if (name == "domino-ds") {
+    if (model.micro_batch % 2 != 0) {
+      throw_bad_input(
+          fmt::format("strategy 'domino-ds' splits the micro-batch into 2 slices, but model '{}' has "
+                      "micro_batch {} (odd); use an even micro-batch",
+                      model.name, model.micro_batch));
+    }
+    b = BlockPlan{SplitDim::Batch, 2, 1, OverlapMode::Inter, true};
+  } else {
+    std::string list;
+    for (const auto& s : strategy_names()) list += (list.empty() ? "" : ", ") + s;
+    const std::string near = closest_key(name, strategy_names());
+    throw_bad_input("unknown strategy '" + name + "'" +
+                    (near.empty() ? "" : " (did you mean '" + near + "'?)") + "; known strategies: " + list + ", slices:P[xQ][:batch|sequence]");
+  }
+  Plan p = make_uniform_plan(model, b, b, name);
+  p.comm_enabled = name != "no-comm";
+  validate_plan(p, model);
+  return p;
+}
+
+namespace detail {
+
+std::string block_problem(const BlockPlan& bp, const ModelSpec& m, std::string* key) {
+  key->assign(1, 'p');
+  if (bp.p != 1 && bp.p != 2 && bp.p != 4 && bp.p != 8)
+    return fmt::format("p={} is not one of 1, 2, 4, 8", bp.p);
+  if (bp.dim == SplitDim::Batch && m.micro_batch % bp.p != 0) {
+    return fmt::format("p={} does not divide micro_batch {} (split: batch)", bp.p, m.micro_batch);
+  }
+  if (bp.dim == SplitDim::Sequence && m.seq_len % bp.p != 0) {
+    return fmt::format("p={} does not divide seq_len {} (split: sequence)", bp.p, m.seq_len);
+  }
+  key->assign(1, 'q');
+  if (bp.q != 1 && bp.q != 2 && bp.q != 4) return fmt::format("q={} is not one of 1, 2, 4", bp.q);
+  if (m.hidden % bp.q != 0) return fmt::format("q={} does not divide hidden {}", bp.q, m.hidden);
+  key->clear();
+  return "";
+}
+
+std::string model_mismatch(const Plan& plan, const ModelSpec& m) {
+  const std::string fp = model_fingerprint(m);
+  if (plan.model_name == m.name && plan.tp == m.tp && plan.model_fingerprint == fp) return "";
+  std::string what;
+  if (plan.model_name != m.name) what = fmt::format("model '{}', not '{}'", plan.model_name, m.name);
+  if (plan.tp != m.tp) what += fmt::format("{}tp {}, not tp {}", what.empty() ? "" : " and ", plan.tp, m.tp);
+  if (what.empty()) {
+    what = fmt::format("a model of another shape (fingerprint {}, this one {})", plan.model_fingerprint, fp);
+  }
+  return "the plan was made for " + what + "; make a plan for this model or pass --force";
+}
+
+}  // namespace detail
+
+void validate_plan(const Plan& plan, const ModelSpec& model, bool force) {
+  if (plan.format_version != 1) {
+    throw_bad_input(
+        fmt::format("plan format_version {} is not supported (this build reads 1)", plan.format_version));
+  }
+  if (int64_t(plan.layers.size()) != model.layers) {
+    throw_bad_input(fmt::format("the plan has {} layer entries but model '{}' has {} layers",
+                                plan.layers.size(), model.name, model.layers));
+  }
+  for (size_t l = 0; l < plan.layers.size(); ++l) {
+    for (const bool attn : {true, false}) {
+      std::string key;
+      const BlockPlan& bp = attn ? plan.layers[l].attn : plan.layers[l].mlp;
+      const std::string why = detail::block_problem(bp, model, &key);
+      if (!why.empty()) {
+        throw_bad_input(fmt::format("plan layer {} {}: {}", l, attn ? "attn" : "mlp", why));
+      }
+    }
+  }
+  if (!force) {
+    const std::string why = detail::model_mismatch(plan, model);
+    if (!why.empty()) throw_bad_input(why);
+  }
+}
+
+}  // namespace domino

@@ -1,0 +1,66 @@
+// plan.hpp: how each layer is sliced and overlapped; named strategies; plan files (docs/plan-format.md).
+#pragma once
+
+#include <compare>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sim/model/model_spec.hpp"
+
+namespace domino {
+
+enum class SplitDim { Batch, Sequence };
+// None: every AllReduce blocks. Intra: a slice's AllReduce overlaps the next slice's compute; the block
+// ends when all are done. Inter: additionally the last AllReduce crosses into the next block/layer.
+enum class OverlapMode { None, Intra, Inter };
+
+const char* to_string(SplitDim d);
+const char* to_string(OverlapMode o);
+
+// One block (attention or MLP) of one layer.
+struct BlockPlan {
+  SplitDim dim = SplitDim::Batch;
+  int p = 1;  // row slices of the block input along dim: 1, 2, 4, 8
+  int q = 1;  // column chunks of the row-parallel weight's output: 1, 2, 4
+  OverlapMode overlap = OverlapMode::None;
+  bool bwd_overlap = false;  // input-gradient AllReduce runs behind the weight-gradient GEMM
+  auto operator<=>(const BlockPlan&) const = default;
+};
+
+struct LayerPlan {
+  BlockPlan attn;
+  BlockPlan mlp;
+  auto operator<=>(const LayerPlan&) const = default;
+};
+
+struct Plan {
+  int format_version = 1;
+  std::string model_name;
+  std::string model_fingerprint;
+  int tp = 1;
+  std::string profile;           // profile it was tuned on ("" when none)
+  std::string strategy;          // named strategy it came from, or "tuned" / "custom"
+  bool comm_enabled = true;      // false only for the no-comm bound
+  std::vector<LayerPlan> layers; // exactly one entry per model layer (ranges are expanded on load)
+  // Free-form provenance the tuner records (tuner version, search space, predicted figures), kept as
+  // ordered key/value text so that plans stay byte-identical for identical inputs.
+  std::map<std::string, std::string> provenance;
+};
+
+std::vector<std::string> strategy_names();  // megatron-sync, megatron-async, domino-ds, no-comm
+// Expands a named strategy; BadInput for an unknown name (closest suggested) or one the model cannot run.
+Plan make_strategy_plan(const std::string& name, const ModelSpec& model);
+// Uniform plan: every layer gets the same blocks.
+Plan make_uniform_plan(const ModelSpec& model, const BlockPlan& attn, const BlockPlan& mlp, const std::string& strategy);
+
+// Throws BadInput when the plan does not fit the model (p not dividing the split dimension, q not
+// dividing the output width, wrong layer count, other model/tp unless force).
+void validate_plan(const Plan& plan, const ModelSpec& model, bool force = false);
+
+Plan load_plan(const std::string& path, const ModelSpec& model, bool force = false);
+// Writes to a temporary file and renames; layers with identical plans are written as ranges.
+void save_plan(const Plan& plan, const std::string& path);
+std::string plan_to_yaml(const Plan& plan);
+
+}  // namespace domino

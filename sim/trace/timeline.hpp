@@ -1,0 +1,60 @@
+// timeline.hpp: when each op of a schedule ran (predicted or measured), and the Chrome-trace files
+// both the simulator and the executor write with the same schema (docs/trace-format.md).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/ir/schedule.hpp"
+
+namespace domino {
+
+struct OpSpan {
+  int32_t op = 0;  // index into Schedule::ops
+  int32_t rank = 0;
+  double start_us = 0;  // from the start of the iteration
+  double end_us = 0;
+};
+
+struct Timeline {
+  std::string source;  // "predicted" or "measured"
+  int32_t ranks = 1;
+  std::vector<OpSpan> spans;  // one per (op, rank) that ran
+  double iteration_us = 0;    // predicted time, or the measured median
+  std::vector<double> iteration_samples_us;  // measured: one per timed iteration
+  std::vector<int64_t> peak_memory_bytes;    // per rank
+};
+
+// Trace schema, one complete event ("ph":"X") per span: name = op id, cat = op kind, pid = rank,
+// tid = stream (0 compute, 1 comm), ts/dur in microseconds, args = {op, layer, phase, block, slice,
+// chunk, code, m, n, k, flops, bytes}. Flow events tie each AllReduce to the first op that waits on it.
+// Top level: "traceEvents", "displayTimeUnit", and "domino": {source, model, plan strategy, tp,
+// iteration_time_us, iteration_samples_us, peak_memory_bytes, plus `meta`}.
+void write_trace(const std::string& path, const Schedule& schedule, const Timeline& timeline,
+                 const nlohmann::json& meta = nlohmann::json::object());
+nlohmann::json trace_json(const Schedule& schedule, const Timeline& timeline,
+                          const nlohmann::json& meta = nlohmann::json::object());
+
+// A trace read back (no schedule needed): what domino-compare works on.
+struct TraceEvent {
+  std::string id;
+  std::string kind;
+  int32_t rank = 0;
+  int32_t stream = 0;
+  double start_us = 0, dur_us = 0;
+  double flops = 0, bytes = 0;
+  nlohmann::json args;
+};
+struct TraceFile {
+  std::string path;
+  std::string source;
+  std::vector<TraceEvent> events;
+  nlohmann::json meta;  // the "domino" object
+  std::vector<nlohmann::json> other_events;  // flow, counter, ... events (not "X", not "M"), for merging
+};
+TraceFile read_trace(const std::string& path);
+
+}  // namespace domino

@@ -1,0 +1,116 @@
+// trace_writer.cpp: Chrome-trace JSON (Perfetto, chrome://tracing) of a timeline, the same schema for
+// predicted and measured runs (docs/trace-format.md). Times are microseconds, as the format requires.
+#include <map>
+#include <set>
+
+#include "sim/base/error.hpp"
+#include "sim/trace/timeline.hpp"
+#include "sim/base/files.hpp"
+
+namespace domino {
+
+namespace {
+
+using nlohmann::json;
+
+json op_args(const Op& op) {
+  return json{{"op", op.index},
+              {"layer", op.layer},
+              {"phase", to_string(op.phase)},
+              {"block", to_string(op.block)},
+              {"slice", op.slice},
+              {"chunk", op.chunk},
+              {"code", to_string(op.code)},
+              {"m", op.m},
+              {"n", op.n},
+              {"k", op.k},
+              {"flops", op.flops},
+              {"bytes", op.bytes}};
+}
+
+json metadata_event(const char* what, int32_t pid, int32_t tid, const std::string& name) {
+  json e{{"ph", "M"}, {"name", what}, {"pid", pid}, {"args", {{"name", name}}}};
+  if (tid >= 0) e["tid"] = tid;
+  return e;
+}
+
+// For each AllReduce, the first op in program order that lists it as a dep (the op that waits on it).
+std::vector<int32_t> first_waiters(const Schedule& schedule) {
+  std::vector<int32_t> waiter(schedule.ops.size(), -1);
+  for (const Op& op : schedule.ops) {
+    for (int32_t d : op.deps) {
+      if (d >= 0 && static_cast<size_t>(d) < schedule.ops.size() && schedule.ops[d].kind == OpKind::AllReduce &&
+          waiter[d] < 0) {
+        waiter[d] = op.index;
+      }
+    }
+  }
+  return waiter;
+}
+
+}  // namespace
+
+json trace_json(const Schedule& schedule, const Timeline& timeline, const json& meta) {
+  const std::string source = timeline.source.empty() ? "predicted" : timeline.source;
+  json events = json::array();
+  std::set<int32_t> ranks;
+  for (const OpSpan& s : timeline.spans) ranks.insert(s.rank);
+  for (int32_t r : ranks) {
+    events.push_back(metadata_event("process_name", r, -1, "rank " + std::to_string(r) + " (" + source + ")"));
+    events.push_back(metadata_event("thread_name", r, 0, "compute"));
+    events.push_back(metadata_event("thread_name", r, 1, "communication"));
+  }
+
+  // (rank, op) -> span, to anchor flow arrows.
+  std::map<std::pair<int32_t, int32_t>, const OpSpan*> by_op;
+  for (const OpSpan& s : timeline.spans) {
+    if (s.op < 0 || static_cast<size_t>(s.op) >= schedule.ops.size()) {
+      throw_runtime("timeline span names op " + std::to_string(s.op) + ", which the schedule does not have (" +
+                    std::to_string(schedule.ops.size()) + " ops)");
+    }
+    const Op& op = schedule.ops[s.op];
+    events.push_back(json{{"name", op_id(op)},
+                          {"cat", to_string(op.kind)},
+                          {"ph", "X"},
+                          {"ts", s.start_us},
+                          {"dur", s.end_us - s.start_us},
+                          {"pid", s.rank},
+                          {"tid", static_cast<int>(op.stream)},
+                          {"args", op_args(op)}});
+    by_op[{s.rank, s.op}] = &s;
+  }
+
+  const std::vector<int32_t> waiter = first_waiters(schedule);
+  int64_t flow_id = 0;
+  for (const auto& [key, span] : by_op) {
+    const int32_t w = waiter[key.second];
+    if (w < 0) continue;
+    const auto it = by_op.find({key.first, w});
+    if (it == by_op.end()) continue;
+    const Op& ar = schedule.ops[key.second];
+    const Op& wop = schedule.ops[w];
+    ++flow_id;
+    events.push_back(json{{"name", "wait"}, {"cat", "dependency"}, {"ph", "s"}, {"id", flow_id},
+                          {"pid", key.first}, {"tid", static_cast<int>(ar.stream)}, {"ts", span->start_us}});
+    events.push_back(json{{"name", "wait"}, {"cat", "dependency"}, {"ph", "f"}, {"bp", "e"}, {"id", flow_id},
+                          {"pid", key.first}, {"tid", static_cast<int>(wop.stream)}, {"ts", it->second->start_us}});
+  }
+
+  json domino = meta.is_object() ? meta : json::object();
+  domino["source"] = source;
+  domino["model"] = schedule.model.name;
+  domino["strategy"] = schedule.plan.strategy;
+  domino["tp"] = schedule.plan.tp;
+  domino["ranks"] = timeline.ranks;
+  domino["ops"] = schedule.ops.size();
+  domino["iteration_time_us"] = timeline.iteration_us;
+  domino["iteration_samples_us"] = timeline.iteration_samples_us;
+  domino["peak_memory_bytes"] = timeline.peak_memory_bytes;
+  return json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ns"}, {"domino", std::move(domino)}};
+}
+
+void write_trace(const std::string& path, const Schedule& schedule, const Timeline& timeline, const json& meta) {
+  write_file_atomic(path, trace_json(schedule, timeline, meta).dump() + "\n");
+}
+
+}  // namespace domino
