@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "sim/base/error.hpp"
+#include "sim/base/shipped_files.hpp"
 #include "sim/model/hf_import.hpp"
 #include "sim/model/model_check.hpp"
 #include "sim/model/model_spec.hpp"
@@ -26,47 +27,9 @@ const std::vector<std::string> kModelKeys = {
     "name", "family", "layers", "hidden",  "heads",       "kv_heads", "ffn_hidden", "activation",
     "norm", "bias",   "vocab",  "seq_len", "micro_batch", "dtype",    "tp",         "gpus_per_node"};
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-bool is_bare_name(const std::string& s) {
-  return s.find('/') == std::string::npos && !ends_with(s, ".yaml") && !ends_with(s, ".yml") &&
-         !ends_with(s, ".json");
-}
-
-// Folders holding the shipped models: the current directory's configs/models, then the source tree's.
-std::vector<fs::path> model_dirs() {
-  std::vector<fs::path> dirs = {fs::path("configs") / "models"};
-#ifdef DOMINO_SOURCE_DIR
-  dirs.push_back(fs::path(DOMINO_SOURCE_DIR) / "configs" / "models");
-#endif
-  return dirs;
-}
-
 std::string resolve_model_path(const std::string& path_or_name) {
-  if (!is_bare_name(path_or_name)) return path_or_name;
-  std::error_code ec;
-  for (const auto& dir : model_dirs()) {
-    const fs::path candidate = dir / (path_or_name + ".yaml");
-    if (fs::is_regular_file(candidate, ec)) return candidate.string();
-  }
-  if (fs::exists(path_or_name, ec)) return path_or_name;  // a file in the current directory
-  std::vector<std::string> shipped;
-  for (const auto& dir : model_dirs()) {
-    if (!fs::is_directory(dir, ec)) continue;
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      if (e.path().extension() == ".yaml") shipped.push_back(e.path().stem().string());
-    }
-    if (!shipped.empty()) break;
-  }
-  std::sort(shipped.begin(), shipped.end());
-  std::string list;
-  for (const auto& s : shipped) list += (list.empty() ? "" : ", ") + s;
-  const std::string near = closest_key(path_or_name, shipped);
-  throw_bad_input("unknown model '" + path_or_name + "': no file of that name and no configs/models/" +
-                  path_or_name + ".yaml" + (list.empty() ? "" : "; shipped models: " + list) +
-                  (near.empty() ? "" : " (did you mean '" + near + "'?)"));
+  static const ShippedFolder kModels{"model", "configs/models", {".yaml", ".yml", ".json"}, true};
+  return resolve_shipped(path_or_name, kModels);
 }
 
 std::string read_text(std::string& path) {
@@ -173,7 +136,7 @@ ModelSpec load_model(const std::string& path_or_name, const ModelOverrides& over
   // JSON is also YAML: a .json file that is a Domino model in JSON syntax (a "family" key, no "model_type")
   // is read as YAML; any other .json, or a JSON object in a file of another name, is a Hugging Face config.
   if (looks_like_hf_config(text) ||
-      (ends_with(path, ".json") && text.find("\"family\"") == std::string::npos)) {
+      (path.ends_with(".json") && text.find("\"family\"") == std::string::npos)) {
     return import_hf_config(text, path, overrides);
   }
   return load_yaml_model(text, path, overrides);
