@@ -164,18 +164,14 @@ void Builder::bwd_attn_grads(int l, int i) {
   const Block A = Block::Attn;
   const bool first_slice = i == bp.p - 1;
   bwd_row_parallel(l, A, i, {"proj.dgrad", "proj.wgrad", ProjW, b.ctx, gb_.dresid, gb_.dctx, a_l_ * d_, h_});
-  const int64_t q_end = a_l_ * d_, k_end = (a_l_ + kv_l_) * d_;
+  const int64_t k_end = (a_l_ + kv_l_) * d_;  // end of the key columns: rope turns queries and keys
   const Box keys{box.b0, box.b1, 0, box.s1};
   {
     Op& op = emit(l, BW, A, "core.bwd", i, -1, OpCode::AttnBwd);
-    in(op, rows(b.qkv, box, 0, q_end));
-    in(op, rows(b.qkv, keys, q_end, k_end));
-    in(op, rows(b.qkv, keys, k_end, qkv_cols_));
+    qkv_operands(op, b.qkv, box, keys, false);
     in(op, rows(b.probs, box));
     in(op, rows(gb_.dctx, box));
-    out(op, rows(gb_.dqkv, box, 0, q_end));
-    out(op, rows(gb_.dqkv, keys, q_end, k_end));
-    out(op, rows(gb_.dqkv, keys, k_end, qkv_cols_));
+    qkv_operands(op, gb_.dqkv, box, keys, true);
     // Sequence slices share keys: the last slice (processed first) covers them all and writes "=",
     // earlier slices add their share.
     op.attrs.accumulate = bp.dim == SplitDim::Sequence && !first_slice;

@@ -72,6 +72,14 @@ Region Builder::rows(int32_t buf, const Box& b) const {
   return rows(buf, b, 0, s_.buffers[size_t(buf)].cols);
 }
 
+// Attention's three operands in a [q | k | v] buffer: the slice's query rows, and the key and value rows
+// [0, the slice's last position] its causal queries see.
+void Builder::qkv_operands(Op& op, int32_t buf, const Box& box, const Box& keys, bool as_outputs) {
+  const int64_t q_end = a_l_ * d_, k_end = (a_l_ + kv_l_) * d_;
+  const Region q = rows(buf, box, 0, q_end), k = rows(buf, keys, q_end, k_end), v = rows(buf, keys, k_end, qkv_cols_);
+  for (const Region& r : {q, k, v}) as_outputs ? out(op, r) : in(op, r);
+}
+
 Region Builder::whole(int32_t buf) const {
   const BufferDesc& d = s_.buffers[size_t(buf)];
   return rows(buf, Box{0, d.batch, 0, d.seq}, 0, d.cols);

@@ -82,6 +82,7 @@ class Builder {
   Region rows(int32_t buf, const Box& b, int64_t c0, int64_t c1) const;
   Region rows(int32_t buf, const Box& b) const;
   Region whole(int32_t buf) const;
+  void qkv_operands(Op& op, int32_t buf, const Box& box, const Box& keys, bool as_outputs);
   Region weight(int32_t buf, int64_t r0, int64_t r1, int64_t c0, int64_t c1) const;
   Box slice_box(const BlockPlan& bp, int slice) const;
   const BlockPlan& block_plan(int layer, Block block) const;
@@ -92,6 +93,15 @@ class Builder {
   // schedule_forward.cpp
   void forward();
   void forward_block(int layer, Block block, const BlockPlan* next_plan);
+  // Buffers of a block's norm and the column-parallel GEMM after it (beta and bias: -1 when absent).
+  struct NormColumnGemm {
+    int32_t x, gamma, beta, xn, stats;
+    const char* gemm;
+    int32_t weight, bias, y;
+    int64_t cols;
+  };
+  void fwd_norm_column_gemm(int l, Block block, int i, const Box& box, const NormColumnGemm& a);
+  void fwd_row_parallel_gemm(int l, Block block, int i, const char* name, int32_t x, int32_t w, int64_t k);
   void fwd_attn_front(int l, int i);
   void fwd_mlp_front(int l, int i);
   void fwd_residual(int l, Block block, int i);

@@ -74,23 +74,10 @@ void Builder::fwd_attn_front(int l, int i) {
   const LayerBuffers& b = lb_[size_t(l)];
   const Phase F = Phase::Forward;
   const Block A = Block::Attn;
-  {
-    Op& op = emit(l, F, A, "norm", i, -1, rms_ ? OpCode::RmsNormFwd : OpCode::LayerNormFwd);
-    in(op, rows(b.x_in, box));
-    in(op, whole(b.param[N1G]));
-    if (layernorm_) in(op, whole(b.param[N1B]));
-    out(op, rows(b.xn1, box));
-    out(op, rows(b.st1, box));
-  }
-  {
-    Op& op = emit(l, F, A, "qkv", i, -1, OpCode::MatMul);
-    in(op, rows(b.xn1, box));
-    in(op, whole(b.param[QkvW]));
-    if (bias_) in(op, whole(b.param[QkvB]));
-    out(op, rows(b.qkv, box));
-    op.m = box.rows(), op.k = h_, op.n = qkv_cols_;
-  }
-  const int64_t q_end = a_l_ * d_, k_end = (a_l_ + kv_l_) * d_;
+  fwd_norm_column_gemm(l, A, i, box,
+                       {b.x_in, b.param[N1G], b.param[N1B], b.xn1, b.st1, "qkv", b.param[QkvW], b.param[QkvB],
+                        b.qkv, qkv_cols_});
+  const int64_t k_end = (a_l_ + kv_l_) * d_;  // end of the key columns: rope turns queries and keys
   if (llama_) {
     Op& op = emit(l, F, A, "rope", i, -1, OpCode::RopeFwd);
     in(op, rows(b.qkv, box, 0, k_end));
@@ -101,9 +88,7 @@ void Builder::fwd_attn_front(int l, int i) {
     // Causal: the slice's queries see keys [0, its last position], from this and all earlier slices.
     const Box keys{box.b0, box.b1, 0, box.s1};
     Op& op = emit(l, F, A, "core", i, -1, OpCode::AttnFwd);
-    in(op, rows(b.qkv, box, 0, q_end));
-    in(op, rows(b.qkv, keys, q_end, k_end));
-    in(op, rows(b.qkv, keys, k_end, qkv_cols_));
+    qkv_operands(op, b.qkv, box, keys, false);
     out(op, rows(b.ctx, box));
     out(op, rows(b.probs, box));
     op.attrs.heads = int16_t(a_l_), op.attrs.kv_heads = int16_t(kv_l_), op.attrs.head_dim = int16_t(d_);
@@ -111,24 +96,7 @@ void Builder::fwd_attn_front(int l, int i) {
     op.flops =
         4.0 * double(box.b1 - box.b0) * double(box.s1 - box.s0) * double(keys.s1) * double(d_) * double(a_l_);
   }
-  const int64_t cw = h_ / bp.q;
-  for (int c = 0; c < bp.q; ++c) {
-    const int chunk = bp.q > 1 ? c : -1;
-    const int32_t ps = partial_buffer(false, A, l, bp, i, c);
-    {
-      Op& op = emit(l, F, A, "proj", i, chunk, OpCode::MatMul);
-      in(op, rows(b.ctx, box));
-      in(op, weight(b.param[ProjW], 0, a_l_ * d_, c * cw, (c + 1) * cw));
-      out(op, whole(ps));
-      op.m = box.rows(), op.k = a_l_ * d_, op.n = cw;
-    }
-    if (plan_.comm_enabled) {
-      Op& op = emit(l, F, A, "ar", i, chunk, OpCode::AllReduce, Stream::Comm);
-      in(op, whole(ps));
-      out(op, whole(ps));
-      if (bp.overlap == OverlapMode::None) blocking_.push_back(op.index);
-    }
-  }
+  fwd_row_parallel_gemm(l, A, i, "proj", b.ctx, b.param[ProjW], a_l_ * d_);
 }
 
 void Builder::fwd_mlp_front(int l, int i) {
@@ -137,40 +105,53 @@ void Builder::fwd_mlp_front(int l, int i) {
   const LayerBuffers& b = lb_[size_t(l)];
   const Phase F = Phase::Forward;
   const Block M = Block::Mlp;
-  {
-    Op& op = emit(l, F, M, "norm", i, -1, rms_ ? OpCode::RmsNormFwd : OpCode::LayerNormFwd);
-    in(op, rows(b.x_mid, box));
-    in(op, whole(b.param[N2G]));
-    if (layernorm_) in(op, whole(b.param[N2B]));
-    out(op, rows(b.xn2, box));
-    out(op, rows(b.st2, box));
-  }
-  {
-    Op& op = emit(l, F, M, "fc1", i, -1, OpCode::MatMul);
-    in(op, rows(b.xn2, box));
-    in(op, whole(b.param[Fc1W]));
-    if (bias_) in(op, whole(b.param[Fc1B]));
-    out(op, rows(b.hpre, box));
-    op.m = box.rows(), op.k = h_, op.n = fc1_cols_;
-  }
+  fwd_norm_column_gemm(l, M, i, box,
+                       {b.x_mid, b.param[N2G], b.param[N2B], b.xn2, b.st2, "fc1", b.param[Fc1W], b.param[Fc1B],
+                        b.hpre, fc1_cols_});
   {
     Op& op = emit(l, F, M, "act", i, -1, swiglu_ ? OpCode::SwigluFwd : OpCode::GeluFwd);
     in(op, rows(b.hpre, box));
     out(op, rows(b.act, box));
   }
+  fwd_row_parallel_gemm(l, M, i, "fc2", b.act, b.param[Fc2W], f_l_);
+}
+
+// The block's first two ops on slice i: the norm, then the column-parallel GEMM that reads its output.
+void Builder::fwd_norm_column_gemm(int l, Block block, int i, const Box& box, const NormColumnGemm& a) {
+  {
+    Op& op = emit(l, Phase::Forward, block, "norm", i, -1, rms_ ? OpCode::RmsNormFwd : OpCode::LayerNormFwd);
+    in(op, rows(a.x, box));
+    in(op, whole(a.gamma));
+    if (layernorm_) in(op, whole(a.beta));
+    out(op, rows(a.xn, box));
+    out(op, rows(a.stats, box));
+  }
+  Op& op = emit(l, Phase::Forward, block, a.gemm, i, -1, OpCode::MatMul);
+  in(op, rows(a.xn, box));
+  in(op, whole(a.weight));
+  if (bias_) in(op, whole(a.bias));
+  out(op, rows(a.y, box));
+  op.m = box.rows(), op.k = h_, op.n = a.cols;
+}
+
+// The row-parallel GEMM of slice i into its partial sums, one per column chunk, each followed by its
+// AllReduce on the communication stream (blocking when the block does not overlap).
+void Builder::fwd_row_parallel_gemm(int l, Block block, int i, const char* name, int32_t x, int32_t w, int64_t k) {
+  const BlockPlan& bp = block_plan(l, block);
+  const Box box = slice_box(bp, i);
   const int64_t cw = h_ / bp.q;
   for (int c = 0; c < bp.q; ++c) {
     const int chunk = bp.q > 1 ? c : -1;
-    const int32_t ps = partial_buffer(false, M, l, bp, i, c);
+    const int32_t ps = partial_buffer(false, block, l, bp, i, c);
     {
-      Op& op = emit(l, F, M, "fc2", i, chunk, OpCode::MatMul);
-      in(op, rows(b.act, box));
-      in(op, weight(b.param[Fc2W], 0, f_l_, c * cw, (c + 1) * cw));
+      Op& op = emit(l, Phase::Forward, block, name, i, chunk, OpCode::MatMul);
+      in(op, rows(x, box));
+      in(op, weight(w, 0, k, c * cw, (c + 1) * cw));
       out(op, whole(ps));
-      op.m = box.rows(), op.k = f_l_, op.n = cw;
+      op.m = box.rows(), op.k = k, op.n = cw;
     }
     if (plan_.comm_enabled) {
-      Op& op = emit(l, F, M, "ar", i, chunk, OpCode::AllReduce, Stream::Comm);
+      Op& op = emit(l, Phase::Forward, block, "ar", i, chunk, OpCode::AllReduce, Stream::Comm);
       in(op, whole(ps));
       out(op, whole(ps));
       if (bp.overlap == OverlapMode::None) blocking_.push_back(op.index);

@@ -2,117 +2,37 @@
 // ("L3.bwd.mlp.fc2.dgrad.s1").
 #include <string>
 
+#include "sim/base/enum_names.hpp"
 #include "sim/ir/schedule.hpp"
 
 namespace domino {
 
 const char* to_string(Stream s) { return s == Stream::Compute ? "compute" : "comm"; }
 
-const char* to_string(Phase p) {
-  switch (p) {
-    case Phase::Forward:
-      return "fwd";
-    case Phase::Backward:
-      return "bwd";
-    case Phase::Optimizer:
-      return "opt";
-  }
-  return "?";
-}
+constexpr std::array<const char*, 3> kPhaseNames = {"fwd", "bwd", "opt"};
+static_assert(size_t(Phase::Optimizer) + 1 == kPhaseNames.size(), "one name per Phase, in declaration order");
+const char* to_string(Phase p) { return enum_name(p, kPhaseNames); }
 
-const char* to_string(Block b) {
-  switch (b) {
-    case Block::Attn:
-      return "attn";
-    case Block::Mlp:
-      return "mlp";
-    case Block::Embedding:
-      return "emb";
-    case Block::Head:
-      return "head";
-    case Block::None:
-      return "none";
-  }
-  return "?";
-}
+constexpr std::array<const char*, 5> kBlockNames = {"attn", "mlp", "emb", "head", "none"};
+static_assert(size_t(Block::None) + 1 == kBlockNames.size(), "one name per Block, in declaration order");
+const char* to_string(Block b) { return enum_name(b, kBlockNames); }
 
 bool memory_bound(OpKind k) { return k != OpKind::Gemm && k != OpKind::Attention && k != OpKind::AllReduce; }
 
-const char* to_string(OpKind k) {
-  switch (k) {
-    case OpKind::Gemm:
-      return "gemm";
-    case OpKind::Attention:
-      return "attention";
-    case OpKind::Norm:
-      return "norm";
-    case OpKind::Activation:
-      return "activation";
-    case OpKind::Elementwise:
-      return "elementwise";
-    case OpKind::Copy:
-      return "copy";
-    case OpKind::AllReduce:
-      return "allreduce";
-    case OpKind::Optimizer:
-      return "optimizer";
-    case OpKind::Embedding:
-      return "embedding";
-    case OpKind::Loss:
-      return "loss";
-  }
-  return "?";
-}
+constexpr std::array<const char*, 10> kOpKindNames = {"gemm",        "attention", "norm",      "activation",
+                                                      "elementwise", "copy",      "allreduce", "optimizer",
+                                                      "embedding",   "loss"};
+static_assert(size_t(OpKind::Loss) + 1 == kOpKindNames.size(), "one name per OpKind, in declaration order");
+const char* to_string(OpKind k) { return enum_name(k, kOpKindNames); }
 
-const char* to_string(OpCode c) {
-  switch (c) {
-    case OpCode::MatMul:
-      return "MatMul";
-    case OpCode::MatMulDgrad:
-      return "MatMulDgrad";
-    case OpCode::MatMulWgrad:
-      return "MatMulWgrad";
-    case OpCode::LayerNormFwd:
-      return "LayerNormFwd";
-    case OpCode::RmsNormFwd:
-      return "RmsNormFwd";
-    case OpCode::LayerNormBwd:
-      return "LayerNormBwd";
-    case OpCode::RmsNormBwd:
-      return "RmsNormBwd";
-    case OpCode::GeluFwd:
-      return "GeluFwd";
-    case OpCode::GeluBwd:
-      return "GeluBwd";
-    case OpCode::SwigluFwd:
-      return "SwigluFwd";
-    case OpCode::SwigluBwd:
-      return "SwigluBwd";
-    case OpCode::RopeFwd:
-      return "RopeFwd";
-    case OpCode::RopeBwd:
-      return "RopeBwd";
-    case OpCode::AttnFwd:
-      return "AttnFwd";
-    case OpCode::AttnBwd:
-      return "AttnBwd";
-    case OpCode::ResidualAdd:
-      return "ResidualAdd";
-    case OpCode::EmbeddingFwd:
-      return "EmbeddingFwd";
-    case OpCode::EmbeddingBwd:
-      return "EmbeddingBwd";
-    case OpCode::CrossEntropy:
-      return "CrossEntropy";
-    case OpCode::AllReduce:
-      return "AllReduce";
-    case OpCode::AdamStep:
-      return "AdamStep";
-    case OpCode::SgdStep:
-      return "SgdStep";
-  }
-  return "?";
-}
+constexpr std::array<const char*, 22> kOpCodeNames = {
+    "MatMul",       "MatMulDgrad", "MatMulWgrad", "LayerNormFwd", "RmsNormFwd",   "LayerNormBwd",
+    "RmsNormBwd",   "GeluFwd",     "GeluBwd",     "SwigluFwd",    "SwigluBwd",    "RopeFwd",
+    "RopeBwd",      "AttnFwd",     "AttnBwd",     "ResidualAdd",  "EmbeddingFwd", "EmbeddingBwd",
+    "CrossEntropy", "AllReduce",   "AdamStep",    "SgdStep"};
+static_assert(size_t(OpCode::SgdStep) + 1 == kOpCodeNames.size(),
+              "one name per OpCode, in declaration order");
+const char* to_string(OpCode c) { return enum_name(c, kOpCodeNames); }
 
 OpKind kind_of(OpCode c) {
   switch (c) {
@@ -151,65 +71,33 @@ OpKind kind_of(OpCode c) {
   return OpKind::Elementwise;
 }
 
-const char* to_string(BufferRole r) {
-  switch (r) {
-    case BufferRole::Param:
-      return "param";
-    case BufferRole::Grad:
-      return "grad";
-    case BufferRole::OptState:
-      return "opt_state";
-    case BufferRole::Activation:
-      return "activation";
-    case BufferRole::Workspace:
-      return "workspace";
-    case BufferRole::Data:
-      return "data";
-  }
-  return "?";
-}
+constexpr std::array<const char*, 6> kBufferRoleNames = {"param",      "grad",      "opt_state",
+                                                         "activation", "workspace", "data"};
+static_assert(size_t(BufferRole::Data) + 1 == kBufferRoleNames.size(),
+              "one name per BufferRole, in declaration order");
+const char* to_string(BufferRole r) { return enum_name(r, kBufferRoleNames); }
 
-const char* to_string(ParamKind k) {
-  switch (k) {
-    case ParamKind::None:
-      return "none";
-    case ParamKind::QkvWeight:
-      return "qkv_weight";
-    case ParamKind::QkvBias:
-      return "qkv_bias";
-    case ParamKind::ProjWeight:
-      return "proj_weight";
-    case ParamKind::ProjBias:
-      return "proj_bias";
-    case ParamKind::Fc1Weight:
-      return "fc1_weight";
-    case ParamKind::Fc1Bias:
-      return "fc1_bias";
-    case ParamKind::Fc2Weight:
-      return "fc2_weight";
-    case ParamKind::Fc2Bias:
-      return "fc2_bias";
-    case ParamKind::AttnNormGamma:
-      return "attn_norm_gamma";
-    case ParamKind::AttnNormBeta:
-      return "attn_norm_beta";
-    case ParamKind::MlpNormGamma:
-      return "mlp_norm_gamma";
-    case ParamKind::MlpNormBeta:
-      return "mlp_norm_beta";
-    case ParamKind::FinalNormGamma:
-      return "final_norm_gamma";
-    case ParamKind::FinalNormBeta:
-      return "final_norm_beta";
-    case ParamKind::TokenEmbedding:
-      return "token_embedding";
-    case ParamKind::PositionEmbedding:
-      return "position_embedding";
-    case ParamKind::HeadWeight:
-      return "head_weight";
-  }
-  return "?";
-}
+constexpr std::array<const char*, 18> kParamKindNames = {"none",
+                                                         "qkv_weight",
+                                                         "qkv_bias",
+                                                         "proj_weight",
+                                                         "proj_bias",
+                                                         "fc1_weight",
+                                                         "fc1_bias",
+                                                         "fc2_weight",
+                                                         "fc2_bias",
+                                                         "attn_norm_gamma",
+                                                         "attn_norm_beta",
+                                                         "mlp_norm_gamma",
+                                                         "mlp_norm_beta",
+                                                         "final_norm_gamma",
+                                                         "final_norm_beta",
+                                                         "token_embedding",
+                                                         "position_embedding",
+                                                         "head_weight"};
+static_assert(size_t(ParamKind::HeadWeight) + 1 == kParamKindNames.size(),
+              "one name per ParamKind, in declaration order");
+const char* to_string(ParamKind k) { return enum_name(k, kParamKindNames); }
 
 // Layer ops:      L<layer>.<fwd|bwd>.<attn|mlp>.<name>.s<slice>[.c<chunk>]
 // Layer params:   L<layer>.opt.<name>

@@ -15,22 +15,16 @@
 #include <cstdint>
 #include <string>
 
+#include "sim/base/enum_names.hpp"
+
 namespace domino {
 
 const char* to_string(Family f) { return f == Family::Gpt ? "gpt" : "llama"; }
 const char* to_string(Activation a) { return a == Activation::Gelu ? "gelu" : "swiglu"; }
 const char* to_string(NormKind n) { return n == NormKind::LayerNorm ? "layernorm" : "rmsnorm"; }
-const char* to_string(DType d) {
-  switch (d) {
-    case DType::BF16:
-      return "bf16";
-    case DType::FP16:
-      return "fp16";
-    case DType::FP32:
-      return "fp32";
-  }
-  return "?";
-}
+constexpr std::array<const char*, 3> kDTypeNames = {"bf16", "fp16", "fp32"};
+static_assert(size_t(DType::FP32) + 1 == kDTypeNames.size(), "one name per DType, in declaration order");
+const char* to_string(DType d) { return enum_name(d, kDTypeNames); }
 
 int dtype_bytes(DType d) { return d == DType::FP32 ? 4 : 2; }
 

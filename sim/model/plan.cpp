@@ -6,6 +6,7 @@
 #include <string>
 
 #include "sim/base/error.hpp"
+#include "sim/base/enum_names.hpp"
 #include "sim/model/plan_internal.hpp"
 #include "sim/base/yaml_reader.hpp"
 
@@ -13,17 +14,9 @@ namespace domino {
 
 const char* to_string(SplitDim d) { return d == SplitDim::Batch ? "batch" : "sequence"; }
 
-const char* to_string(OverlapMode o) {
-  switch (o) {
-    case OverlapMode::None:
-      return "none";
-    case OverlapMode::Intra:
-      return "intra";
-    case OverlapMode::Inter:
-      return "inter";
-  }
-  return "?";
-}
+constexpr std::array<const char*, 3> kOverlapModeNames = {"none", "intra", "inter"};
+static_assert(size_t(OverlapMode::Inter) + 1 == kOverlapModeNames.size(), "one name per OverlapMode, in declaration order");
+const char* to_string(OverlapMode o) { return enum_name(o, kOverlapModeNames); }
 
 std::vector<std::string> strategy_names() {
   return {"megatron-sync", "megatron-async", "domino-ds", "no-comm"};
