@@ -1,6 +1,7 @@
 // schedule_builder.cpp: build_schedule's driver, the op/region emission helpers, per-op costs, and the
 // memory total. The stage order of each block lives in schedule_forward.cpp / schedule_backward.cpp.
 #include <algorithm>
+#include <array>
 
 #include "sim/base/error.hpp"
 #include "sim/ir/schedule_builder_internal.hpp"
@@ -111,41 +112,17 @@ void Builder::flush_deferred_backward() {
   bwd_norm(deferred_.layer, deferred_.block, deferred_.slice);
 }
 
-// Rough FLOPs per output element of the memory-bound ops (they are timed by bytes; FLOPs only inform).
-static double flops_per_element(OpCode c) {
-  switch (c) {
-    case OpCode::LayerNormFwd:
-    case OpCode::RmsNormFwd:
-      return 8;
-    case OpCode::LayerNormBwd:
-    case OpCode::RmsNormBwd:
-      return 14;
-    case OpCode::GeluFwd:
-      return 12;
-    case OpCode::GeluBwd:
-      return 16;
-    case OpCode::SwigluFwd:
-      return 8;
-    case OpCode::SwigluBwd:
-      return 6;
-    case OpCode::RopeFwd:
-    case OpCode::RopeBwd:
-      return 3;
-    case OpCode::ResidualAdd:
-      return 2;
-    case OpCode::EmbeddingFwd:
-    case OpCode::EmbeddingBwd:
-      return 1;
-    case OpCode::CrossEntropy:
-      return 6;
-    case OpCode::AdamStep:
-      return 12;
-    case OpCode::SgdStep:
-      return 4;
-    default:
-      return 0;
-  }
-}
+// Rough FLOPs per output element of the memory-bound ops (they are timed by bytes; FLOPs only inform), by
+// opcode in declaration order; GEMMs, attention and AllReduce count their FLOPs elsewhere (0 here).
+constexpr std::array<double, 22> kFlopsPerElement = {
+    0, 0, 0,       // MatMul, MatMulDgrad, MatMulWgrad
+    8, 8, 14, 14,  // LayerNormFwd, RmsNormFwd, LayerNormBwd, RmsNormBwd
+    12, 16, 8, 6,  // GeluFwd, GeluBwd, SwigluFwd, SwigluBwd
+    3, 3, 0, 0,    // RopeFwd, RopeBwd, AttnFwd, AttnBwd
+    2, 1, 1, 6,    // ResidualAdd, EmbeddingFwd, EmbeddingBwd, CrossEntropy
+    0, 12, 4};     // AllReduce, AdamStep, SgdStep
+static_assert(size_t(OpCode::SgdStep) + 1 == kFlopsPerElement.size(), "one figure per OpCode");
+static double flops_per_element(OpCode c) { return kFlopsPerElement[size_t(c)]; }
 
 void fill_costs(Schedule& s) {
   const int eb = dtype_bytes(s.model.dtype);

@@ -100,7 +100,7 @@ class Builder {
     int32_t weight, bias, y;
     int64_t cols;
   };
-  void fwd_norm_column_gemm(int l, Block block, int i, const Box& box, const NormColumnGemm& a);
+  void fwd_norm_column_gemm(int l, Block block, int i);
   void fwd_row_parallel_gemm(int l, Block block, int i, const char* name, int32_t x, int32_t w, int64_t k);
   void fwd_attn_front(int l, int i);
   void fwd_mlp_front(int l, int i);

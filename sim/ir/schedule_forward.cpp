@@ -69,17 +69,13 @@ void Builder::forward_block(int l, Block block, const BlockPlan* next_plan) {
 }
 
 void Builder::fwd_attn_front(int l, int i) {
-  const BlockPlan& bp = plan_.layers[size_t(l)].attn;
-  const Box box = slice_box(bp, i);
+  fwd_norm_column_gemm(l, Block::Attn, i);
+  const Box box = slice_box(plan_.layers[size_t(l)].attn, i);
   const LayerBuffers& b = lb_[size_t(l)];
-  const Phase F = Phase::Forward;
   const Block A = Block::Attn;
-  fwd_norm_column_gemm(l, A, i, box,
-                       {b.x_in, b.param[N1G], b.param[N1B], b.xn1, b.st1, "qkv", b.param[QkvW], b.param[QkvB],
-                        b.qkv, qkv_cols_});
   const int64_t k_end = (a_l_ + kv_l_) * d_;  // end of the key columns: rope turns queries and keys
   if (llama_) {
-    Op& op = emit(l, F, A, "rope", i, -1, OpCode::RopeFwd);
+    Op& op = emit(l, Phase::Forward, A, "rope", i, -1, OpCode::RopeFwd);
     in(op, rows(b.qkv, box, 0, k_end));
     out(op, rows(b.qkv, box, 0, k_end));
     op.attrs.heads = int16_t(a_l_ + kv_l_), op.attrs.head_dim = int16_t(d_);
@@ -87,7 +83,7 @@ void Builder::fwd_attn_front(int l, int i) {
   {
     // Causal: the slice's queries see keys [0, its last position], from this and all earlier slices.
     const Box keys{box.b0, box.b1, 0, box.s1};
-    Op& op = emit(l, F, A, "core", i, -1, OpCode::AttnFwd);
+    Op& op = emit(l, Phase::Forward, A, "core", i, -1, OpCode::AttnFwd);
     qkv_operands(op, b.qkv, box, keys, false);
     out(op, rows(b.ctx, box));
     out(op, rows(b.probs, box));
@@ -100,16 +96,12 @@ void Builder::fwd_attn_front(int l, int i) {
 }
 
 void Builder::fwd_mlp_front(int l, int i) {
-  const BlockPlan& bp = plan_.layers[size_t(l)].mlp;
-  const Box box = slice_box(bp, i);
+  fwd_norm_column_gemm(l, Block::Mlp, i);
+  const Box box = slice_box(plan_.layers[size_t(l)].mlp, i);
   const LayerBuffers& b = lb_[size_t(l)];
-  const Phase F = Phase::Forward;
   const Block M = Block::Mlp;
-  fwd_norm_column_gemm(l, M, i, box,
-                       {b.x_mid, b.param[N2G], b.param[N2B], b.xn2, b.st2, "fc1", b.param[Fc1W], b.param[Fc1B],
-                        b.hpre, fc1_cols_});
   {
-    Op& op = emit(l, F, M, "act", i, -1, swiglu_ ? OpCode::SwigluFwd : OpCode::GeluFwd);
+    Op& op = emit(l, Phase::Forward, M, "act", i, -1, swiglu_ ? OpCode::SwigluFwd : OpCode::GeluFwd);
     in(op, rows(b.hpre, box));
     out(op, rows(b.act, box));
   }
@@ -117,7 +109,15 @@ void Builder::fwd_mlp_front(int l, int i) {
 }
 
 // The block's first two ops on slice i: the norm, then the column-parallel GEMM that reads its output.
-void Builder::fwd_norm_column_gemm(int l, Block block, int i, const Box& box, const NormColumnGemm& a) {
+void Builder::fwd_norm_column_gemm(int l, Block block, int i) {
+  const Box box = slice_box(block_plan(l, block), i);
+  const LayerBuffers& b = lb_[size_t(l)];
+  const NormColumnGemm a =
+      block == Block::Attn
+          ? NormColumnGemm{b.x_in, b.param[N1G], b.param[N1B], b.xn1, b.st1, "qkv", b.param[QkvW], b.param[QkvB],
+                           b.qkv, qkv_cols_}
+          : NormColumnGemm{b.x_mid, b.param[N2G], b.param[N2B], b.xn2, b.st2, "fc1", b.param[Fc1W],
+                           b.param[Fc1B], b.hpre, fc1_cols_};
   {
     Op& op = emit(l, Phase::Forward, block, "norm", i, -1, rms_ ? OpCode::RmsNormFwd : OpCode::LayerNormFwd);
     in(op, rows(a.x, box));
