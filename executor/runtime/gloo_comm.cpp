@@ -104,12 +104,7 @@ std::string GlooComm::store_get(const std::string& key) {
 }
 
 std::string local_address_towards(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0)
-    throw_bad_input("cannot resolve MASTER_ADDR '" + host + "': " + gai_strerror(rc));
+  const AddrInfo found = resolve_ipv4(host, port, SOCK_DGRAM, "MASTER_ADDR");
   // A connected UDP socket sends nothing but tells which local address routes to the host.
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   sockaddr_in local{};
@@ -117,7 +112,6 @@ std::string local_address_towards(const std::string& host, int port) {
   const bool ok = fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
                   ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0;
   if (fd >= 0) ::close(fd);
-  ::freeaddrinfo(found);
   if (!ok) throw_runtime("cannot find a local address that reaches " + host);
   char text[INET_ADDRSTRLEN] = {};
   ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text);

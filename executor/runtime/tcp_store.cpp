@@ -145,14 +145,21 @@ bool TcpStoreServer::handle_request(int fd) {
   return false;  // not our protocol: drop the client
 }
 
-TcpStore::TcpStore(const std::string& host, int port, std::chrono::milliseconds timeout)
-    : where_(host + ":" + std::to_string(port)), timeout_(timeout) {
+void AddrInfoDeleter::operator()(addrinfo* a) const { ::freeaddrinfo(a); }
+
+AddrInfo resolve_ipv4(const std::string& host, int port, int socktype, const std::string& what) {
   addrinfo hints{};
   hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_socktype = socktype;
   addrinfo* found = nullptr;
   if (const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0)
-    throw_bad_input("rendezvous store: cannot resolve MASTER_ADDR '" + host + "': " + gai_strerror(rc));
+    throw_bad_input("cannot resolve " + what + " '" + host + "': " + gai_strerror(rc));
+  return AddrInfo(found);
+}
+
+TcpStore::TcpStore(const std::string& host, int port, std::chrono::milliseconds timeout)
+    : where_(host + ":" + std::to_string(port)), timeout_(timeout) {
+  const AddrInfo found = resolve_ipv4(host, port, SOCK_STREAM, "MASTER_ADDR (the rendezvous store)");
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string last_error;
   while (fd_ < 0) {
@@ -166,7 +173,6 @@ TcpStore::TcpStore(const std::string& host, int port, std::chrono::milliseconds 
     if (std::chrono::steady_clock::now() > deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  ::freeaddrinfo(found);
   if (fd_ < 0)
     throw_runtime("rendezvous store: cannot connect to " + where_ + " within " +
                   std::to_string(timeout.count()) + " ms: " + last_error + " (is rank 0 running?)");

@@ -13,7 +13,20 @@
 #include <thread>
 #include <vector>
 
+#include <memory>
+
+struct addrinfo;
+
 namespace domino {
+
+// The IPv4 address of host:port for sockets of `socktype` (SOCK_STREAM, SOCK_DGRAM); BadInput naming
+// `what` when the name does not resolve.
+struct AddrInfoDeleter {
+  void operator()(addrinfo* a) const;
+};
+using AddrInfo = std::unique_ptr<addrinfo, AddrInfoDeleter>;
+AddrInfo resolve_ipv4(const std::string& host, int port, int socktype, const std::string& what);
+
 
 class TcpStoreServer {
  public:
