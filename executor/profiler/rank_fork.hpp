@@ -1,4 +1,5 @@
-// rank_fork.hpp: runs a measuring body in `ranks` forked processes joined by a Gloo group (FileStore in a
+// rank_fork.hpp: runs a measuring body in `ranks` forked processes (the one rank launcher,
+// executor/runtime/rank_launcher.hpp) joined by a Gloo group (FileStore in a
 // fresh temporary folder), optionally inside an emulated link's network namespaces, and collects each
 // rank's JSON result. Forking (not re-executing) keeps the parent's workload: the children share it.
 #pragma once
