@@ -133,7 +133,7 @@ CLI::Validator number_at_least(double min, bool inclusive) {
         const bool ok = end != text.c_str() && *end == '\0' && (inclusive ? v >= min : v > min);
         return ok ? std::string() : "must be " + rule + ", not " + text;
       },
-      rule);
+      (inclusive ? ">= " : "> ") + CLI::detail::to_string(min));
 }
 
 }  // namespace
