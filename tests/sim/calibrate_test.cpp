@@ -1,4 +1,4 @@
-// profiler_calibrate_test.cpp: calibration round trip. A trace predicted by the simulator with a known
+// calibrate_test.cpp: calibration round trip. A trace predicted by the simulator with a known
 // profile is calibrated starting from a deliberately wrong profile; the result must predict every op of
 // the trace again and recover the known figures.
 #include <gtest/gtest.h>

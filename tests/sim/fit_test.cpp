@@ -1,4 +1,4 @@
-// profiler_fit_test.cpp: the profiler's fitting on synthetic measurements made from known figures (the fit
+// fit_test.cpp: the profile fitting (sim/fit) on synthetic measurements made from known figures (the fit
 // must recover them and reproduce every point within its spread), and its small statistics helpers.
 #include <gtest/gtest.h>
 
