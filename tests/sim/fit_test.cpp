@@ -157,5 +157,20 @@ TEST(ProfilerFit, TablesReproduceTheMeasuredMediansExactly) {
   }
 }
 
+TEST(ProfilerFit, OneRankMeasuresNoCollective) {
+  FitInput in = synthetic_input(Truth{}, 2);
+  in.tp = 1;
+  in.ranks.resize(1);
+  in.ranks[0].erase("collectives");
+  in.ranks[0].erase("interference");
+  const FitResult r = fit_profile(in);
+  EXPECT_EQ(r.profile.intra_node.latency_us, 0);
+  EXPECT_EQ(r.profile.intra_node.bus_bandwidth_gbps, 1e6);
+  EXPECT_TRUE(r.profile.intra_node.table.empty());
+  EXPECT_NE(r.profile.notes.find("one rank: no collective measured"), std::string::npos);
+  EXPECT_NE(r.profile.notes.find("interference not measured"), std::string::npos);
+  EXPECT_EQ(r.summary.find("AllReduce ("), std::string::npos);
+}
+
 }  // namespace
 }  // namespace domino::prof
