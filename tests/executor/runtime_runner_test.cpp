@@ -14,6 +14,7 @@
 #include "executor/runtime/rank_runner.hpp"
 #include "executor/runtime/tensor_dump.hpp"
 #include "sim/base/error.hpp"
+#include "sim/ir/verify.hpp"
 
 namespace domino {
 namespace {
@@ -28,7 +29,9 @@ ModelSpec tiny(const char* name, int tp) {
 
 Schedule tiny_schedule(const char* name, int tp, const char* strategy) {
   const ModelSpec m = tiny(name, tp);
-  return build_schedule(m, make_strategy_plan(strategy, m));
+  Schedule s = build_schedule(m, make_strategy_plan(strategy, m));
+  verify_schedule(s);
+  return s;
 }
 
 // Checks the runtime's promises from inside the ops: deps done before an op starts, streams in order.
