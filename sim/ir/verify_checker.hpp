@@ -13,7 +13,8 @@
 namespace domino::verify {
 
 // Operand names as literals: backends check every op before its kernel, so the happy path builds no string.
-constexpr const char* kInName[kMaxIn] = {"in[0]", "in[1]", "in[2]", "in[3]", "in[4]", "in[5]", "in[6]", "in[7]"};
+constexpr const char* kInName[kMaxIn] = {"in[0]", "in[1]", "in[2]", "in[3]",
+                                         "in[4]", "in[5]", "in[6]", "in[7]"};
 constexpr const char* kOutName[kMaxOut] = {"out[0]", "out[1]", "out[2]", "out[3]"};
 
 class Checker {
@@ -40,15 +41,16 @@ class Checker {
     const BufferDesc& b = s_.buffers[size_t(r.buffer)];
     if (r.b0 < 0 || r.b0 > r.b1 || r.b1 > b.batch || r.s0 < 0 || r.s0 > r.s1 || r.s1 > b.seq || r.c0 < 0 ||
         r.c0 > r.c1 || r.c1 > b.cols) {
-      return fail(fmt::format("{} {} is outside buffer '{}' [{},{},{}]", what, box(r), b.name, b.batch, b.seq, b.cols));
+      return fail(fmt::format("{} {} is outside buffer '{}' [{},{},{}]", what, box(r), b.name, b.batch, b.seq,
+                              b.cols));
     }
     return true;
   }
   // rows/cols < 0 mean "any".
   bool shape(const Region& r, const char* what, int64_t rows, int64_t cols) {
     if ((rows >= 0 && r.rows() != rows) || (cols >= 0 && r.cols() != cols)) {
-      return fail(
-          fmt::format("{} {} is {}x{}, expected {}x{}", what, box(r), r.rows(), r.cols(), dim(rows), dim(cols)));
+      return fail(fmt::format("{} {} is {}x{}, expected {}x{}", what, box(r), r.rows(), r.cols(), dim(rows),
+                              dim(cols)));
     }
     return true;
   }

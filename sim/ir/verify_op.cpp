@@ -95,7 +95,8 @@ void check_rope(Checker& c, const Op& op) {
 void check_attention_operands(Checker& c, const Op& op, bool backward) {
   const int64_t h = op.attrs.heads, kv = op.attrs.kv_heads, d = op.attrs.head_dim;
   if (h <= 0 || kv <= 0 || d <= 0 || h % kv != 0) {
-    c.fail(fmt::format("has heads={} kv_heads={} head_dim={} (positive, heads a multiple of kv_heads)", h, kv, d));
+    c.fail(fmt::format("has heads={} kv_heads={} head_dim={} (positive, heads a multiple of kv_heads)", h, kv,
+                       d));
     return;
   }
   const Region &q = op.in[0], &k = op.in[1], &v = op.in[2], &p = backward ? op.in[3] : op.out[1];
@@ -175,26 +176,38 @@ void check_operands(Checker& c, const Op& op) {
   switch (op.code) {
     case OpCode::MatMul:
     case OpCode::MatMulDgrad:
-    case OpCode::MatMulWgrad: return check_gemm(c, op);
+    case OpCode::MatMulWgrad:
+      return check_gemm(c, op);
     case OpCode::LayerNormFwd:
-    case OpCode::RmsNormFwd: return check_norm_fwd(c, op);
+    case OpCode::RmsNormFwd:
+      return check_norm_fwd(c, op);
     case OpCode::LayerNormBwd:
-    case OpCode::RmsNormBwd: return check_norm_bwd(c, op);
+    case OpCode::RmsNormBwd:
+      return check_norm_bwd(c, op);
     case OpCode::GeluFwd:
     case OpCode::GeluBwd:
     case OpCode::SwigluFwd:
-    case OpCode::SwigluBwd: return check_activation(c, op);
+    case OpCode::SwigluBwd:
+      return check_activation(c, op);
     case OpCode::RopeFwd:
-    case OpCode::RopeBwd: return check_rope(c, op);
+    case OpCode::RopeBwd:
+      return check_rope(c, op);
     case OpCode::AttnFwd:
-    case OpCode::AttnBwd: return check_attention(c, op);
-    case OpCode::ResidualAdd: return check_residual_add(c, op);
+    case OpCode::AttnBwd:
+      return check_attention(c, op);
+    case OpCode::ResidualAdd:
+      return check_residual_add(c, op);
     case OpCode::EmbeddingFwd:
-    case OpCode::EmbeddingBwd: return check_embedding(c, op);
-    case OpCode::CrossEntropy: return check_cross_entropy(c, op);
+    case OpCode::EmbeddingBwd:
+      return check_embedding(c, op);
+    case OpCode::CrossEntropy:
+      return check_cross_entropy(c, op);
     case OpCode::AdamStep:
-    case OpCode::SgdStep: return check_optimizer(c, op);
-    case OpCode::AllReduce: c.arity(1, 1, 0, 1); return;
+    case OpCode::SgdStep:
+      return check_optimizer(c, op);
+    case OpCode::AllReduce:
+      c.arity(1, 1, 0, 1);
+      return;
   }
   c.fail(fmt::format("has an unknown opcode {}", int(op.code)));
 }

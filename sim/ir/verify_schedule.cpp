@@ -16,8 +16,8 @@ void verify_buffers(const Schedule& s) {
   for (size_t i = 0; i < s.buffers.size(); ++i) {
     const BufferDesc& b = s.buffers[i];
     if (b.batch < 1 || b.seq < 1 || b.cols < 1) {
-      throw_bad_input(fmt::format("buffer {} '{}' is [{},{},{}]: every extent must be positive", i, b.name, b.batch,
-                                  b.seq, b.cols));
+      throw_bad_input(fmt::format("buffer {} '{}' is [{},{},{}]: every extent must be positive", i, b.name,
+                                  b.batch, b.seq, b.cols));
     }
   }
 }

@@ -111,6 +111,30 @@ TEST(RankRunner, HonoursDepsAndStreamOrder) {
   for (const auto& it : r.iterations) EXPECT_EQ(it.spans.size(), s.ops.size());
 }
 
+// The runner verifies what it is handed: a dependency on a later op (which would wait forever) is a
+// BadInput naming the op, before any op is issued.
+TEST(RankRunner, RejectsAMalformedScheduleBeforeIssuingAnything) {
+  Schedule s = tiny_schedule("tiny-gpt", 2, "domino-ds");
+  Op* victim = nullptr;
+  for (Op& op : s.ops)
+    if (!op.deps.empty() && !victim) victim = &op;
+  ASSERT_NE(victim, nullptr);
+  victim->deps.back() = int32_t(s.ops.size() - 1);
+  RecordingBackend backend;
+  backend.prepare(s, {});
+  RunnerOptions o;
+  o.warmup = 0;
+  o.iters = 1;
+  try {
+    run_iterations(s, backend, nullptr, 0, o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput) << e.what();
+    EXPECT_NE(std::string(e.what()).find(op_id(*victim)), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(backend.ran.load(), 0);
+}
+
 TEST(RankRunner, FailingOpStopsWithItsError) {
   const Schedule s = tiny_schedule("tiny-gpt", 2, "domino-ds");
   // Fail a compute op that a comm op waits for, so the comm worker is blocked when it happens.

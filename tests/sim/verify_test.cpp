@@ -1,13 +1,14 @@
 // verify_test.cpp: the IR verifier (sim/ir/verify.hpp). Every schedule the builder emits passes it; each of
 // its checks can fail: one mutation of a built schedule per check, rejected as BadInput naming the op (or
 // the buffer) and saying what is wrong.
+#include "sim/ir/verify.hpp"
+
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <string>
 
 #include "sim/base/error.hpp"
-#include "sim/ir/verify.hpp"
 #include "tests/sim/schedule_test_util.hpp"
 
 namespace domino {
@@ -21,7 +22,8 @@ void expect_rejected(const std::function<void()>& verify, const std::vector<std:
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::BadInput) << e.what();
     const std::string msg = e.what();
-    for (const std::string& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' in: " << msg;
+    for (const std::string& n : needles)
+      EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' in: " << msg;
   }
 }
 
@@ -130,90 +132,131 @@ TEST(Verify, DuplicateOpId) {
   Schedule s = built(false);
   Op& a = s.ops[4];
   Op& b = s.ops[9];
-  b.layer = a.layer, b.phase = a.phase, b.block = a.block, b.name = a.name, b.slice = a.slice, b.chunk = a.chunk;
+  b.layer = a.layer, b.phase = a.phase, b.block = a.block, b.name = a.name, b.slice = a.slice,
+  b.chunk = a.chunk;
   expect_rejected([&] { verify_schedule(s); }, {named(b), "has the id of op #4"});
   EXPECT_NO_THROW(verify_ops(s)) << "the contract alone does not care about ids";
 }
 
 TEST(Verify, RegionsOutsideTheirBuffers) {
-  expect_op_rejected({false, OpCode::MatMul}, [](Schedule& s, Op& op) {
-    op.in[0].c1 = s.buffers[size_t(op.in[0].buffer)].cols + 1;
-  }, "in[0] [");
-  expect_op_rejected({false, OpCode::GeluFwd}, [](Schedule& s, Op& op) {
-    op.out[0].b1 = s.buffers[size_t(op.out[0].buffer)].batch + 1;
-  }, "is outside buffer '");
-  expect_op_rejected({false, OpCode::GeluFwd}, [](Schedule& s, Op& op) {
-    op.in[0].buffer = int32_t(s.buffers.size());
-  }, "in[0] names buffer");
-  expect_op_rejected({false, OpCode::GeluFwd}, [](Schedule&, Op& op) { op.in[0].s0 = op.in[0].s1 + 1; },
-                     "is outside buffer");
+  expect_op_rejected(
+      {false, OpCode::MatMul},
+      [](Schedule& s, Op& op) { op.in[0].c1 = s.buffers[size_t(op.in[0].buffer)].cols + 1; }, "in[0] [");
+  expect_op_rejected(
+      {false, OpCode::GeluFwd},
+      [](Schedule& s, Op& op) { op.out[0].b1 = s.buffers[size_t(op.out[0].buffer)].batch + 1; },
+      "is outside buffer '");
+  expect_op_rejected(
+      {false, OpCode::GeluFwd}, [](Schedule& s, Op& op) { op.in[0].buffer = int32_t(s.buffers.size()); },
+      "in[0] names buffer");
+  expect_op_rejected(
+      {false, OpCode::GeluFwd}, [](Schedule&, Op& op) { op.in[0].s0 = op.in[0].s1 + 1; },
+      "is outside buffer");
 }
 
 TEST(Verify, OperandCounts) {
-  expect_op_rejected({false, OpCode::MatMul}, [](Schedule&, Op& op) { op.n_in = 1; }, "expected 2..3 and 1");
-  expect_op_rejected({false, OpCode::GeluFwd}, [](Schedule&, Op& op) { op.n_in = 0; }, "has no inputs");
-  expect_op_rejected({false, OpCode::GeluFwd}, [](Schedule&, Op& op) { op.n_out = 0; }, "has no outputs");
-  expect_op_rejected({false, OpCode::GeluFwd}, [](Schedule&, Op& op) { op.n_in = kMaxIn + 1; }, "too many operands");
-  expect_op_rejected({false, OpCode::AllReduce}, [](Schedule&, Op& op) { op.in[1] = op.in[0], op.n_in = 2; },
-                     "has 2 inputs and");
-  expect_op_rejected({false, OpCode::AllReduce}, [](Schedule&, Op& op) { op.in[1] = op.in[0], op.n_in = 2; },
-                     "expected 1 and 0..1");
-  expect_op_rejected({false, OpCode::GeluFwd}, [](Schedule&, Op& op) { op.code = OpCode(99); }, "unknown opcode 99");
+  expect_op_rejected(
+      {false, OpCode::MatMul}, [](Schedule&, Op& op) { op.n_in = 1; }, "expected 2..3 and 1");
+  expect_op_rejected(
+      {false, OpCode::GeluFwd}, [](Schedule&, Op& op) { op.n_in = 0; }, "has no inputs");
+  expect_op_rejected(
+      {false, OpCode::GeluFwd}, [](Schedule&, Op& op) { op.n_out = 0; }, "has no outputs");
+  expect_op_rejected(
+      {false, OpCode::GeluFwd}, [](Schedule&, Op& op) { op.n_in = kMaxIn + 1; }, "too many operands");
+  expect_op_rejected(
+      {false, OpCode::AllReduce}, [](Schedule&, Op& op) { op.in[1] = op.in[0], op.n_in = 2; },
+      "has 2 inputs and");
+  expect_op_rejected(
+      {false, OpCode::AllReduce}, [](Schedule&, Op& op) { op.in[1] = op.in[0], op.n_in = 2; },
+      "expected 1 and 0..1");
+  expect_op_rejected(
+      {false, OpCode::GeluFwd}, [](Schedule&, Op& op) { op.code = OpCode(99); }, "unknown opcode 99");
 }
 
 TEST(Verify, GemmShapes) {
-  expect_op_rejected({false, OpCode::MatMul}, [](Schedule&, Op& op) { op.in[1].s1 -= 1; }, "expected 32x*");
-  expect_op_rejected({false, OpCode::MatMul}, [](Schedule&, Op& op) { op.out[0].c1 -= 1; }, "out[0]");
-  expect_op_rejected({false, OpCode::MatMul}, [](Schedule& s, Op& op) {
-    op.in[1] = op.in[0];  // an activation with several batch entries and a partial seq range
-    op.in[1].s1 = s.buffers[size_t(op.in[1].buffer)].seq - 1;
-    op.in[1].b0 = 0, op.in[1].b1 = 2;
-  }, "must be one strided block");
-  expect_op_rejected({false, OpCode::MatMulDgrad}, [](Schedule&, Op& op) { op.in[1].c1 -= 1; }, "in[1]");
-  expect_op_rejected({false, OpCode::MatMulWgrad}, [](Schedule&, Op& op) { op.in[1].s1 -= 1; }, "in[1]");
-  expect_op_rejected({false, OpCode::MatMulWgrad, [](const Op& o) { return o.n_out == 2; }},
-                     [](Schedule&, Op& op) { op.out[1].c1 -= 1; }, "bias grad");
+  expect_op_rejected(
+      {false, OpCode::MatMul}, [](Schedule&, Op& op) { op.in[1].s1 -= 1; }, "expected 32x*");
+  expect_op_rejected(
+      {false, OpCode::MatMul}, [](Schedule&, Op& op) { op.out[0].c1 -= 1; }, "out[0]");
+  expect_op_rejected(
+      {false, OpCode::MatMul},
+      [](Schedule& s, Op& op) {
+        op.in[1] = op.in[0];  // an activation with several batch entries and a partial seq range
+        op.in[1].s1 = s.buffers[size_t(op.in[1].buffer)].seq - 1;
+        op.in[1].b0 = 0, op.in[1].b1 = 2;
+      },
+      "must be one strided block");
+  expect_op_rejected(
+      {false, OpCode::MatMulDgrad}, [](Schedule&, Op& op) { op.in[1].c1 -= 1; }, "in[1]");
+  expect_op_rejected(
+      {false, OpCode::MatMulWgrad}, [](Schedule&, Op& op) { op.in[1].s1 -= 1; }, "in[1]");
+  expect_op_rejected(
+      {false, OpCode::MatMulWgrad, [](const Op& o) { return o.n_out == 2; }},
+      [](Schedule&, Op& op) { op.out[1].c1 -= 1; }, "bias grad");
 }
 
 TEST(Verify, NormShapes) {
-  expect_op_rejected({false, OpCode::LayerNormFwd}, [](Schedule&, Op& op) { op.in[2].c1 -= 1; }, "beta");
-  expect_op_rejected({false, OpCode::LayerNormFwd}, [](Schedule&, Op& op) { op.out[1].c1 -= 1; }, "stats");
-  expect_op_rejected({true, OpCode::RmsNormFwd}, [](Schedule&, Op& op) { op.in[1].c1 -= 1; }, "gamma");
-  expect_op_rejected({false, OpCode::LayerNormBwd}, [](Schedule&, Op& op) { op.attrs.chunks = 0; }, "has chunks=0");
-  expect_op_rejected({false, OpCode::LayerNormBwd}, [](Schedule&, Op& op) { op.out[0].c1 -= 1; }, "dx");
-  expect_op_rejected({true, OpCode::RmsNormBwd}, [](Schedule&, Op& op) { op.in[3].c1 -= 1; }, "in[3]");
-  expect_op_rejected({false, OpCode::LayerNormBwd, [](const Op& o) { return o.n_out == 3; }},
-                     [](Schedule&, Op& op) { op.out[2].c1 -= 1; }, "dbeta");
+  expect_op_rejected(
+      {false, OpCode::LayerNormFwd}, [](Schedule&, Op& op) { op.in[2].c1 -= 1; }, "beta");
+  expect_op_rejected(
+      {false, OpCode::LayerNormFwd}, [](Schedule&, Op& op) { op.out[1].c1 -= 1; }, "stats");
+  expect_op_rejected(
+      {true, OpCode::RmsNormFwd}, [](Schedule&, Op& op) { op.in[1].c1 -= 1; }, "gamma");
+  expect_op_rejected(
+      {false, OpCode::LayerNormBwd}, [](Schedule&, Op& op) { op.attrs.chunks = 0; }, "has chunks=0");
+  expect_op_rejected(
+      {false, OpCode::LayerNormBwd}, [](Schedule&, Op& op) { op.out[0].c1 -= 1; }, "dx");
+  expect_op_rejected(
+      {true, OpCode::RmsNormBwd}, [](Schedule&, Op& op) { op.in[3].c1 -= 1; }, "in[3]");
+  expect_op_rejected(
+      {false, OpCode::LayerNormBwd, [](const Op& o) { return o.n_out == 3; }},
+      [](Schedule&, Op& op) { op.out[2].c1 -= 1; }, "dbeta");
 }
 
 TEST(Verify, ActivationShapes) {
-  expect_op_rejected({false, OpCode::GeluBwd}, [](Schedule&, Op& op) { op.in[1].c1 -= 1; }, "dy");
-  expect_op_rejected({true, OpCode::SwigluFwd}, [](Schedule&, Op& op) { op.in[0].c1 -= 1; }, "odd number of columns");
-  expect_op_rejected({true, OpCode::SwigluBwd}, [](Schedule&, Op& op) { op.out[0].c1 -= 2; }, "out[0]");
-  expect_op_rejected({true, OpCode::RopeFwd}, [](Schedule&, Op& op) { op.attrs.head_dim = 3; },
-                     "head_dim must be even");
+  expect_op_rejected(
+      {false, OpCode::GeluBwd}, [](Schedule&, Op& op) { op.in[1].c1 -= 1; }, "dy");
+  expect_op_rejected(
+      {true, OpCode::SwigluFwd}, [](Schedule&, Op& op) { op.in[0].c1 -= 1; }, "odd number of columns");
+  expect_op_rejected(
+      {true, OpCode::SwigluBwd}, [](Schedule&, Op& op) { op.out[0].c1 -= 2; }, "out[0]");
+  expect_op_rejected(
+      {true, OpCode::RopeFwd}, [](Schedule&, Op& op) { op.attrs.head_dim = 3; }, "head_dim must be even");
 }
 
 TEST(Verify, AttentionShapes) {
-  expect_op_rejected({true, OpCode::AttnFwd}, [](Schedule&, Op& op) { op.attrs.kv_heads = 3; },
-                     "heads a multiple of kv_heads");
-  expect_op_rejected({false, OpCode::AttnFwd}, [](Schedule&, Op& op) { op.in[1].s0 = 1; }, "K/V must start at seq 0");
-  expect_op_rejected({false, OpCode::AttnFwd}, [](Schedule&, Op& op) { op.in[2].c1 -= 1; }, "V [");
-  expect_op_rejected({false, OpCode::AttnFwd}, [](Schedule&, Op& op) { op.out[1].c1 -= 1; }, "P has");
-  expect_op_rejected({false, OpCode::AttnBwd}, [](Schedule&, Op& op) { op.in[4].c1 -= 1; }, "dcontext");
-  expect_op_rejected({true, OpCode::AttnBwd}, [](Schedule&, Op& op) { op.out[1].c1 -= 1; }, "dK");
+  expect_op_rejected(
+      {true, OpCode::AttnFwd}, [](Schedule&, Op& op) { op.attrs.kv_heads = 3; },
+      "heads a multiple of kv_heads");
+  expect_op_rejected(
+      {false, OpCode::AttnFwd}, [](Schedule&, Op& op) { op.in[1].s0 = 1; }, "K/V must start at seq 0");
+  expect_op_rejected(
+      {false, OpCode::AttnFwd}, [](Schedule&, Op& op) { op.in[2].c1 -= 1; }, "V [");
+  expect_op_rejected(
+      {false, OpCode::AttnFwd}, [](Schedule&, Op& op) { op.out[1].c1 -= 1; }, "P has");
+  expect_op_rejected(
+      {false, OpCode::AttnBwd}, [](Schedule&, Op& op) { op.in[4].c1 -= 1; }, "dcontext");
+  expect_op_rejected(
+      {true, OpCode::AttnBwd}, [](Schedule&, Op& op) { op.out[1].c1 -= 1; }, "dK");
 }
 
 TEST(Verify, ElementwiseEmbeddingLossAndOptimizerShapes) {
-  expect_op_rejected({false, OpCode::ResidualAdd}, [](Schedule&, Op& op) { op.in[1].c1 -= 1; }, "in[1]");
-  expect_op_rejected({false, OpCode::EmbeddingFwd}, [](Schedule&, Op& op) { op.in[0].c1 = 0; }, "token ids");
-  expect_op_rejected({false, OpCode::EmbeddingFwd}, [](Schedule&, Op& op) { op.in[2].s1 -= 1; },
-                     "positional table does not cover seq");
-  expect_op_rejected({false, OpCode::EmbeddingBwd}, [](Schedule&, Op& op) { op.out[0].c1 -= 1; }, "table");
-  expect_op_rejected({false, OpCode::CrossEntropy}, [](Schedule&, Op& op) { op.out[1].c1 -= 1; }, "dlogits");
-  expect_op_rejected({false, OpCode::AdamStep}, [](Schedule&, Op& op) { op.out[2].c1 -= 1; }, "out[2]");
-  expect_op_rejected({false, OpCode::SgdStep, {}, OptimizerKind::SgdMomentum},
-                     [](Schedule&, Op& op) { op.out[1].c1 -= 1; }, "out[1]");
+  expect_op_rejected(
+      {false, OpCode::ResidualAdd}, [](Schedule&, Op& op) { op.in[1].c1 -= 1; }, "in[1]");
+  expect_op_rejected(
+      {false, OpCode::EmbeddingFwd}, [](Schedule&, Op& op) { op.in[0].c1 = 0; }, "token ids");
+  expect_op_rejected(
+      {false, OpCode::EmbeddingFwd}, [](Schedule&, Op& op) { op.in[2].s1 -= 1; },
+      "positional table does not cover seq");
+  expect_op_rejected(
+      {false, OpCode::EmbeddingBwd}, [](Schedule&, Op& op) { op.out[0].c1 -= 1; }, "table");
+  expect_op_rejected(
+      {false, OpCode::CrossEntropy}, [](Schedule&, Op& op) { op.out[1].c1 -= 1; }, "dlogits");
+  expect_op_rejected(
+      {false, OpCode::AdamStep}, [](Schedule&, Op& op) { op.out[2].c1 -= 1; }, "out[2]");
+  expect_op_rejected(
+      {false, OpCode::SgdStep, {}, OptimizerKind::SgdMomentum}, [](Schedule&, Op& op) { op.out[1].c1 -= 1; },
+      "out[1]");
 }
 
 }  // namespace
