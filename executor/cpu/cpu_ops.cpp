@@ -1,6 +1,6 @@
-// cpu_ops.cpp: entry points of the CPU backend: validation of ops against their buffers and dispatch of
-// each opcode to its kernel (cpu_gemm, cpu_norm, cpu_activation, cpu_attention, cpu_elementwise,
-// cpu_optimizer).
+// cpu_ops.cpp: entry points of the CPU backend: validation of ops against the IR's contract (the one
+// verifier, sim/ir/verify.hpp) and dispatch of each opcode to its kernel (cpu_gemm, cpu_norm,
+// cpu_activation, cpu_attention, cpu_elementwise, cpu_optimizer).
 #include "executor/cpu/cpu_ops.hpp"
 
 #include <fmt/format.h>
@@ -9,15 +9,11 @@
 
 #include "executor/cpu/cpu_views.hpp"
 #include "sim/base/error.hpp"
+#include "sim/ir/verify.hpp"
 
 namespace domino {
 
-void check_cpu_schedule(const Schedule& s) {
-  for (const Op& op : s.ops) {
-    const std::string problem = cpu::op_problem(s, op);
-    if (!problem.empty()) throw_bad_input(fmt::format("op {} (#{}) {}", op_id(op), op.index, problem));
-  }
-}
+void check_cpu_schedule(const Schedule& s) { verify_ops(s); }
 
 void run_cpu_op(const Op& op, const CpuOpContext& ctx) {
   if (!ctx.schedule) throw_runtime(fmt::format("op {}: CPU context has no schedule", op_id(op)));
@@ -26,7 +22,8 @@ void run_cpu_op(const Op& op, const CpuOpContext& ctx) {
     throw_runtime(fmt::format("op {}: CPU context has {} buffers for a schedule of {}", op_id(op), ctx.buffers.size(),
                               s.buffers.size()));
   }
-  const std::string problem = cpu::op_problem(s, op);
+  // A Runtime error here: run_cpu_op is handed ops one at a time, after the schedule was verified.
+  const std::string problem = op_contract_problem(s, op);
   if (!problem.empty()) throw_runtime(fmt::format("op {} (#{}) {}", op_id(op), op.index, problem));
   for (int i = 0; i < op.n_in + op.n_out; ++i) {
     const Region& r = i < op.n_in ? op.in[size_t(i)] : op.out[size_t(i - op.n_in)];

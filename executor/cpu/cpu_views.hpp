@@ -72,10 +72,8 @@ void for_each_run(int64_t rows, F&& f, const Views&... views) {
 // Thread-local float scratch of at least n elements (reused; kernels must not hold two at once).
 float* scratch(int64_t n, int slot = 0);
 
-// What is wrong with op's regions (arity, bounds, shapes) for the CPU kernels; "" when nothing.
-std::string op_problem(const Schedule& s, const Op& op);
-
-// The kernels, one per topic file; dispatch in cpu_ops.cpp. Ops are validated before they are called.
+// The kernels, one per topic file; dispatch in cpu_ops.cpp. Ops are validated (sim/ir/verify.hpp) before
+// they are called.
 void matmul(const Op& op, const CpuOpContext& ctx);
 void matmul_dgrad(const Op& op, const CpuOpContext& ctx);
 void matmul_wgrad(const Op& op, const CpuOpContext& ctx);

@@ -21,8 +21,9 @@ DevView block(const DevView& v, int64_t b) {
 
 }  // namespace
 
-void attention_fwd(void* h, StreamHandle s, const DevView& q, const DevView& k, const DevView& v, const DevView& p,
-                   const DevView& ctx, const AttnShape& a) {
+void attention_fwd(void* h, StreamHandle s, const AttentionFwdArgs& args) {
+  const DevView &q = args.q, &k = args.k, &v = args.v, &p = args.p, &ctx = args.ctx;
+  const AttnShape& a = args.shape;
   const int group = a.heads / a.kv_heads;
   const int64_t d = a.head_dim, sq = q.rows_per_batch, nk = k.rows_per_batch;
   const float scale = 1.f / std::sqrt(float(d));
@@ -40,7 +41,7 @@ void attention_fwd(void* h, StreamHandle s, const DevView& q, const DevView& k, 
       sc.batch = group, sc.elt = q.elt;
       gemm(h, sc);
     }
-    causal_softmax_fwd(pb, a.heads, a.key_stride, nk, 1.f, s);
+    causal_softmax_fwd(pb, SoftmaxShape{a.heads, a.key_stride, nk, 1.f}, s);
     for (int g = 0; g < a.kv_heads; ++g) {
       const int64_t h0 = int64_t(g) * group;
       GemmArgs pv;  // ctx_h = P_h V_g
@@ -54,9 +55,12 @@ void attention_fwd(void* h, StreamHandle s, const DevView& q, const DevView& k, 
   }
 }
 
-void attention_bwd(void* h, StreamHandle s, const DevView& q, const DevView& k, const DevView& v, const DevView& p,
-                   const DevView& dctx, const DevView& dq, const DevView& dk, const DevView& dv, bool accumulate,
-                   const AttnShape& a, void* dp_scratch) {
+void attention_bwd(void* h, StreamHandle s, const AttentionBwdArgs& args) {
+  const DevView &q = args.q, &k = args.k, &v = args.v, &p = args.p, &dctx = args.dctx;
+  const DevView &dq = args.dq, &dk = args.dk, &dv = args.dv;
+  const bool accumulate = args.accumulate;
+  const AttnShape& a = args.shape;
+  void* dp_scratch = args.dp_scratch;
   const int group = a.heads / a.kv_heads;
   const int64_t d = a.head_dim, sq = q.rows_per_batch, nk = k.rows_per_batch;
   const int64_t ld_dp = int64_t(a.heads) * a.key_stride;
@@ -87,7 +91,7 @@ void attention_bwd(void* h, StreamHandle s, const DevView& q, const DevView& k, 
         gemm(h, w);
       }
     }
-    causal_softmax_bwd(pb, dp, a.heads, a.key_stride, nk, scale, s);
+    causal_softmax_bwd(pb, dp, SoftmaxShape{a.heads, a.key_stride, nk, scale}, s);
     for (int g = 0; g < a.kv_heads; ++g) {
       const int64_t h0 = int64_t(g) * group;
       GemmArgs dqa;  // dQ_h = dS_h K_g

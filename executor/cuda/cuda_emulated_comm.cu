@@ -26,14 +26,13 @@ __global__ void emulated_ring_kernel(float4* buf, int64_t n4, int64_t traffic4, 
 
 }  // namespace
 
-void emulated_allreduce(void* buffer, int64_t buffer_bytes, int64_t traffic_bytes, int sms, double bytes_per_us,
-                        double latency_us, double clock_ghz, StreamHandle s) {
-  const int64_t n4 = buffer_bytes / 16;
-  if (n4 == 0 || traffic_bytes <= 0) return;
-  const double us = latency_us + (bytes_per_us > 0 ? double(traffic_bytes) / bytes_per_us : 0.0);
-  const long long min_cycles = static_cast<long long>(us * clock_ghz * 1e3);
-  emulated_ring_kernel<<<unsigned(sms > 0 ? sms : 1), 512, 0, stream_of(s)>>>(static_cast<float4*>(buffer), n4,
-                                                                              traffic_bytes / 16, min_cycles, 1.0f);
+void emulated_allreduce(const EmulatedAllReduceArgs& a, StreamHandle s) {
+  const int64_t n4 = a.buffer_bytes / 16;
+  if (n4 == 0 || a.traffic_bytes <= 0) return;
+  const double us = a.latency_us + (a.bytes_per_us > 0 ? double(a.traffic_bytes) / a.bytes_per_us : 0.0);
+  const long long min_cycles = static_cast<long long>(us * a.clock_ghz * 1e3);
+  emulated_ring_kernel<<<unsigned(a.sms > 0 ? a.sms : 1), 512, 0, stream_of(s)>>>(
+      static_cast<float4*>(a.buffer), n4, a.traffic_bytes / 16, min_cycles, 1.0f);
   DOMINO_CUDA_LAUNCHED("emulated_ring_kernel");
 }
 

@@ -44,11 +44,21 @@ struct AttnShape {
   int64_t key_stride = 0;  // columns per head in the probabilities buffer (the model's seq_len)
 };
 // Causal attention of AttnFwd (see sim/ir/schedule.hpp) through strided-batched GEMMs and the softmax kernel.
-void attention_fwd(void* h, StreamHandle s, const DevView& q, const DevView& k, const DevView& v, const DevView& p,
-                   const DevView& ctx, const AttnShape& a);
-// AttnBwd; dp_scratch holds rows_per_batch * heads * key_stride elements of q's type.
-void attention_bwd(void* h, StreamHandle s, const DevView& q, const DevView& k, const DevView& v, const DevView& p,
-                   const DevView& dctx, const DevView& dq, const DevView& dk, const DevView& dv, bool accumulate,
-                   const AttnShape& a, void* dp_scratch);
+struct AttentionFwdArgs {
+  DevView q, k, v;
+  DevView p;    // probabilities (written)
+  DevView ctx;  // context (written)
+  AttnShape shape;
+};
+void attention_fwd(void* h, StreamHandle s, const AttentionFwdArgs& a);
+// AttnBwd: dq "=", dk and dv "(+)=" with accumulate.
+struct AttentionBwdArgs {
+  DevView q, k, v, p, dctx;
+  DevView dq, dk, dv;
+  bool accumulate = false;
+  AttnShape shape;
+  void* dp_scratch = nullptr;  // rows_per_batch * heads * key_stride elements of q's type
+};
+void attention_bwd(void* h, StreamHandle s, const AttentionBwdArgs& a);
 
 }  // namespace domino::cuda

@@ -28,12 +28,28 @@ struct DevView {
 using StreamHandle = void*;  // cudaStream_t
 
 // Normalisation. stats holds (mean, rstd) per row; rms: mean stored as 0 and no beta.
-void norm_fwd(const DevView& x, const DevView& gamma, const DevView* beta, const DevView& y, const DevView& stats,
-              float eps, bool rms, StreamHandle s);
+struct NormFwdArgs {
+  DevView x, gamma;
+  const DevView* beta = nullptr;  // LayerNorm only
+  DevView y, stats;               // stats: fp32
+  float eps = 1e-5f;
+  bool rms = false;
+};
+void norm_fwd(const NormFwdArgs& a, StreamHandle s);
 // dy given as n column chunks; dgamma/dbeta reduced over rows through a fp32 scratch of 2*h floats.
-void norm_bwd(const DevView& x, const DevView& stats, const DevView& gamma, const DevView* dy_chunks, int n_chunks,
-              const DevView& dx, bool accumulate, const DevView& dgamma, const DevView* dbeta,
-              bool accumulate_params, bool rms, float* scratch, StreamHandle s);
+struct NormBwdArgs {
+  DevView x, stats, gamma;
+  const DevView* dy_chunks = nullptr;  // n_chunks views, chunk c covering columns [c*h/n, (c+1)*h/n) of dy
+  int n_chunks = 1;
+  DevView dx;
+  bool accumulate = false;  // dx
+  DevView dgamma;
+  const DevView* dbeta = nullptr;  // LayerNorm only
+  bool accumulate_params = false;  // dgamma, dbeta
+  bool rms = false;
+  float* scratch = nullptr;
+};
+void norm_bwd(const NormBwdArgs& a, StreamHandle s);
 
 void gelu_fwd(const DevView& x, const DevView& y, StreamHandle s);
 void gelu_bwd(const DevView& x, const DevView& dy, const DevView& dx, StreamHandle s);
@@ -44,24 +60,53 @@ void residual_add(const DevView& a, const DevView& b, const DevView* bias, const
 void add_bias(const DevView& out, const DevView& bias, StreamHandle s);
 void bias_grad(const DevView& dy, const DevView& dbias, bool accumulate, float* scratch, StreamHandle s);
 void embedding_fwd(const DevView& tokens, const DevView& table, const DevView* pos, const DevView& out, StreamHandle s);
-// fp32_scratch: dtable's and dpos's elements as fp32 sums; used (and needed) when dtable is 16-bit.
-void embedding_bwd(const DevView& tokens, const DevView& dy, const DevView& dtable, const DevView* dpos,
-                   bool accumulate, float* fp32_scratch, StreamHandle s);
-void cross_entropy(const DevView& logits, const DevView& targets, const DevView& loss, const DevView& dlogits,
-                   double tokens, bool accumulate, float* scratch, StreamHandle s);
+struct EmbeddingBwdArgs {
+  DevView tokens, dy, dtable;
+  const DevView* dpos = nullptr;  // GPT's positional table gradient
+  bool accumulate = false;
+  float* fp32_scratch = nullptr;  // dtable's and dpos's elements as fp32 sums; needed when dtable is 16-bit
+};
+void embedding_bwd(const EmbeddingBwdArgs& a, StreamHandle s);
+struct CrossEntropyArgs {
+  DevView logits, targets, loss, dlogits;  // loss: fp32
+  double tokens = 1;                        // the mean is over this many tokens
+  bool accumulate = false;                  // loss
+  float* scratch = nullptr;                 // one float
+};
+void cross_entropy(const CrossEntropyArgs& a, StreamHandle s);
 
 // Attention pieces (the GEMMs go through cuBLAS). P is [rows, heads*key_stride] of one batch block.
+struct SoftmaxShape {
+  int heads = 0;
+  int64_t key_stride = 0;  // columns per head in P
+  int64_t nk = 0;          // keys [0, nk)
+  float scale = 1.f;
+};
 // Causal softmax in place on the scores of query rows [q0, q0+nq) against keys [0, nk): scale, mask
 // key > query, normalise; entries of masked keys set to 0.
-void causal_softmax_fwd(const DevView& p, int heads, int64_t key_stride, int64_t nk, float scale, StreamHandle s);
+void causal_softmax_fwd(const DevView& p, const SoftmaxShape& shape, StreamHandle s);
 // dS = P * (dP - rowsum(dP * P)) * scale, in place on dp.
-void causal_softmax_bwd(const DevView& p, const DevView& dp, int heads, int64_t key_stride, int64_t nk,
-                        float scale, StreamHandle s);
+void causal_softmax_bwd(const DevView& p, const DevView& dp, const SoftmaxShape& shape, StreamHandle s);
 
-void adam_step(const DevView& grad, const DevView& param, float* master, float* m, float* v, int64_t n,
-               float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step, StreamHandle s);
-void sgd_step(const DevView& grad, const DevView& param, float* master, float* mom, int64_t n, float lr,
-              float momentum, float weight_decay, StreamHandle s);
+// Optimizer steps on whole (dense) buffers of n elements; master == nullptr: the parameter is fp32 itself.
+struct AdamStepArgs {
+  DevView grad, param;
+  float* master = nullptr;
+  float* m = nullptr;  // first moment
+  float* v = nullptr;  // second moment
+  int64_t n = 0;
+  float lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
+  int64_t step = 1;  // 1-based (bias correction)
+};
+void adam_step(const AdamStepArgs& a, StreamHandle s);
+struct SgdStepArgs {
+  DevView grad, param;
+  float* master = nullptr;
+  float* mom = nullptr;
+  int64_t n = 0;
+  float lr = 0, momentum = 0, weight_decay = 0;
+};
+void sgd_step(const SgdStepArgs& a, StreamHandle s);
 
 // Fills a view with NaN (tests poison outputs before each run).
 void poison(const DevView& v, StreamHandle s);
@@ -79,7 +124,15 @@ void find_nonfinite(const DevView& v, int* flag, StreamHandle s);
 
 // --emulate-comm: moves `traffic_bytes` through device memory (read + write of a ring AllReduce's per-rank
 // traffic) on `sms` blocks, paced so that it takes at least latency_us + traffic_bytes / bytes_per_us.
-void emulated_allreduce(void* buffer, int64_t buffer_bytes, int64_t traffic_bytes, int sms, double bytes_per_us,
-                        double latency_us, double clock_ghz, StreamHandle s);
+struct EmulatedAllReduceArgs {
+  void* buffer = nullptr;
+  int64_t buffer_bytes = 0;
+  int64_t traffic_bytes = 0;
+  int sms = 1;
+  double bytes_per_us = 0;  // 0: latency only
+  double latency_us = 0;
+  double clock_ghz = 1;     // the SM clock the pacing counts in
+};
+void emulated_allreduce(const EmulatedAllReduceArgs& a, StreamHandle s);
 
 }  // namespace domino::cuda

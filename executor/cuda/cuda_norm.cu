@@ -118,8 +118,10 @@ __global__ void store_params_kernel(const float* scratch, int64_t h, View<T> dg,
 
 }  // namespace
 
-void norm_fwd(const DevView& x, const DevView& gamma, const DevView* beta, const DevView& y, const DevView& stats,
-              float eps, bool rms, StreamHandle s) {
+void norm_fwd(const NormFwdArgs& a, StreamHandle s) {
+  const DevView &x = a.x, &gamma = a.gamma, *beta = a.beta, &y = a.y, &stats = a.stats;
+  const float eps = a.eps;
+  const bool rms = a.rms;
   if (x.rows() == 0) return;
   if (stats.elt != Elt::F32) throw_runtime("norm_fwd: the statistics buffer must be fp32");
   DOMINO_DISPATCH_ELT(x.elt, {
@@ -130,9 +132,12 @@ void norm_fwd(const DevView& x, const DevView& gamma, const DevView* beta, const
   DOMINO_CUDA_LAUNCHED("norm_fwd_kernel");
 }
 
-void norm_bwd(const DevView& x, const DevView& stats, const DevView& gamma, const DevView* dy_chunks, int n_chunks,
-              const DevView& dx, bool accumulate, const DevView& dgamma, const DevView* dbeta,
-              bool accumulate_params, bool rms, float* scratch, StreamHandle s) {
+void norm_bwd(const NormBwdArgs& a, StreamHandle s) {
+  const DevView &x = a.x, &stats = a.stats, &gamma = a.gamma, *dy_chunks = a.dy_chunks, &dx = a.dx;
+  const DevView &dgamma = a.dgamma, *dbeta = a.dbeta;
+  const int n_chunks = a.n_chunks;
+  const bool accumulate = a.accumulate, accumulate_params = a.accumulate_params, rms = a.rms;
+  float* scratch = a.scratch;
   if (n_chunks < 1 || n_chunks > kMaxChunks) throw_runtime("norm_bwd: unsupported number of dy chunks");
   if (stats.elt != Elt::F32) throw_runtime("norm_bwd: the statistics buffer must be fp32");
   const int64_t h = x.ncols, rows = x.rows();

@@ -1,5 +1,7 @@
 // cuda_op_dispatch.cpp: enqueues one IR op on a CUDA stream: cuBLAS for GEMMs and attention, our kernels
-// for the rest, NCCL (or the emulated ring) for AllReduce. Semantics are those of sim/ir/schedule.hpp.
+// for the rest, NCCL (or the emulated ring) for AllReduce. Semantics are those of sim/ir/schedule.hpp; ops
+// arrive verified (sim/ir/verify.hpp, run by the rank runner), so operand counts and shapes hold here.
+// One function per opcode family; run_op only dispatches.
 #include <nccl.h>
 
 #include <string>
@@ -7,11 +9,22 @@
 #include "executor/cuda/cuda_device_state.hpp"
 #include "executor/cuda/cuda_gemm.hpp"
 #include "executor/runtime/check.hpp"
-#include "sim/ir/collective_traffic.hpp"
 #include "sim/base/error.hpp"
+#include "sim/ir/collective_traffic.hpp"
 
 namespace domino::cuda {
 namespace {
+
+// One op about to be enqueued: its device views, stream and cuBLAS handle.
+struct Launch {
+  DeviceState& dev;
+  const Op& op;
+  cudaStream_t s;
+  void* cublas;
+  DevView in(int i) const { return dev.view(op.in[size_t(i)]); }
+  DevView out(int i) const { return dev.view(op.out[size_t(i)]); }
+  bool accumulate() const { return op.attrs.accumulate; }
+};
 
 ncclDataType_t nccl_type(Elt e) {
   switch (e) {
@@ -22,121 +35,194 @@ ncclDataType_t nccl_type(Elt e) {
   return ncclFloat32;
 }
 
-void all_reduce(DeviceState& dev, const Op& op, cudaStream_t s) {
-  const DevView v = dev.view(op.out[0]);
+void all_reduce(const Launch& l) {
+  DeviceState& dev = l.dev;
+  const DevView v = l.out(0);
   const int64_t count = v.rows() * v.ncols;
   const int64_t bytes = count * elt_bytes(v.elt);
   if (dev.options.emulate_comm) {
-    const auto traffic = int64_t(ring_allreduce_traffic(double(bytes), dev.options.emulate_tp));
-    const double bytes_per_us = dev.options.emulate_busbw_gbps * 1e3;  // GB/s -> bytes/us
-    emulated_allreduce(v.base, bytes, traffic, dev.options.emulate_sms, bytes_per_us, dev.options.emulate_latency_us,
-                       dev.clock_ghz, s);
+    EmulatedAllReduceArgs e;
+    e.buffer = v.base;
+    e.buffer_bytes = bytes;
+    e.traffic_bytes = int64_t(ring_allreduce_traffic(double(bytes), dev.options.emulate_tp));
+    e.sms = dev.options.emulate_sms;
+    e.bytes_per_us = dev.options.emulate_busbw_gbps * 1e3;  // GB/s -> bytes/us
+    e.latency_us = dev.options.emulate_latency_us;
+    e.clock_ghz = dev.clock_ghz;
+    emulated_allreduce(e, l.s);
     return;
   }
   if (dev.world <= 1) return;  // a single rank: the sum over one rank is the buffer itself
   std::lock_guard<std::timed_mutex> lock(dev.nccl_mutex);  // the other stream thread polls the communicator
   void* comm = dev.nccl.load();
   if (!comm) {
-    throw_runtime("rank " + std::to_string(dev.rank) + ": op " + op_id(op) + ": the NCCL communicator was aborted (" +
-                  dev.abort_reason() + ")");
+    throw_runtime("rank " + std::to_string(dev.rank) + ": op " + op_id(l.op) +
+                  ": the NCCL communicator was aborted (" + dev.abort_reason() + ")");
   }
   DOMINO_NCCL_CHECK(ncclAllReduce(v.base, v.base, size_t(count), nccl_type(v.elt), ncclSum,
-                                  static_cast<ncclComm_t>(comm), s));
+                                  static_cast<ncclComm_t>(comm), l.s));
+}
+
+void run_gemm(const Launch& l) {
+  const Op& op = l.op;
+  switch (op.code) {
+    case OpCode::MatMul:
+      matmul(l.cublas, l.in(0), l.in(1), l.out(0), l.accumulate());
+      if (op.n_in > 2) add_bias(l.out(0), l.in(2), l.s);
+      return;
+    case OpCode::MatMulDgrad:
+      matmul_dgrad(l.cublas, l.in(0), l.in(1), l.out(0), l.accumulate());
+      return;
+    default:  // MatMulWgrad
+      matmul_wgrad(l.cublas, l.in(0), l.in(1), l.out(0), l.accumulate());
+      if (op.n_out > 1) bias_grad(l.in(1), l.out(1), l.accumulate(), l.dev.reduce_scratch, l.s);
+      return;
+  }
+}
+
+void run_norm_fwd(const Launch& l) {
+  NormFwdArgs a;
+  a.rms = l.op.code == OpCode::RmsNormFwd;
+  a.x = l.in(0), a.gamma = l.in(1);
+  const DevView beta = a.rms ? DevView{} : l.in(2);
+  a.beta = a.rms ? nullptr : &beta;
+  a.y = l.out(0), a.stats = l.out(1);
+  a.eps = l.op.attrs.eps;
+  norm_fwd(a, l.s);
+}
+
+void run_norm_bwd(const Launch& l) {
+  NormBwdArgs a;
+  a.rms = l.op.code == OpCode::RmsNormBwd;
+  a.x = l.in(0), a.stats = l.in(1), a.gamma = l.in(2);
+  DevView dy[kMaxIn];
+  a.n_chunks = l.op.attrs.chunks;
+  for (int c = 0; c < a.n_chunks; ++c) dy[c] = l.in(3 + c);
+  a.dy_chunks = dy;
+  a.dx = l.out(0), a.accumulate = l.accumulate();
+  a.dgamma = l.out(1);
+  const DevView dbeta = a.rms ? DevView{} : l.out(2);
+  a.dbeta = a.rms ? nullptr : &dbeta;
+  a.accumulate_params = l.op.attrs.accumulate_params;
+  a.scratch = l.dev.reduce_scratch;
+  norm_bwd(a, l.s);
+}
+
+void run_activation(const Launch& l) {
+  const Op& op = l.op;
+  switch (op.code) {
+    case OpCode::GeluFwd: return gelu_fwd(l.in(0), l.out(0), l.s);
+    case OpCode::GeluBwd: return gelu_bwd(l.in(0), l.in(1), l.out(0), l.s);
+    case OpCode::SwigluFwd: return swiglu_fwd(l.in(0), l.out(0), l.s);
+    case OpCode::SwigluBwd: return swiglu_bwd(l.in(0), l.in(1), l.out(0), l.s);
+    default:  // RopeFwd, RopeBwd: in place on out[0]
+      return rope(l.out(0), op.attrs.heads, op.attrs.head_dim, op.code == OpCode::RopeBwd, l.s);
+  }
+}
+
+void run_attention(const Launch& l) {
+  const Op& op = l.op;
+  const bool fwd = op.code == OpCode::AttnFwd;
+  const BufferDesc& probs = l.dev.schedule->buffers[size_t(fwd ? op.out[1].buffer : op.in[3].buffer)];
+  const AttnShape shape{op.attrs.heads, op.attrs.kv_heads, op.attrs.head_dim, probs.cols / op.attrs.heads};
+  if (fwd) {
+    AttentionFwdArgs a;
+    a.q = l.in(0), a.k = l.in(1), a.v = l.in(2);
+    a.p = l.out(1), a.ctx = l.out(0);
+    a.shape = shape;
+    return attention_fwd(l.cublas, l.s, a);
+  }
+  AttentionBwdArgs a;
+  a.q = l.in(0), a.k = l.in(1), a.v = l.in(2), a.p = l.in(3), a.dctx = l.in(4);
+  a.dq = l.out(0), a.dk = l.out(1), a.dv = l.out(2);
+  a.accumulate = l.accumulate();
+  a.shape = shape;
+  a.dp_scratch = l.dev.attn_scratch;
+  attention_bwd(l.cublas, l.s, a);
+}
+
+void run_residual_add(const Launch& l) {
+  const bool has_bias = l.op.n_in > 2;
+  const DevView bias = has_bias ? l.in(2) : DevView{};
+  residual_add(l.in(0), l.in(1), has_bias ? &bias : nullptr, l.out(0), l.s);
+}
+
+void run_embedding(const Launch& l) {
+  const Op& op = l.op;
+  if (op.code == OpCode::EmbeddingFwd) {
+    const DevView pos = op.n_in > 2 ? l.in(2) : DevView{};
+    return embedding_fwd(l.in(0), l.in(1), op.n_in > 2 ? &pos : nullptr, l.out(0), l.s);
+  }
+  EmbeddingBwdArgs a;
+  a.tokens = l.in(0), a.dy = l.in(1), a.dtable = l.out(0);
+  const DevView dpos = op.n_out > 1 ? l.out(1) : DevView{};
+  a.dpos = op.n_out > 1 ? &dpos : nullptr;
+  a.accumulate = l.accumulate();
+  a.fp32_scratch = l.dev.embed_scratch;
+  embedding_bwd(a, l.s);
+}
+
+void run_cross_entropy(const Launch& l) {
+  CrossEntropyArgs a;
+  a.logits = l.in(0), a.targets = l.in(1), a.loss = l.out(0), a.dlogits = l.out(1);
+  // Averaged over every token of the logits buffer (a sliced op holds only part of them), as the CPU.
+  const BufferDesc& b = l.dev.schedule->buffers[size_t(l.op.in[0].buffer)];
+  a.tokens = double(b.batch * b.seq);
+  a.accumulate = l.accumulate();
+  a.scratch = l.dev.reduce_scratch;
+  cross_entropy(a, l.s);
+}
+
+void run_optimizer(const Launch& l) {
+  const Op& op = l.op;
+  DeviceState& dev = l.dev;
+  const int32_t p = op.out[0].buffer;
+  const int64_t n = dev.schedule->buffers[size_t(p)].elements();
+  const OptimizerHyper& o = dev.hyper;
+  float* first_state = static_cast<float*>(dev.ptr[size_t(op.out[1].buffer)]);
+  if (op.code == OpCode::SgdStep) {
+    SgdStepArgs a;
+    a.grad = l.in(0), a.param = l.out(0), a.master = dev.master[size_t(p)], a.mom = first_state, a.n = n;
+    a.lr = o.lr, a.momentum = o.momentum, a.weight_decay = o.weight_decay;
+    return sgd_step(a, l.s);
+  }
+  AdamStepArgs a;
+  a.grad = l.in(0), a.param = l.out(0), a.master = dev.master[size_t(p)];
+  a.m = first_state, a.v = static_cast<float*>(dev.ptr[size_t(op.out[2].buffer)]), a.n = n;
+  a.lr = o.lr, a.beta1 = o.beta1, a.beta2 = o.beta2, a.eps = o.eps, a.weight_decay = o.weight_decay;
+  a.step = dev.step;
+  adam_step(a, l.s);
 }
 
 }  // namespace
 
 void run_op(DeviceState& dev, const Op& op, Stream stream) {
-  cudaStream_t s = dev.stream(stream);
-  void* h = dev.cublas[static_cast<int>(stream)];
-  auto in = [&](int i) { return dev.view(op.in[i]); };
-  auto out = [&](int i) { return dev.view(op.out[i]); };
-  const bool acc = op.attrs.accumulate;
+  const Launch l{dev, op, dev.stream(stream), dev.cublas[static_cast<int>(stream)]};
   switch (op.code) {
     case OpCode::MatMul:
-      matmul(h, in(0), in(1), out(0), acc);
-      if (op.n_in > 2) add_bias(out(0), in(2), s);
-      break;
     case OpCode::MatMulDgrad:
-      matmul_dgrad(h, in(0), in(1), out(0), acc);
-      break;
-    case OpCode::MatMulWgrad:
-      matmul_wgrad(h, in(0), in(1), out(0), acc);
-      if (op.n_out > 1) bias_grad(in(1), out(1), acc, dev.reduce_scratch, s);
-      break;
+    case OpCode::MatMulWgrad: return run_gemm(l);
     case OpCode::LayerNormFwd:
-    case OpCode::RmsNormFwd: {
-      const bool rms = op.code == OpCode::RmsNormFwd;
-      const DevView beta = rms ? DevView{} : in(2);
-      norm_fwd(in(0), in(1), rms ? nullptr : &beta, out(0), out(1), op.attrs.eps, rms, s);
-      break;
-    }
+    case OpCode::RmsNormFwd: return run_norm_fwd(l);
     case OpCode::LayerNormBwd:
-    case OpCode::RmsNormBwd: {
-      const bool rms = op.code == OpCode::RmsNormBwd;
-      DevView dy[kMaxIn];
-      const int chunks = op.attrs.chunks;
-      for (int c = 0; c < chunks; ++c) dy[c] = in(3 + c);
-      const DevView dbeta = rms ? DevView{} : out(2);
-      norm_bwd(in(0), in(1), in(2), dy, chunks, out(0), acc, out(1), rms ? nullptr : &dbeta,
-               op.attrs.accumulate_params, rms, dev.reduce_scratch, s);
-      break;
-    }
-    case OpCode::GeluFwd: gelu_fwd(in(0), out(0), s); break;
-    case OpCode::GeluBwd: gelu_bwd(in(0), in(1), out(0), s); break;
-    case OpCode::SwigluFwd: swiglu_fwd(in(0), out(0), s); break;
-    case OpCode::SwigluBwd: swiglu_bwd(in(0), in(1), out(0), s); break;
+    case OpCode::RmsNormBwd: return run_norm_bwd(l);
+    case OpCode::GeluFwd:
+    case OpCode::GeluBwd:
+    case OpCode::SwigluFwd:
+    case OpCode::SwigluBwd:
     case OpCode::RopeFwd:
-    case OpCode::RopeBwd:
-      rope(out(0), op.attrs.heads, op.attrs.head_dim, op.code == OpCode::RopeBwd, s);
-      break;
+    case OpCode::RopeBwd: return run_activation(l);
     case OpCode::AttnFwd:
-    case OpCode::AttnBwd: {
-      const BufferDesc& probs = dev.schedule->buffers[op.code == OpCode::AttnFwd ? op.out[1].buffer : op.in[3].buffer];
-      AttnShape a{op.attrs.heads, op.attrs.kv_heads, op.attrs.head_dim, probs.cols / op.attrs.heads};
-      if (op.code == OpCode::AttnFwd)
-        attention_fwd(h, s, in(0), in(1), in(2), out(1), out(0), a);
-      else
-        attention_bwd(h, s, in(0), in(1), in(2), in(3), in(4), out(0), out(1), out(2), acc, a, dev.attn_scratch);
-      break;
-    }
-    case OpCode::ResidualAdd: {
-      const DevView bias = op.n_in > 2 ? in(2) : DevView{};
-      residual_add(in(0), in(1), op.n_in > 2 ? &bias : nullptr, out(0), s);
-      break;
-    }
-    case OpCode::EmbeddingFwd: {
-      const DevView pos = op.n_in > 2 ? in(2) : DevView{};
-      embedding_fwd(in(0), in(1), op.n_in > 2 ? &pos : nullptr, out(0), s);
-      break;
-    }
-    case OpCode::EmbeddingBwd: {
-      const DevView dpos = op.n_out > 1 ? out(1) : DevView{};
-      embedding_bwd(in(0), in(1), out(0), op.n_out > 1 ? &dpos : nullptr, acc, dev.embed_scratch, s);
-      break;
-    }
-    case OpCode::CrossEntropy: {
-      // Averaged over every token of the logits buffer (a sliced op holds only part of them), as the CPU.
-      const BufferDesc& b = dev.schedule->buffers[op.in[0].buffer];
-      cross_entropy(in(0), in(1), out(0), out(1), double(b.batch * b.seq), acc, dev.reduce_scratch, s);
-      break;
-    }
-    case OpCode::AllReduce: all_reduce(dev, op, s); break;
+    case OpCode::AttnBwd: return run_attention(l);
+    case OpCode::ResidualAdd: return run_residual_add(l);
+    case OpCode::EmbeddingFwd:
+    case OpCode::EmbeddingBwd: return run_embedding(l);
+    case OpCode::CrossEntropy: return run_cross_entropy(l);
+    case OpCode::AllReduce: return all_reduce(l);
     case OpCode::AdamStep:
-    case OpCode::SgdStep: {
-      const int32_t p = op.out[0].buffer;
-      const int64_t n = dev.schedule->buffers[p].elements();
-      const OptimizerHyper& o = dev.hyper;
-      if (op.code == OpCode::AdamStep)
-        adam_step(in(0), out(0), dev.master[p], static_cast<float*>(dev.ptr[op.out[1].buffer]),
-                  static_cast<float*>(dev.ptr[op.out[2].buffer]), n, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay,
-                  dev.step, s);
-      else
-        sgd_step(in(0), out(0), dev.master[p], static_cast<float*>(dev.ptr[op.out[1].buffer]), n, o.lr, o.momentum,
-                 o.weight_decay, s);
-      break;
-    }
+    case OpCode::SgdStep: return run_optimizer(l);
   }
+  throw_runtime("op " + op_id(op) + ": unknown opcode " + std::to_string(int(op.code)));
 }
 
 }  // namespace domino::cuda

@@ -33,19 +33,18 @@ __global__ void sgd_kernel(const T* grad, T* param, float* master, float* mom, i
 
 }  // namespace
 
-void adam_step(const DevView& grad, const DevView& param, float* master, float* m, float* v, int64_t n, float lr,
-               float beta1, float beta2, float eps, float weight_decay, int64_t step, StreamHandle s) {
-  const float c1 = 1.f - powf(beta1, float(step)), c2 = 1.f - powf(beta2, float(step));
-  DOMINO_DISPATCH_ELT(param.elt, adam_kernel<T><<<grid_for(n), 256, 0, stream_of(s)>>>(
-      static_cast<const T*>(grad.base), static_cast<T*>(param.base), master, m, v, n, lr, beta1, beta2, eps,
-      weight_decay, c1, c2));
+void adam_step(const AdamStepArgs& a, StreamHandle s) {
+  const float c1 = 1.f - powf(a.beta1, float(a.step)), c2 = 1.f - powf(a.beta2, float(a.step));
+  DOMINO_DISPATCH_ELT(a.param.elt, adam_kernel<T><<<grid_for(a.n), 256, 0, stream_of(s)>>>(
+      static_cast<const T*>(a.grad.base), static_cast<T*>(a.param.base), a.master, a.m, a.v, a.n, a.lr, a.beta1,
+      a.beta2, a.eps, a.weight_decay, c1, c2));
   DOMINO_CUDA_LAUNCHED("adam_kernel");
 }
 
-void sgd_step(const DevView& grad, const DevView& param, float* master, float* mom, int64_t n, float lr,
-              float momentum, float weight_decay, StreamHandle s) {
-  DOMINO_DISPATCH_ELT(param.elt, sgd_kernel<T><<<grid_for(n), 256, 0, stream_of(s)>>>(
-      static_cast<const T*>(grad.base), static_cast<T*>(param.base), master, mom, n, lr, momentum, weight_decay));
+void sgd_step(const SgdStepArgs& a, StreamHandle s) {
+  DOMINO_DISPATCH_ELT(a.param.elt, sgd_kernel<T><<<grid_for(a.n), 256, 0, stream_of(s)>>>(
+      static_cast<const T*>(a.grad.base), static_cast<T*>(a.param.base), a.master, a.mom, a.n, a.lr, a.momentum,
+      a.weight_decay));
   DOMINO_CUDA_LAUNCHED("sgd_kernel");
 }
 

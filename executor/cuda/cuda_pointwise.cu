@@ -210,8 +210,10 @@ void embedding_fwd(const DevView& tokens, const DevView& table, const DevView* p
   DOMINO_DISPATCH_ELT(out.elt, embedding_fwd_kernel<T><<<grid_for(out.rows() * out.ncols), 256, 0, stream_of(s)>>>(view_of<float>(tokens), view_of<T>(table), pos ? view_of<T>(*pos) : view_of<T>(table), pos != nullptr, view_of<T>(out)));
   DOMINO_CUDA_LAUNCHED("embedding_fwd_kernel");
 }
-void embedding_bwd(const DevView& tokens, const DevView& dy, const DevView& dtable, const DevView* dpos,
-                   bool accumulate, float* fp32_scratch, StreamHandle s) {
+void embedding_bwd(const EmbeddingBwdArgs& a, StreamHandle s) {
+  const DevView &tokens = a.tokens, &dy = a.dy, &dtable = a.dtable, *dpos = a.dpos;
+  const bool accumulate = a.accumulate;
+  float* fp32_scratch = a.fp32_scratch;
   const int64_t table_n = dtable.rows() * dtable.row_stride, pos_n = dpos ? dpos->rows() * dpos->row_stride : 0;
   const unsigned grid = grid_for(dy.rows() * dy.ncols);
   const int64_t pos_stride = dpos ? dpos->row_stride : 0;

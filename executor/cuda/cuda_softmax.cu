@@ -83,23 +83,25 @@ __global__ void store_loss_kernel(const float* scratch, float* loss, bool accumu
 
 }  // namespace
 
-void causal_softmax_fwd(const DevView& p, int heads, int64_t key_stride, int64_t nk, float scale, StreamHandle s) {
-  const int64_t threads = p.rows() * heads * 32;
+void causal_softmax_fwd(const DevView& p, const SoftmaxShape& shape, StreamHandle s) {
+  const int64_t threads = p.rows() * shape.heads * 32;
   DOMINO_DISPATCH_ELT(p.elt, softmax_fwd_kernel<T><<<unsigned((threads + 255) / 256), 256, 0, stream_of(s)>>>(
-      view_of<T>(p), heads, key_stride, nk, scale));
+      view_of<T>(p), shape.heads, shape.key_stride, shape.nk, shape.scale));
   DOMINO_CUDA_LAUNCHED("softmax_fwd_kernel");
 }
 
-void causal_softmax_bwd(const DevView& p, const DevView& dp, int heads, int64_t key_stride, int64_t nk, float scale,
-                        StreamHandle s) {
-  const int64_t threads = p.rows() * heads * 32;
+void causal_softmax_bwd(const DevView& p, const DevView& dp, const SoftmaxShape& shape, StreamHandle s) {
+  const int64_t threads = p.rows() * shape.heads * 32;
   DOMINO_DISPATCH_ELT(p.elt, softmax_bwd_kernel<T><<<unsigned((threads + 255) / 256), 256, 0, stream_of(s)>>>(
-      view_of<T>(p), view_of<T>(dp), heads, key_stride, nk, scale));
+      view_of<T>(p), view_of<T>(dp), shape.heads, shape.key_stride, shape.nk, shape.scale));
   DOMINO_CUDA_LAUNCHED("softmax_bwd_kernel");
 }
 
-void cross_entropy(const DevView& logits, const DevView& targets, const DevView& loss, const DevView& dlogits,
-                   double tokens, bool accumulate, float* scratch, StreamHandle s) {
+void cross_entropy(const CrossEntropyArgs& a, StreamHandle s) {
+  const DevView &logits = a.logits, &targets = a.targets, &loss = a.loss, &dlogits = a.dlogits;
+  const double tokens = a.tokens;
+  const bool accumulate = a.accumulate;
+  float* scratch = a.scratch;
   if (loss.elt != Elt::F32) throw_runtime("cross_entropy: the loss buffer must be fp32");
   DOMINO_CUDA_CHECK(cudaMemsetAsync(scratch, 0, sizeof(float), stream_of(s)));
   const int64_t rows = logits.rows();

@@ -13,6 +13,7 @@
 #include "executor/runtime/gloo_comm.hpp"
 #include "executor/runtime/tensor_dump.hpp"
 #include "sim/base/error.hpp"
+#include "sim/ir/verify.hpp"
 
 namespace domino {
 namespace {
@@ -183,6 +184,9 @@ RankResult run_iterations(const Schedule& schedule, Backend& backend, GlooComm* 
   if (options.warmup < 0 || options.iters < 1)
     throw_bad_input("--warmup must be >= 0 and --iters >= 1 (got " + std::to_string(options.warmup) + ", " +
                     std::to_string(options.iters) + ")");
+  // Every backend runs only verified schedules: a malformed op fails here, naming it, before any kernel or
+  // per-op flag (indexed by op index and dependency) touches memory.
+  verify_schedule(schedule);
   RankResult result;
   result.rank = rank;
   result.peak_memory_bytes = backend.peak_memory_bytes();

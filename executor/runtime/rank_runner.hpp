@@ -37,7 +37,8 @@ struct RankResult {
 
 // Runs warmup + iters iterations of `schedule` on a prepared backend. comm may be null for a single rank.
 // on_iteration (optional) is called on the calling thread after each iteration. Throws domino::Error
-// naming the rank and op on any failure (NaN/Inf, a collective that failed, a kernel error).
+// naming the rank and op on any failure (NaN/Inf, a collective that failed, a kernel error); first verifies
+// the schedule (verify_schedule of sim/ir/verify.hpp: BadInput naming the op).
 RankResult run_iterations(const Schedule& schedule, Backend& backend, GlooComm* comm, int rank,
                           const RunnerOptions& options,
                           const std::function<void(int iteration, const IterationRecord&)>& on_iteration = {});

@@ -16,6 +16,7 @@
 #include "executor/runtime/check.hpp"
 #include "executor/runtime/param_init.hpp"
 #include "sim/ir/schedule.hpp"
+#include "sim/ir/verify.hpp"
 
 namespace domino {
 namespace {
@@ -63,6 +64,7 @@ double rel_error(const std::vector<float>& got, const std::vector<float>& want) 
 
 void check_schedule_on_gpu(const ModelSpec& model, const Plan& plan, double tolerance) {
   const Schedule s = build_schedule(model, plan);
+  verify_schedule(s);  // run_op is called directly below, without the rank runner that verifies
   std::vector<std::vector<float>> host(s.buffers.size());
   for (size_t b = 0; b < s.buffers.size(); ++b) {
     host[b].resize(size_t(s.buffers[b].elements()));
@@ -167,7 +169,14 @@ TEST_F(CudaOps, EmulatedAllReduceLastsAtLeastItsModelledTime) {
   float ms = 0;
   for (int rep = 0; rep < 2; ++rep) {  // the first launch also loads the module
     DOMINO_CUDA_CHECK(cudaEventRecord(t0));
-    cuda::emulated_allreduce(buf, bytes, traffic, 16, bytes_per_us, latency_us, clock_khz / 1e6, nullptr);
+    cuda::emulated_allreduce({.buffer = buf,
+                              .buffer_bytes = bytes,
+                              .traffic_bytes = traffic,
+                              .sms = 16,
+                              .bytes_per_us = bytes_per_us,
+                              .latency_us = latency_us,
+                              .clock_ghz = clock_khz / 1e6},
+                             nullptr);
     DOMINO_CUDA_CHECK(cudaEventRecord(t1));
     DOMINO_CUDA_CHECK(cudaEventSynchronize(t1));
     DOMINO_CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));

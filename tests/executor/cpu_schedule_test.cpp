@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "executor/cpu/cpu_ops.hpp"
+#include "sim/ir/verify.hpp"
 #include "sim/model/plan.hpp"
 
 namespace domino {
@@ -98,6 +99,7 @@ class CpuSchedule : public ::testing::TestWithParam<bool> {};
 TEST_P(CpuSchedule, SlicedPlansMatchMegatronSync) {
   const ModelSpec m = tiny_model(GetParam());
   const Schedule base = build_schedule(m, make_strategy_plan("megatron-sync", m));
+  verify_schedule(base);
   check_cpu_schedule(base);
   RankRun ref(base);
   const float ref_loss = ref.iterate(1, false);
@@ -117,6 +119,7 @@ TEST_P(CpuSchedule, SlicedPlansMatchMegatronSync) {
     const Plan plan = make_uniform_plan(m, pc.attn, pc.mlp, "custom");
     validate_plan(plan, m);
     const Schedule s = build_schedule(m, plan);
+    verify_schedule(s);
     check_cpu_schedule(s);
     RankRun run(s);
     const float loss = run.iterate(1, false);
@@ -143,6 +146,7 @@ TEST_P(CpuSchedule, AdamStepsLowerTheLoss) {
   const Plan plan = make_uniform_plan(m, {SplitDim::Sequence, 2, 2, OverlapMode::Inter, true},
                                       {SplitDim::Batch, 2, 1, OverlapMode::Intra, false}, "custom");
   const Schedule s = build_schedule(m, plan);
+  verify_schedule(s);
   RankRun run(s);
   std::vector<float> losses;
   for (int step = 1; step <= 6; ++step) losses.push_back(run.iterate(step, true));

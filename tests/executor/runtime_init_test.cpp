@@ -11,6 +11,7 @@
 #include "executor/runtime/param_init.hpp"
 #include "executor/runtime/results.hpp"
 #include "executor/runtime/tensor_dump.hpp"
+#include "sim/ir/verify.hpp"
 
 namespace domino {
 namespace {
@@ -21,7 +22,9 @@ Schedule schedule_for(const char* name, int tp) {
   ModelOverrides o;
   o.tp = tp;
   const ModelSpec m = load_model(std::string(DOMINO_TEST_DATA) + "/data/executor/" + name + ".yaml", o);
-  return build_schedule(m, make_strategy_plan("megatron-sync", m));
+  Schedule s = build_schedule(m, make_strategy_plan("megatron-sync", m));
+  verify_schedule(s);
+  return s;
 }
 
 std::vector<float> values(const Schedule& s, size_t buffer, int rank, uint64_t seed = 7) {

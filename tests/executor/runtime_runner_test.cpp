@@ -14,6 +14,7 @@
 #include "executor/runtime/rank_runner.hpp"
 #include "executor/runtime/tensor_dump.hpp"
 #include "sim/base/error.hpp"
+#include "sim/ir/verify.hpp"
 
 namespace domino {
 namespace {
@@ -28,7 +29,9 @@ ModelSpec tiny(const char* name, int tp) {
 
 Schedule tiny_schedule(const char* name, int tp, const char* strategy) {
   const ModelSpec m = tiny(name, tp);
-  return build_schedule(m, make_strategy_plan(strategy, m));
+  Schedule s = build_schedule(m, make_strategy_plan(strategy, m));
+  verify_schedule(s);
+  return s;
 }
 
 // Checks the runtime's promises from inside the ops: deps done before an op starts, streams in order.
@@ -106,6 +109,30 @@ TEST(RankRunner, HonoursDepsAndStreamOrder) {
   EXPECT_FALSE(r.iterations[0].timed);
   EXPECT_TRUE(r.iterations[3].timed);
   for (const auto& it : r.iterations) EXPECT_EQ(it.spans.size(), s.ops.size());
+}
+
+// The runner verifies what it is handed: a dependency on a later op (which would wait forever) is a
+// BadInput naming the op, before any op is issued.
+TEST(RankRunner, RejectsAMalformedScheduleBeforeIssuingAnything) {
+  Schedule s = tiny_schedule("tiny-gpt", 2, "domino-ds");
+  Op* victim = nullptr;
+  for (Op& op : s.ops)
+    if (!op.deps.empty() && !victim) victim = &op;
+  ASSERT_NE(victim, nullptr);
+  victim->deps.back() = int32_t(s.ops.size() - 1);
+  RecordingBackend backend;
+  backend.prepare(s, {});
+  RunnerOptions o;
+  o.warmup = 0;
+  o.iters = 1;
+  try {
+    run_iterations(s, backend, nullptr, 0, o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput) << e.what();
+    EXPECT_NE(std::string(e.what()).find(op_id(*victim)), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(backend.ran.load(), 0);
 }
 
 TEST(RankRunner, FailingOpStopsWithItsError) {

@@ -148,7 +148,7 @@ TEST(PlanFile, GoodFilesLoad) {
   EXPECT_EQ(p.layers[2].mlp, (BlockPlan{SplitDim::Batch, 2, 1, OverlapMode::None, false}));
   EXPECT_EQ(p.profile, "dgx-h100");
   EXPECT_EQ(p.provenance.at("predicted_us"), "1234.5");
-  EXPECT_NO_THROW(build_schedule(m, p));
+  EXPECT_NO_THROW(test::build_verified(m, p));
   const Plan q = load_plan((kPlans / "good" / "minimal.yaml").string(), m, /*force=*/true);
   EXPECT_EQ(q.strategy, "custom");
   EXPECT_TRUE(q.comm_enabled);

@@ -182,7 +182,7 @@ TEST(ScheduleHazards, EveryInterleavingMatchesProgramOrder) {
        {micro(test::tiny_gpt(2)), micro(test::tiny_llama(2)), micro(test::tiny_llama(4))}) {
     for (const auto& np : test::plans_for(m)) {
       SCOPED_TRACE(m.name + " tp " + std::to_string(m.tp) + " / " + np.name);
-      const Schedule s = build_schedule(m, np.plan);
+      const Schedule s = test::build_verified(m, np.plan);
       Memory seq(s);
       std::vector<uint64_t> expected(s.ops.size());
       std::vector<std::string> problems;
@@ -200,7 +200,7 @@ TEST(ScheduleHazards, EveryInterleavingMatchesProgramOrder) {
 // The check itself must be able to fail: dropping one needed dep must be caught.
 TEST(ScheduleHazards, CheckCatchesAMissingDependency) {
   const ModelSpec m = micro(test::tiny_gpt(2));
-  Schedule s = build_schedule(m, make_strategy_plan("domino-ds", m));
+  Schedule s = test::build_verified(m, make_strategy_plan("domino-ds", m));
   Op* victim = nullptr;
   for (Op& op : s.ops) {
     if (op.code == OpCode::ResidualAdd && !op.deps.empty()) {

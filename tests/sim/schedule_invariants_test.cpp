@@ -39,7 +39,7 @@ double expected_gemm_flops(const ModelSpec& m) {
 
 void check_invariants(const ModelSpec& m, const NamedPlan& np) {
   SCOPED_TRACE(m.name + " / " + np.name);
-  const Schedule s = build_schedule(m, np.plan);
+  const Schedule s = test::build_verified(m, np.plan);
   ASSERT_FALSE(s.ops.empty());
   EXPECT_DOUBLE_EQ(gemm_flops(s), expected_gemm_flops(m));
   const double ar_expected = np.plan.comm_enabled ? 4.0 * m.layers * double(m.micro_batch) * m.seq_len *
@@ -117,8 +117,8 @@ TEST(ScheduleInvariants, RealSizes) {
 
 TEST(ScheduleInvariants, NoCommHasNoAllReduceAndSameCompute) {
   const ModelSpec m = test::tiny_llama();
-  const Schedule sync = build_schedule(m, make_strategy_plan("megatron-sync", m));
-  const Schedule bound = build_schedule(m, make_strategy_plan("no-comm", m));
+  const Schedule sync = test::build_verified(m, make_strategy_plan("megatron-sync", m));
+  const Schedule bound = test::build_verified(m, make_strategy_plan("no-comm", m));
   size_t ars = 0;
   for (const Op& op : sync.ops) ars += op.code == OpCode::AllReduce;
   EXPECT_EQ(ars, 4u * size_t(m.layers));
@@ -132,8 +132,8 @@ TEST(ScheduleInvariants, NoCommHasNoAllReduceAndSameCompute) {
 TEST(ScheduleInvariants, Deterministic) {
   for (const ModelSpec& m : test::small_models()) {
     for (const NamedPlan& np : test::plans_for(m)) {
-      const Schedule a = build_schedule(m, np.plan);
-      const Schedule b = build_schedule(m, np.plan);
+      const Schedule a = test::build_verified(m, np.plan);
+      const Schedule b = test::build_verified(m, np.plan);
       ASSERT_EQ(a.ops.size(), b.ops.size());
       ASSERT_EQ(a.buffers.size(), b.buffers.size());
       for (size_t i = 0; i < a.buffers.size(); ++i) {
@@ -158,7 +158,7 @@ TEST(ScheduleInvariants, OptimizerStepsEveryParameter) {
   for (const OptimizerKind k : {OptimizerKind::Adam, OptimizerKind::SgdMomentum}) {
     BuildOptions o;
     o.optimizer = k;
-    const Schedule s = build_schedule(m, make_strategy_plan("megatron-sync", m), o);
+    const Schedule s = test::build_verified(m, make_strategy_plan("megatron-sync", m), o);
     size_t params = 0, steps = 0, states = 0;
     for (const BufferDesc& b : s.buffers)
       params += b.role == BufferRole::Param, states += b.role == BufferRole::OptState;
@@ -168,14 +168,14 @@ TEST(ScheduleInvariants, OptimizerStepsEveryParameter) {
   }
   BuildOptions none;
   none.include_optimizer = false;
-  const Schedule s = build_schedule(m, make_strategy_plan("megatron-sync", m), none);
+  const Schedule s = test::build_verified(m, make_strategy_plan("megatron-sync", m), none);
   for (const Op& op : s.ops) EXPECT_NE(op.phase, Phase::Optimizer);
   for (const BufferDesc& b : s.buffers) EXPECT_NE(b.role, BufferRole::OptState);
 }
 
 TEST(ScheduleInvariants, ParamsMatchModelFacts) {
   for (const ModelSpec& m : {test::tiny_gpt(2), test::tiny_llama(2), test::gpt3_13b()}) {
-    const Schedule s = build_schedule(m, make_strategy_plan("megatron-sync", m));
+    const Schedule s = test::build_verified(m, make_strategy_plan("megatron-sync", m));
     int64_t params = 0;
     for (const BufferDesc& b : s.buffers) params += b.role == BufferRole::Param ? b.elements() : 0;
     EXPECT_EQ(params, derive_facts(m).params_per_rank) << m.name;

@@ -42,7 +42,7 @@ bool has_dep(const Op& op, int32_t d) {
 
 TEST(ScheduleOverlap, MegatronSyncEveryAllReduceBlocks) {
   const ModelSpec m = test::tiny_gpt();
-  const Indexed x(build_schedule(m, make_strategy_plan("megatron-sync", m)));
+  const Indexed x(test::build_verified(m, make_strategy_plan("megatron-sync", m)));
   int checked = 0;
   for (const Op& ar : x.s.ops) {
     if (ar.code != OpCode::AllReduce) continue;
@@ -58,7 +58,7 @@ TEST(ScheduleOverlap, MegatronSyncEveryAllReduceBlocks) {
 
 TEST(ScheduleOverlap, MegatronAsyncRunsBackwardAllReduceBehindWgrad) {
   const ModelSpec m = test::tiny_llama();
-  const Indexed x(build_schedule(m, make_strategy_plan("megatron-async", m)));
+  const Indexed x(test::build_verified(m, make_strategy_plan("megatron-async", m)));
   for (const Op& ar : x.s.ops) {
     if (ar.code != OpCode::AllReduce) continue;
     const Op& next = x.next_compute(ar.index);
@@ -75,7 +75,7 @@ TEST(ScheduleOverlap, MegatronAsyncRunsBackwardAllReduceBehindWgrad) {
 
 TEST(ScheduleOverlap, DominoDsPipelinesSlicesAndCrossesBlocks) {
   const ModelSpec m = test::tiny_gpt();
-  const Indexed x(build_schedule(m, make_strategy_plan("domino-ds", m)));
+  const Indexed x(test::build_verified(m, make_strategy_plan("domino-ds", m)));
   // Forward: slice 1 computes while slice 0's AllReduce runs.
   EXPECT_TRUE(x.op("L0.fwd.attn.norm.s1").deps.empty());
   EXPECT_TRUE(x.op("L0.fwd.attn.qkv.s1").deps.empty());
@@ -102,7 +102,7 @@ TEST(ScheduleOverlap, NoneBlocksWhereIntraOverlaps) {
   const ModelSpec m = test::tiny_gpt();
   for (const OverlapMode mode : {OverlapMode::None, OverlapMode::Intra}) {
     const BlockPlan b{SplitDim::Batch, 2, 1, mode, true};
-    const Indexed x(build_schedule(m, make_uniform_plan(m, b, b, "custom")));
+    const Indexed x(test::build_verified(m, make_uniform_plan(m, b, b, "custom")));
     EXPECT_EQ(x.waits("L1.fwd.attn.norm.s1", "L1.fwd.attn.ar.s0"), mode == OverlapMode::None);
     EXPECT_EQ(x.waits("L1.bwd.mlp.fc2.dgrad.s0", "L1.bwd.mlp.ar.s1"), mode == OverlapMode::None);
     // Intra never crosses a block boundary.
@@ -114,14 +114,14 @@ TEST(ScheduleOverlap, InterFallsBackWhenRowsIntersect) {
   const ModelSpec m = test::tiny_gpt();
   const BlockPlan attn{SplitDim::Sequence, 2, 1, OverlapMode::Inter, true};
   const BlockPlan mlp{SplitDim::Batch, 4, 1, OverlapMode::Inter, true};
-  const Indexed x(build_schedule(m, make_uniform_plan(m, attn, mlp, "custom")));
+  const Indexed x(test::build_verified(m, make_uniform_plan(m, attn, mlp, "custom")));
   // Attention's last sequence slice shares rows with the MLP's first batch slice: no crossing.
   EXPECT_LT(x.pos("L0.fwd.attn.add.s1"), x.pos("L0.fwd.mlp.norm.s0"));
   EXPECT_LT(x.pos("L0.fwd.mlp.add.s3"), x.pos("L1.fwd.attn.norm.s0"));
   // Same dimension and disjoint rows: it crosses.
   const BlockPlan b4{SplitDim::Batch, 4, 1, OverlapMode::Inter, true};
   const BlockPlan b2{SplitDim::Batch, 2, 1, OverlapMode::Inter, true};
-  const Indexed y(build_schedule(m, make_uniform_plan(m, b4, b2, "custom")));
+  const Indexed y(test::build_verified(m, make_uniform_plan(m, b4, b2, "custom")));
   EXPECT_GT(y.pos("L0.fwd.attn.add.s3"), y.pos("L0.fwd.mlp.ar.s0"));
   EXPECT_GT(y.pos("L0.fwd.mlp.add.s1"), y.pos("L1.fwd.attn.ar.s0"));
 }
@@ -129,7 +129,7 @@ TEST(ScheduleOverlap, InterFallsBackWhenRowsIntersect) {
 TEST(ScheduleOverlap, ColumnChunksGiveOneAllReducePerChunk) {
   const ModelSpec m = test::tiny_llama();
   const BlockPlan b{SplitDim::Batch, 2, 4, OverlapMode::Intra, true};
-  const Indexed x(build_schedule(m, make_uniform_plan(m, b, b, "custom")));
+  const Indexed x(test::build_verified(m, make_uniform_plan(m, b, b, "custom")));
   for (int c = 0; c < 4; ++c) {
     const std::string cs = ".c" + std::to_string(c);
     EXPECT_EQ(x.op("L0.fwd.mlp.ar.s1" + cs).out[0].cols(), m.hidden / 4);
@@ -149,8 +149,8 @@ TEST(ScheduleOverlap, ColumnChunksGiveOneAllReducePerChunk) {
 TEST(ScheduleOverlap, SequenceSlicesPayForTheirKeys) {
   const ModelSpec m = test::tiny_llama();
   const BlockPlan seq{SplitDim::Sequence, 2, 1, OverlapMode::Inter, true};
-  const Indexed x(build_schedule(m, make_uniform_plan(m, seq, seq, "custom")));
-  const Indexed whole(build_schedule(m, make_strategy_plan("megatron-sync", m)));
+  const Indexed x(test::build_verified(m, make_uniform_plan(m, seq, seq, "custom")));
+  const Indexed whole(test::build_verified(m, make_strategy_plan("megatron-sync", m)));
   const Op& s0 = x.op("L0.fwd.attn.core.s0");
   const Op& s1 = x.op("L0.fwd.attn.core.s1");
   EXPECT_EQ(s1.in[1].s0, 0);

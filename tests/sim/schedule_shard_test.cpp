@@ -14,7 +14,7 @@ namespace {
 // How often each full-tensor element is held by some rank, per parameter buffer name (without "L<n>.").
 void check_tiling(const ModelSpec& m) {
   SCOPED_TRACE(m.name + " tp " + std::to_string(m.tp));
-  const Schedule s = build_schedule(m, make_strategy_plan("megatron-sync", m));
+  const Schedule s = test::build_verified(m, make_strategy_plan("megatron-sync", m));
   for (const BufferDesc& b : s.buffers) {
     if (b.role != BufferRole::Param || b.layer > 0) continue;  // layer 0 stands for all layers
     const auto shape = full_shape(m, b);
@@ -50,7 +50,7 @@ TEST(ParamShard, ShardsTileTheFullTensors) {
 
 TEST(ParamShard, QkvColumnsFollowHeads) {
   const ModelSpec m = test::tiny_llama(4);  // 4 query heads, 2 KV heads, d = 8: one Q head per rank
-  const Schedule s = build_schedule(m, make_strategy_plan("megatron-sync", m));
+  const Schedule s = test::build_verified(m, make_strategy_plan("megatron-sync", m));
   const BufferDesc* qkv = nullptr;
   for (const BufferDesc& b : s.buffers) qkv = b.name == "L0.attn.qkv.w" ? &b : qkv;
   ASSERT_NE(qkv, nullptr);
@@ -67,7 +67,7 @@ TEST(ParamShard, QkvColumnsFollowHeads) {
 
 TEST(ParamShard, SwigluKeepsGateAndUpHalves) {
   const ModelSpec m = test::tiny_llama(2);  // ffn 48: 24 per rank
-  const Schedule s = build_schedule(m, make_strategy_plan("megatron-sync", m));
+  const Schedule s = test::build_verified(m, make_strategy_plan("megatron-sync", m));
   for (const BufferDesc& b : s.buffers) {
     if (b.name != "L1.mlp.fc1.w") continue;
     EXPECT_EQ(b.cols, 48);
@@ -79,7 +79,7 @@ TEST(ParamShard, SwigluKeepsGateAndUpHalves) {
 
 TEST(ParamShard, RejectsNonParameters) {
   const ModelSpec m = test::tiny_gpt();
-  const Schedule s = build_schedule(m, make_strategy_plan("megatron-sync", m));
+  const Schedule s = test::build_verified(m, make_strategy_plan("megatron-sync", m));
   for (const BufferDesc& b : s.buffers) {
     if (b.role == BufferRole::Activation) {
       EXPECT_THROW(full_shape(m, b), Error);

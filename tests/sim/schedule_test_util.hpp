@@ -1,5 +1,6 @@
 // schedule_test_util.hpp: models and plans the schedule and plan tests share (constructed directly, so the
-// tests do not depend on the model loader).
+// tests do not depend on the model loader), and build_verified: every schedule a test builds passes the IR
+// verifier.
 #pragma once
 
 #include <string>
@@ -7,8 +8,17 @@
 
 #include "sim/model/plan.hpp"
 #include "sim/ir/schedule.hpp"
+#include "sim/ir/verify.hpp"
 
 namespace domino::test {
+
+// build_schedule, then verify_schedule (BadInput naming the op): the builder's every output obeys the
+// contract the backends rely on. The builder itself does not verify: the tuner builds millions of schedules.
+inline Schedule build_verified(const ModelSpec& model, const Plan& plan, const BuildOptions& options = {}) {
+  Schedule s = build_schedule(model, plan, options);
+  verify_schedule(s);
+  return s;
+}
 
 inline ModelSpec tiny_gpt(int tp = 2) {
   ModelSpec m;

@@ -7,6 +7,7 @@
 
 #include "sim/base/error.hpp"
 #include "sim/engine/simulator.hpp"
+#include "tests/sim/schedule_test_util.hpp"
 
 namespace domino {
 namespace {
@@ -233,11 +234,11 @@ TEST(Simulator, FiguresDoNotDependOnRecordingTheTimeline) {
 TEST(SimulatorOnBuiltSchedules, NoCommBoundsEveryStrategy) {
   ModelSpec m = load_model("gpt3-2.7b", ModelOverrides{8, 1024, 4});
   const CostModel cm(load_profile((std::filesystem::path(DOMINO_SOURCE_DIR) / "profiles" / "dgx-h100.yaml").string()));
-  const SimResult bound = simulate(build_schedule(m, make_strategy_plan("no-comm", m)), cm, SimOptions{false});
+  const SimResult bound = simulate(test::build_verified(m, make_strategy_plan("no-comm", m)), cm, SimOptions{false});
   EXPECT_EQ(bound.comm_us, 0);
   for (const std::string& name : strategy_names()) {
     SCOPED_TRACE(name);
-    const Schedule s = build_schedule(m, make_strategy_plan(name, m));
+    const Schedule s = test::build_verified(m, make_strategy_plan(name, m));
     const SimResult r = simulate(s, cm);
     EXPECT_LE(bound.iteration_us, r.iteration_us * (1 + 1e-12));
     EXPECT_GE(r.iteration_us, r.compute_us);

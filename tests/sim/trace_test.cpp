@@ -10,6 +10,7 @@
 
 #include "sim/engine/simulator.hpp"
 #include "sim/trace/timeline.hpp"
+#include "tests/sim/schedule_test_util.hpp"
 
 namespace domino {
 namespace {
@@ -135,7 +136,7 @@ TEST(Trace, OneFlowFromEachAllReduceToItsFirstWaiter) {
 
 TEST(Trace, BuiltScheduleHasNoOverlapOnATrack) {
   const ModelSpec m = default_model();
-  const Schedule s = build_schedule(m, make_strategy_plan("domino-ds", m));
+  const Schedule s = test::build_verified(m, make_strategy_plan("domino-ds", m));
   const CostModel cm(load_profile((std::filesystem::path(DOMINO_SOURCE_DIR) / "profiles" / "cpu-dev.yaml").string()));
   const json trace = trace_json(s, simulate(s, cm).timeline);
   std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> tracks;

@@ -1,0 +1,239 @@
+// verify_op.cpp: each opcode's contract as sim/ir/schedule.hpp states it (arity, region bounds, operand
+// shapes), checked before any backend forms a pointer, so that a malformed schedule fails with a message
+// instead of corrupting memory. One function per opcode family; op_contract_problem dispatches.
+#include <fmt/format.h>
+
+#include <string>
+
+#include "sim/base/error.hpp"
+#include "sim/ir/verify.hpp"
+#include "sim/ir/verify_checker.hpp"
+
+namespace domino {
+namespace verify {
+namespace {
+
+void check_gemm(Checker& c, const Op& op) {
+  const Region &i0 = op.in[0], &i1 = op.in[1], &o0 = op.out[0];
+  switch (op.code) {
+    case OpCode::MatMul:
+      if (!c.arity(2, 3, 1, 1) || !c.uniform(i1, "in[1]")) return;
+      c.shape(i1, "in[1]", i0.cols(), -1);
+      c.shape(o0, "out[0]", i0.rows(), i1.cols());
+      if (op.n_in == 3) c.shape(op.in[2], "bias", 1, i1.cols());
+      return;
+    case OpCode::MatMulDgrad:
+      if (!c.arity(2, 2, 1, 1) || !c.uniform(i1, "in[1]")) return;
+      c.shape(i1, "in[1]", -1, i0.cols());
+      c.shape(o0, "out[0]", i0.rows(), i1.rows());
+      return;
+    default:  // MatMulWgrad
+      if (!c.arity(2, 2, 1, 2) || !c.uniform(o0, "out[0]")) return;
+      c.shape(i1, "in[1]", i0.rows(), -1);
+      c.shape(o0, "out[0]", i0.cols(), i1.cols());
+      if (op.n_out == 2) c.shape(op.out[1], "bias grad", 1, i1.cols());
+      return;
+  }
+}
+
+void check_norm_fwd(Checker& c, const Op& op) {
+  const bool ln = op.code == OpCode::LayerNormFwd;
+  const Region& x = op.in[0];
+  if (!c.arity(ln ? 3 : 2, ln ? 3 : 2, 2, 2)) return;
+  for (int i = 1; i < op.n_in; ++i) c.shape(op.in[size_t(i)], i == 1 ? "gamma" : "beta", 1, x.cols());
+  c.shape(op.out[0], "y", x.rows(), x.cols());
+  c.shape(op.out[1], "stats", x.rows(), 2);
+}
+
+void check_norm_bwd(Checker& c, const Op& op) {
+  const bool layer_norm = op.code == OpCode::LayerNormBwd;
+  const int n = op.attrs.chunks;
+  if (n < 1 || n + 3 > kMaxIn) {
+    c.fail(fmt::format("has chunks={}", n));
+    return;
+  }
+  if (!c.arity(3 + n, 3 + n, 2, layer_norm ? 3 : 2)) return;
+  const Region& x = op.in[0];
+  const int64_t rows = x.rows(), h = x.cols();
+  if (h % n != 0) c.fail(fmt::format("hidden {} is not divisible by chunks {}", h, n));
+  c.shape(op.in[1], "stats", rows, 2);
+  c.shape(op.in[2], "gamma", 1, h);
+  for (int i = 0; i < n; ++i) c.shape(op.in[size_t(3 + i)], kInName[3 + i], rows, h / n);  // dy chunks
+  c.shape(op.out[0], "dx", rows, h);
+  for (int i = 1; i < op.n_out; ++i) c.shape(op.out[size_t(i)], i == 1 ? "dgamma" : "dbeta", 1, h);
+}
+
+void check_activation(Checker& c, const Op& op) {
+  const Region &i0 = op.in[0], &i1 = op.in[1], &o0 = op.out[0];
+  const bool fwd = op.code == OpCode::GeluFwd || op.code == OpCode::SwigluFwd;
+  if (!c.arity(fwd ? 1 : 2, fwd ? 1 : 2, 1, 1)) return;
+  if (op.code == OpCode::GeluFwd || op.code == OpCode::GeluBwd) {
+    if (op.n_in == 2) c.shape(i1, "dy", i0.rows(), i0.cols());
+    c.shape(o0, "out[0]", i0.rows(), i0.cols());
+    return;
+  }
+  if (i0.cols() % 2 != 0) c.fail("input [gate|up] has an odd number of columns");
+  if (!fwd) c.shape(i1, "dy", i0.rows(), i0.cols() / 2);
+  c.shape(o0, "out[0]", i0.rows(), fwd ? i0.cols() / 2 : i0.cols());
+}
+
+void check_rope(Checker& c, const Op& op) {
+  const Region &i0 = op.in[0], &o0 = op.out[0];
+  if (!c.arity(0, 1, 1, 1)) return;
+  if (op.attrs.heads <= 0 || op.attrs.head_dim <= 0 || op.attrs.head_dim % 2 != 0 ||
+      int64_t(op.attrs.heads) * op.attrs.head_dim > o0.cols()) {
+    c.fail(fmt::format("has heads={} head_dim={} for {} columns (head_dim must be even)", op.attrs.heads,
+                       op.attrs.head_dim, o0.cols()));
+  }
+  if (op.n_in == 1) {
+    c.shape(i0, "in[0]", o0.rows(), o0.cols());
+    c.same_rows(o0, i0, "in[0]");
+  }
+}
+
+// Q, K, V and P as schedule.hpp's AttnFwd describes them; backward adds dcontext, dQ, dK, dV.
+void check_attention_operands(Checker& c, const Op& op, bool backward) {
+  const int64_t h = op.attrs.heads, kv = op.attrs.kv_heads, d = op.attrs.head_dim;
+  if (h <= 0 || kv <= 0 || d <= 0 || h % kv != 0) {
+    c.fail(fmt::format("has heads={} kv_heads={} head_dim={} (positive, heads a multiple of kv_heads)", h, kv,
+                       d));
+    return;
+  }
+  const Region &q = op.in[0], &k = op.in[1], &v = op.in[2], &p = backward ? op.in[3] : op.out[1];
+  const int64_t kv_end = k.s1;
+  if (!c.shape(q, "Q", -1, h * d) || !c.shape(k, "K", -1, kv * d) || !c.shape(v, "V", -1, kv * d)) return;
+  if (k.s0 != 0 || v.s0 != 0) c.fail("K/V must start at seq 0");
+  if (q.s1 > kv_end) c.fail(fmt::format("query rows end at seq {} beyond kv_end {}", q.s1, kv_end));
+  if (!c.same_rows(k, v, "V") || k.b1 - k.b0 != q.b1 - q.b0) c.fail("K/V do not cover the batch range of Q");
+  if (p.cols() % h != 0 || p.cols() / h < kv_end) {
+    c.fail(fmt::format("P has {} columns, not heads x seq_len covering the keys", p.cols()));
+  }
+  c.same_rows(q, p, "P");
+  if (!backward) {
+    c.shape(op.out[0], "context", -1, h * d);
+    c.same_rows(q, op.out[0], "context");
+    return;
+  }
+  c.shape(op.in[4], "dcontext", -1, h * d);
+  c.same_rows(q, op.in[4], "dcontext");
+  c.shape(op.out[0], "dQ", -1, h * d);
+  c.same_rows(q, op.out[0], "dQ");
+  for (int i = 1; i < 3; ++i) {
+    c.shape(op.out[size_t(i)], i == 1 ? "dK" : "dV", -1, kv * d);
+    c.same_rows(k, op.out[size_t(i)], i == 1 ? "dK" : "dV");
+  }
+}
+
+void check_attention(Checker& c, const Op& op) {
+  const bool backward = op.code == OpCode::AttnBwd;
+  if (backward ? c.arity(5, 5, 3, 3) : c.arity(3, 3, 2, 2)) check_attention_operands(c, op, backward);
+}
+
+void check_residual_add(Checker& c, const Op& op) {
+  const Region &i0 = op.in[0], &i1 = op.in[1], &o0 = op.out[0];
+  if (!c.arity(2, 3, 1, 1)) return;
+  c.shape(i1, "in[1]", i0.rows(), i0.cols());
+  c.shape(o0, "out[0]", i0.rows(), i0.cols());
+  if (op.n_in == 3) c.shape(op.in[2], "bias", 1, i0.cols());
+}
+
+void check_embedding(Checker& c, const Op& op) {
+  const bool fwd = op.code == OpCode::EmbeddingFwd;
+  if (!c.arity(2, fwd ? 3 : 2, 1, fwd ? 1 : 2)) return;
+  const Region& tokens = op.in[0];
+  const Region& rows = fwd ? op.out[0] : op.in[1];   // [B,S,h] activations
+  const Region& table = fwd ? op.in[1] : op.out[0];  // [1,V,h]
+  const Region* pos = fwd ? (op.n_in == 3 ? &op.in[2] : nullptr) : (op.n_out == 2 ? &op.out[1] : nullptr);
+  c.shape(tokens, "token ids", rows.rows(), 1);
+  c.same_rows(rows, tokens, "token ids");
+  if (c.uniform(table, "table")) c.shape(table, "table", -1, rows.cols());
+  if (pos && c.uniform(*pos, "positional table") && c.shape(*pos, "positional table", -1, rows.cols()) &&
+      (pos->s0 > rows.s0 || pos->s1 < rows.s1)) {
+    c.fail(fmt::format("positional table does not cover seq [{},{})", rows.s0, rows.s1));
+  }
+}
+
+void check_cross_entropy(Checker& c, const Op& op) {
+  const Region &logits = op.in[0], &targets = op.in[1];
+  if (!c.arity(2, 2, 2, 2)) return;
+  c.shape(targets, "targets", logits.rows(), 1);
+  c.same_rows(logits, targets, "targets");
+  c.shape(op.out[0], "loss", 1, 1);
+  c.shape(op.out[1], "dlogits", logits.rows(), logits.cols());
+}
+
+void check_optimizer(Checker& c, const Op& op) {
+  const Region& grad = op.in[0];
+  const int outs = op.code == OpCode::AdamStep ? 3 : 2;
+  if (!c.arity(1, 1, outs, outs)) return;
+  for (int i = 0; i < outs; ++i) {
+    c.shape(op.out[size_t(i)], kOutName[i], grad.rows(), grad.cols());
+    c.same_rows(grad, op.out[size_t(i)], kOutName[i]);
+  }
+}
+
+void check_operands(Checker& c, const Op& op) {
+  switch (op.code) {
+    case OpCode::MatMul:
+    case OpCode::MatMulDgrad:
+    case OpCode::MatMulWgrad:
+      return check_gemm(c, op);
+    case OpCode::LayerNormFwd:
+    case OpCode::RmsNormFwd:
+      return check_norm_fwd(c, op);
+    case OpCode::LayerNormBwd:
+    case OpCode::RmsNormBwd:
+      return check_norm_bwd(c, op);
+    case OpCode::GeluFwd:
+    case OpCode::GeluBwd:
+    case OpCode::SwigluFwd:
+    case OpCode::SwigluBwd:
+      return check_activation(c, op);
+    case OpCode::RopeFwd:
+    case OpCode::RopeBwd:
+      return check_rope(c, op);
+    case OpCode::AttnFwd:
+    case OpCode::AttnBwd:
+      return check_attention(c, op);
+    case OpCode::ResidualAdd:
+      return check_residual_add(c, op);
+    case OpCode::EmbeddingFwd:
+    case OpCode::EmbeddingBwd:
+      return check_embedding(c, op);
+    case OpCode::CrossEntropy:
+      return check_cross_entropy(c, op);
+    case OpCode::AdamStep:
+    case OpCode::SgdStep:
+      return check_optimizer(c, op);
+    case OpCode::AllReduce:
+      c.arity(1, 1, 0, 1);
+      return;
+  }
+  c.fail(fmt::format("has an unknown opcode {}", int(op.code)));
+}
+
+}  // namespace
+}  // namespace verify
+
+std::string op_contract_problem(const Schedule& s, const Op& op) {
+  verify::Checker c(s, op);
+  if (op.n_in > kMaxIn || op.n_out > kMaxOut) return "has too many operands";
+  for (int i = 0; i < op.n_in; ++i) c.bounds(op.in[size_t(i)], verify::kInName[i]);
+  for (int i = 0; i < op.n_out; ++i) c.bounds(op.out[size_t(i)], verify::kOutName[i]);
+  if (!c.problem().empty()) return c.problem();
+  if (op.n_in == 0 && op.code != OpCode::RopeFwd && op.code != OpCode::RopeBwd) return "has no inputs";
+  if (op.n_out == 0 && op.code != OpCode::AllReduce) return "has no outputs";
+  verify::check_operands(c, op);
+  return c.problem();
+}
+
+void verify_op(const Schedule& s, const Op& op) {
+  const std::string problem = op_contract_problem(s, op);
+  if (!problem.empty()) throw_bad_input(fmt::format("op {} (#{}) {}", op_id(op), op.index, problem));
+}
+
+void verify_ops(const Schedule& s) {
+  for (const Op& op : s.ops) verify_op(s, op);
+}
+
+}  // namespace domino
