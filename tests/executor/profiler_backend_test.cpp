@@ -4,8 +4,11 @@
 // compute ops, AllReduces, the interference and arrival-skew experiments. No timed assertions.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
 #include <algorithm>
-#include <atomic>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <mutex>
 
@@ -145,6 +148,18 @@ TEST(ProfilerBackend, EveryProbeRunsThroughTheNamedBackend) {
     EXPECT_GE(count("AllReduce"), allreduce_samples);
     EXPECT_FALSE(r["interference"]["gemm_alone_us"].empty());
   }
+}
+
+// The command line names the backend; one the registry does not know is bad input (exit 2), found before
+// any rank is forked.
+TEST(ProfilerCli, UnknownBackendIsBadInput) {
+  const std::string bin = std::string(DOMINO_BIN_DIR) + "/domino-profile";
+  if (!std::filesystem::exists(bin)) GTEST_SKIP() << bin << " not built";
+  const std::string out = (std::filesystem::temp_directory_path() / "domino_profile_nope.yaml").string();
+  const int status = std::system((bin + " --backend nope --quick -o " + out + " 2> /dev/null").c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 }  // namespace
