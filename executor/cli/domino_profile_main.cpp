@@ -1,22 +1,27 @@
-// domino-profile: measures this machine with the executor's own kernels and collectives into a hardware
-// profile (docs/profiling.md), or calibrates a profile on a measured trace (--calibrate).
+// domino-profile: measures this machine through an executor backend (its own kernels and collectives) into
+// a hardware profile (docs/profiling.md), or calibrates a profile on a measured trace (--calibrate).
 #include <CLI/CLI.hpp>
 
+#include "executor/job/backends.hpp"
 #include "executor/profiler/profile_run.hpp"
 #include "sim/base/cli_parse.hpp"
 #include "sim/base/error.hpp"
 
-#if defined(DOMINO_HAVE_CUDA) && __has_include("executor/profiler/cuda_profile.hpp")
-#include "executor/profiler/cuda_profile.hpp"
-#define DOMINO_PROFILE_CUDA 1
+// The CUDA backend is registered here when domino-profile is built with it (DOMINO_HAVE_CUDA).
+#ifdef DOMINO_HAVE_CUDA
+#include "executor/cuda/cuda_backend.hpp"
 #endif
 
 int main(int argc, char** argv) {
   return domino::run_main("domino-profile", [&]() -> int {
+#ifdef DOMINO_HAVE_CUDA
+    domino::register_backend("cuda", [] { return domino::make_cuda_backend(domino::CudaOptions{}); });
+#endif
     CLI::App app{"Measure this machine into a hardware profile, or calibrate a profile on a measured trace."};
     domino::prof::ProfileOptions o;
-    app.add_option("--backend", o.backend, "cpu (Eigen + Gloo) or cuda (cuBLAS; collectives from --profile)")
-        ->capture_default_str();
+    std::string backends;
+    for (const std::string& name : domino::backend_names()) backends += (backends.empty() ? "" : ", ") + name;
+    app.add_option("--backend", o.backend, "the executor backend to measure (" + backends + ")")->capture_default_str();
     auto* tp = app.add_option("--tp", o.tp, "ranks in the AllReduce group (default 2)")->check(CLI::PositiveNumber);
     app.add_option("--link-gbps", o.link_gbps, "measure through an emulated link of this rate (Gbit/s; needs root)")
         ->check(CLI::PositiveNumber);
@@ -25,7 +30,8 @@ int main(int argc, char** argv) {
     app.add_option("-o,--output", o.output, "profile YAML to write")->required();
     app.add_option("--calibrate", o.calibrate_trace, "fit --profile to this measured trace (domino-exec --trace)");
     app.add_option("--profile", o.base_profile,
-                   "profile to calibrate (default: the trace's, else the model's default); cuda: collectives source");
+                   "profile to calibrate (default: the trace's, else the model's default); when measuring: take "
+                   "devices_per_node and the inter-node link from it");
     app.add_option("--fit", o.fit,
                    "with --calibrate: fit only these parts (comma-separated: memory, gemm, attention, allreduce, "
                    "sync, interference; default all)");
@@ -38,13 +44,7 @@ int main(int argc, char** argv) {
       domino::prof::run_calibrate(o);
       return 0;
     }
-#ifdef DOMINO_PROFILE_CUDA
-    domino::prof::run_measure(o, [](const domino::prof::Workload& w, bool quick) {
-      return domino::cuda::measure_compute(w, quick);
-    });
-#else
-    domino::prof::run_measure(o, {});
-#endif
+    domino::prof::run_measure(o);
     return 0;
   });
 }

@@ -99,6 +99,8 @@ class CpuBackend final : public Backend {
   }
 
   int64_t peak_memory_bytes() const override { return arena_bytes_; }
+  // fp32 math; ops take milliseconds, so one op per sample and a generous time per probe.
+  ProfilingTraits profiling_traits() const override { return {DType::FP32, 1, 600'000}; }
 
   void run(const Op& op, CpuStreamDriver& driver) {
     if (op.code != OpCode::AllReduce) return run_cpu_op(op, ops_ctx_);

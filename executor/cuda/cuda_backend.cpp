@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -102,16 +103,22 @@ class CudaBackend : public Backend {
   std::vector<float> read_region(const Region& region) override { return dev_.download(region); }
   bool region_finite(const Region& region) override { return dev_.finite(region); }
   int64_t peak_memory_bytes() const override { return dev_.allocated_bytes; }
+  // GPU models train in bf16; ops take microseconds: chains of 8 queued ops hide the launch gaps.
+  ProfilingTraits profiling_traits() const override { return {DType::BF16, 8, 100'000}; }
 
  private:
   void init_nccl(const RankContext& ctx) {
     if (!ctx.comm) throw_runtime("the CUDA backend needs the rendezvous store to exchange the NCCL id");
+    // One key per communicator this process creates: a rank that prepares several backends on one group
+    // (domino-profile: one per probe) must never read the id of an earlier communicator.
+    static std::atomic<int> communicators{0};
+    const std::string key = "nccl_unique_id." + std::to_string(communicators++);
     ncclUniqueId id;
     if (ctx.rank == 0) {
       DOMINO_NCCL_CHECK(ncclGetUniqueId(&id));
-      ctx.comm->store_set("nccl_unique_id", std::string(reinterpret_cast<const char*>(&id), sizeof(id)));
+      ctx.comm->store_set(key, std::string(reinterpret_cast<const char*>(&id), sizeof(id)));
     } else {
-      const std::string blob = ctx.comm->store_get("nccl_unique_id");
+      const std::string blob = ctx.comm->store_get(key);
       if (blob.size() != sizeof(id)) throw_runtime("malformed NCCL unique id in the rendezvous store");
       std::memcpy(&id, blob.data(), sizeof(id));
     }

@@ -1,4 +1,4 @@
-// profile_run.cpp: measuring (workload -> forked ranks -> fit -> profile file) and calibrating
+// profile_run.cpp: measuring (workload -> forked ranks measuring through the backend -> fit -> profile file) and calibrating
 // (trace -> fit -> profile file), with what the user sees on stdout and stderr.
 #include "executor/profiler/profile_run.hpp"
 
@@ -10,7 +10,9 @@
 
 #include "sim/fit/calibrate.hpp"
 #include "sim/fit/profile_fit.hpp"
+#include "executor/job/backends.hpp"
 #include "executor/profiler/profile_meta.hpp"
+#include "executor/profiler/profile_workload.hpp"
 #include "executor/profiler/rank_fork.hpp"
 #include "executor/profiler/rank_measure.hpp"
 #include "sim/base/error.hpp"
@@ -21,21 +23,12 @@ namespace {
 
 std::string stem_of(const std::string& path) { return std::filesystem::path(path).stem().string(); }
 
-}  // namespace
-
-void run_measure(const ProfileOptions& o, const ComputeMeasurer& cuda_measurer) {
-  if (o.output.empty()) throw_bad_input("give -o PROFILE.yaml (where to write the profile)");
-  if (o.backend != "cpu" && o.backend != "cuda") throw_bad_input("--backend must be cpu or cuda, not '" + o.backend + "'");
-  if (o.backend == "cuda" && !cuda_measurer)
-    throw_bad_input("--backend cuda: this domino-profile was built without the CUDA backend");
-  if (o.tp < 1 || o.tp > 64) throw_bad_input("--tp must be between 1 and 64");
-  if (o.link_gbps < 0) throw_bad_input("--link-gbps must be positive");
-  const auto t_start = std::chrono::steady_clock::now();
-
+// The probes: the size grid in the backend's GEMM dtype, or the --for models' shapes.
+Workload plan_for(const ProfileOptions& o, const ProfilingTraits& traits, std::string* what) {
   WorkloadOptions wo;
   wo.tp = o.tp;
   wo.quick = o.quick;
-  if (o.backend == "cuda") wo.grid_dtype = DType::BF16;  // what GPU models train in
+  wo.grid_dtype = traits.gemm_dtype;
   if (!o.for_model.empty()) {
     ModelOverrides ov;
     if (o.tp_given) ov.tp = o.tp;
@@ -47,13 +40,38 @@ void run_measure(const ProfileOptions& o, const ComputeMeasurer& cuda_measurer) 
       start = comma + 1;
     }
   }
-  const Workload w = plan_workload(wo);
-  const std::string what = fmt::format(
+  Workload w = plan_workload(wo);
+  *what = fmt::format(
       "{} GEMM shapes ({}), {} memory-bound ops, {} attention ops, {} AllReduce sizes up to {} B on {} ranks{}{}",
       w.gemms.size(), !wo.models.empty() ? "every shape of the plans of " + w.model_name : "size grid", w.memory_ops.size(),
       w.attention.size(), w.allreduce_bytes.size(), int64_t(w.allreduce_bytes.empty() ? 0 : w.allreduce_bytes.back()),
       o.tp, o.link_gbps > 0 ? fmt::format(" over an emulated {} Gbit/s link", o.link_gbps) : "",
       o.quick ? " (--quick)" : "");
+  return w;
+}
+
+// What one node's ranks cannot measure comes from --profile when given: how many devices share a node,
+// and the link between nodes.
+void take_node_figures(const std::string& base_profile, Profile& p) {
+  if (base_profile.empty()) return;
+  const Profile base = load_profile(resolve_profile_path(base_profile));
+  p.devices_per_node = base.devices_per_node;
+  p.inter_node = base.inter_node;
+  p.notes += "; devices per node and the inter-node link from " + base.name;
+}
+
+}  // namespace
+
+void run_measure(const ProfileOptions& o) {
+  if (o.output.empty()) throw_bad_input("give -o PROFILE.yaml (where to write the profile)");
+  // Checks the name (BadInput naming the known backends) and asks what differs; touches no device.
+  const ProfilingTraits traits = make_backend(o.backend)->profiling_traits();
+  if (o.tp < 1 || o.tp > 64) throw_bad_input("--tp must be between 1 and 64");
+  if (o.link_gbps < 0) throw_bad_input("--link-gbps must be positive");
+  const auto t_start = std::chrono::steady_clock::now();
+
+  std::string what;
+  const Workload w = plan_for(o, traits, &what);
   std::fprintf(stderr, "domino-profile: measuring %s; load average %s\n", what.c_str(), load_average().c_str());
 
   FitInput in;
@@ -66,10 +84,7 @@ void run_measure(const ProfileOptions& o, const ComputeMeasurer& cuda_measurer) 
   MeasureOptions mo;
   mo.quick = o.quick;
   mo.link_gbps = o.link_gbps;
-  if (o.backend == "cuda") {
-    in.compute = cuda_measurer(w, o.quick);
-    mo.compute = false;
-  }
+  mo.backend = o.backend;
   ForkOptions fo;
   fo.ranks = o.tp;
   fo.link_gbps = o.link_gbps;
@@ -78,15 +93,7 @@ void run_measure(const ProfileOptions& o, const ComputeMeasurer& cuda_measurer) 
   in.metadata = machine_metadata(o.backend);
   in.load_average_at_end = load_average();
   FitResult fit = fit_profile(in);
-  if (o.backend == "cuda") {
-    // Gloo between host processes says nothing about NCCL over NVLink: keep the base profile's collectives.
-    const Profile base = load_profile(resolve_profile_path(o.base_profile.empty() ? "dgx-h100" : o.base_profile));
-    fit.profile.intra_node = base.intra_node;
-    fit.profile.inter_node = base.inter_node;
-    fit.profile.interference = base.interference;
-    fit.profile.devices_per_node = base.devices_per_node;
-    fit.profile.notes += "; collectives and interference copied from " + base.name + " (NCCL not measured)";
-  }
+  take_node_figures(o.base_profile, fit.profile);
   save_profile(fit.profile, o.output);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   std::printf("%s", fit.summary.c_str());

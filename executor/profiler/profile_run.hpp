@@ -2,18 +2,12 @@
 // on a measured trace. main() parses the command line into ProfileOptions and calls these.
 #pragma once
 
-#include <functional>
-#include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
-
-#include "executor/profiler/profile_workload.hpp"
 
 namespace domino::prof {
 
 struct ProfileOptions {
-  std::string backend = "cpu";  // cpu | cuda
+  std::string backend = "cpu";  // a name make_backend knows (executor/job/backends.hpp)
   int tp = 2;
   bool tp_given = false;        // --tp was given: it also overrides the --for model's TP degree
   double link_gbps = 0;
@@ -21,17 +15,16 @@ struct ProfileOptions {
   bool quick = false;
   std::string output;           // -o
   std::string calibrate_trace;  // --calibrate TRACE
-  std::string base_profile;     // --profile (calibration base; CUDA: where collectives come from)
+  std::string base_profile;     // --profile: the calibration base; measuring: devices per node and the
+                                // inter-node link (one node's ranks cannot measure them)
   std::string fit;              // --fit: the parts a calibration may change (calibrate.hpp); empty: all
   std::string name;             // profile name (default: the output file's stem)
   int timeout_s = 900;
 };
 
-// The CUDA backend's compute measurement (executor/profiler/cuda_profile.hpp), given by main() when built.
-using ComputeMeasurer = std::function<nlohmann::json(const Workload&, bool quick)>;
-
-// Both print a summary on stdout and write options.output atomically. Throw domino::Error.
-void run_measure(const ProfileOptions& options, const ComputeMeasurer& cuda_measurer);
+// Both print a summary on stdout and write options.output atomically. Throw domino::Error. run_measure
+// measures through the backend named by options.backend (a main built with CUDA registers "cuda").
+void run_measure(const ProfileOptions& options);
 void run_calibrate(const ProfileOptions& options);
 
 }  // namespace domino::prof

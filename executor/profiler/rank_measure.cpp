@@ -1,25 +1,45 @@
-// rank_measure.cpp: the measuring loops of one rank (see rank_measure.hpp). Every collective loop runs the
-// same number of iterations on every rank (counts are derived from agreed figures), or the group deadlocks.
+// rank_measure.cpp: the measuring loops of one rank (see rank_measure.hpp). Every probe is a schedule
+// prepared on a backend of its own and run by the runtime's stream workers (probe_runner.hpp). Every
+// collective loop runs the same number of iterations on every rank (counts are derived from agreed
+// figures), or the group deadlocks.
 #include "executor/profiler/rank_measure.hpp"
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cmath>
-#include <thread>
 
-#include "executor/profiler/op_bench.hpp"
-#include "sim/fit/stats.hpp"
+#include "executor/job/backends.hpp"
+#include "executor/profiler/probe_runner.hpp"
+#include "executor/profiler/probe_schedule.hpp"
 #include "executor/runtime/gloo_comm.hpp"
+#include "sim/fit/stats.hpp"
 
 namespace domino::prof {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr uint32_t kTag = 1;
 
-double since(Clock::time_point t0, Clock::time_point t) { return std::chrono::duration<double, std::micro>(t - t0).count(); }
+// What every probe of this rank shares: the options, the group and the backend's traits.
+struct RankBench {
+  const MeasureOptions& options;
+  GlooComm& comm;
+  ProfilingTraits traits;
+
+  // Compute probes: a group of one (no collective), on this rank's device.
+  RankContext compute_ctx(uint64_t seed) const { return ctx(seed, 1); }
+  // Collective probes: the whole group.
+  RankContext group_ctx(uint64_t seed) const { return ctx(seed, comm.world()); }
+
+ private:
+  RankContext ctx(uint64_t seed, int world) const {
+    RankContext c;
+    c.rank = comm.rank();
+    c.world = world;
+    c.seed = seed;
+    c.comm = &comm;
+    return c;
+  }
+};
 
 // The mean of `value` over the group: the same number on every rank.
 double agree(GlooComm& comm, double value) {
@@ -28,13 +48,36 @@ double agree(GlooComm& comm, double value) {
   return double(v) / comm.world();
 }
 
-RepeatPolicy compute_policy(bool quick) {
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// Repeats are iterations of a chain of `ops` ops, each giving ops (or ops - 1) samples.
+RepeatPolicy compute_policy(const ProfilingTraits& traits, bool quick, int ops) {
+  const int samples_per_iteration = std::max(1, ops > 1 ? ops - 1 : 1);
   RepeatPolicy p;
   p.warmup = quick ? 1 : 2;
-  p.min_repeats = quick ? 5 : 9;
-  p.max_repeats = quick ? 15 : 60;
-  p.min_total_us = quick ? 60'000 : 600'000;
+  p.min_repeats = ceil_div(quick ? 5 : 9, samples_per_iteration);
+  p.max_repeats = ceil_div(quick ? 15 : 60, samples_per_iteration);
+  p.min_total_us = traits.probe_budget_us * (quick ? 0.1 : 1.0);
   return p;
+}
+
+// Copies of a probe's op per iteration: memory-bound probes rotate over buffer sets larger than the caches
+// together (their data comes out of cache, as in a training step); a queueing device needs a chain.
+int chain_length(const Op& op, const ProfilingTraits& traits) {
+  constexpr double kColdBytes = 64.0 * 1024 * 1024;
+  const int cold = memory_bound(op.kind) ? std::clamp(int(std::ceil(kColdBytes / std::max(1.0, op.bytes))), 1, 32) : 1;
+  return std::max(traits.min_chain, cold);
+}
+
+// Prepares the probe, waits for the other ranks (they compute side by side, as in a training step), times.
+std::vector<double> time_compute(const RankBench& b, const Schedule& mini, uint64_t seed, bool quick) {
+  const Op& op = mini.ops.front();
+  const int copies = chain_length(op, b.traits);
+  Schedule chain = chain_of(mini, copies, memory_bound(op.kind));
+  fill_with_values(chain, b.comm.world());
+  PreparedProbe probe(b.options.backend, std::move(chain), b.compute_ctx(seed));
+  b.comm.barrier("profiler: compute probe");
+  return probe.time_ops(compute_policy(b.traits, quick, copies));
 }
 
 nlohmann::json op_json(const Probe& probe, const std::vector<double>& samples) {
@@ -43,22 +86,15 @@ nlohmann::json op_json(const Probe& probe, const std::vector<double>& samples) {
           {"n", op.n}, {"k", op.k}, {"flops", op.flops}, {"bytes", op.bytes}, {"dtype", int(op.dtype)}, {"samples_us", samples}};
 }
 
-nlohmann::json measure_compute(const Workload& w, GlooComm& comm, bool quick, Progress& progress) {
+nlohmann::json measure_compute(const Workload& w, const RankBench& b, Progress& progress) {
   nlohmann::json out = nlohmann::json::array();
   std::vector<const Probe*> probes;
   for (const auto* list : {&w.gemms, &w.memory_ops, &w.attention})
     for (const Probe& p : *list) probes.push_back(&p);
-  const RepeatPolicy policy = compute_policy(quick);
-  // Memory-bound probes rotate over buffer sets larger than the caches together (op_bench.hpp).
-  constexpr double kColdBytes = 64.0 * 1024 * 1024;
   int i = 0;
   for (const Probe* p : probes) {
     progress.step(p->label, ++i, int(probes.size()));
-    const Op& op = p->mini->ops.front();
-    const int copies = memory_bound(op.kind) ? std::clamp(int(std::ceil(kColdBytes / std::max(1.0, op.bytes))), 1, 32) : 1;
-    OpBench bench(*p->mini, 1234 + uint64_t(i), copies);
-    comm.barrier("profiler: compute probe");  // ranks compute side by side, as in a training step
-    out.push_back(op_json(*p, time_repeats([&] { bench.run(); }, policy)));
+    out.push_back(op_json(*p, time_compute(b, *p->mini, 1234 + uint64_t(i), b.options.quick)));
   }
   return out;
 }
@@ -72,117 +108,99 @@ int allreduce_repeats(double bytes, double link_gbps, bool quick) {
   return std::clamp(int(budget_us / expected_us), lo, hi);
 }
 
-nlohmann::json measure_collectives(const Workload& w, GlooComm& comm, const MeasureOptions& o, Progress& progress) {
+// One AllReduce per iteration, a barrier before each (two warm-up iterations).
+nlohmann::json measure_collectives(const Workload& w, const RankBench& b, Progress& progress) {
   nlohmann::json out = nlohmann::json::array();
   int i = 0;
   for (double bytes : w.allreduce_bytes) {
     progress.step("allreduce " + std::to_string(int64_t(bytes)) + " B", ++i, int(w.allreduce_bytes.size()));
-    std::vector<float> data(std::max<size_t>(1, size_t(bytes / 4)), 1.0f);
-    const int reps = allreduce_repeats(bytes, o.link_gbps, o.quick);
+    PreparedProbe probe(b.options.backend, allreduce_chain(bytes, 1), b.group_ctx(1));
     std::vector<double> samples;
-    for (int r = -2; r < reps; ++r) {  // two warm-up rounds
-      comm.barrier("profiler: allreduce");
-      const auto t0 = Clock::now();
-      comm.allreduce_sum(data.data(), data.size(), kTag, "profiler: allreduce of " + std::to_string(int64_t(bytes)) + " B");
-      if (r >= 0) samples.push_back(since(t0, Clock::now()));
-    }
-    out.push_back({{"bytes", double(data.size() * 4)}, {"samples_us", samples}});
+    const int reps = allreduce_repeats(bytes, b.options.link_gbps, b.options.quick);
+    for (const auto& spans : probe.run(2, reps, &b.comm)) samples.push_back(duration_us(spans.front()));
+    out.push_back({{"bytes", allreduce_bytes(probe.schedule().ops.front())}, {"samples_us", samples}});
   }
   return out;
 }
 
-// A GEMM thread runs back to back while this thread runs AllReduces back to back; GEMMs that ran wholly
-// inside the AllReduce window measured "compute during comm", the AllReduces "comm during compute".
-nlohmann::json measure_interference(const Workload& w, GlooComm& comm, const MeasureOptions& o, Progress& progress) {
+// `count` AllReduces back to back after one barrier (the first two are warm-up and left out).
+std::vector<double> allreduces_alone(const RankBench& b, double bytes, int count) {
+  PreparedProbe probe(b.options.backend, allreduce_chain(bytes, count + 2), b.group_ctx(2));
+  const std::vector<OpTiming> spans = probe.run(0, 1, &b.comm).front();
+  std::vector<double> out;
+  for (const OpTiming& t : spans)
+    if (t.op >= 2) out.push_back(duration_us(t));
+  return out;
+}
+
+// GEMMs on the compute stream beside AllReduces on the comm stream, in one iteration; GEMMs that ran wholly
+// inside the AllReduces' window measured "compute during comm", the AllReduces "comm during compute".
+nlohmann::json measure_interference(const Workload& w, const RankBench& b, Progress& progress) {
   progress.step("interference", 1, 1);
-  OpBench gemm(*w.interference_gemm->mini, 99);
-  std::vector<float> data(std::max<size_t>(1, size_t(w.interference_bytes / 4)), 1.0f);
-  const auto allreduce = [&] { comm.allreduce_sum(data.data(), data.size(), kTag, "profiler: interference allreduce"); };
+  const Schedule& gemm = *w.interference_gemm->mini;
+  const bool quick = b.options.quick;
+  const std::vector<double> gemm_alone = time_compute(b, gemm, 99, quick);
+  const int n_alone = allreduce_repeats(w.interference_bytes, b.options.link_gbps, quick);
+  const std::vector<double> ar_alone = allreduces_alone(b, w.interference_bytes, n_alone);
+  // Enough AllReduces to cover several GEMMs, and GEMMs to outlast them (agreed: same counts everywhere).
+  const double gemm_us = std::max(1e-3, median_of(gemm_alone)), ar_us = std::max(1e-3, median_of(ar_alone));
+  const int n_during = std::clamp(int(std::ceil(agree(b.comm, 8 * gemm_us / ar_us))), n_alone, quick ? 60 : 400);
+  const int gemms = std::clamp(int(std::ceil(agree(b.comm, 1.5 * n_during * ar_us / gemm_us))) + 2, 3, 4000);
 
-  RepeatPolicy gp = compute_policy(o.quick);
-  const std::vector<double> gemm_alone = time_repeats([&] { gemm.run(); }, gp);
-  comm.barrier("profiler: interference");
-  const int n_alone = allreduce_repeats(w.interference_bytes, o.link_gbps, o.quick);
-  std::vector<double> ar_alone;
-  for (int r = -2; r < n_alone; ++r) {
-    const auto t0 = Clock::now();
-    allreduce();
-    if (r >= 0) ar_alone.push_back(since(t0, Clock::now()));
+  Schedule both = gemms_beside_allreduces(gemm, gemms, w.interference_bytes, n_during);
+  fill_with_values(both, b.comm.world());
+  PreparedProbe probe(b.options.backend, std::move(both), b.group_ctx(3));
+  const std::vector<OpTiming> spans = probe.run(0, 1, &b.comm).front();
+  double window_start = 1e300, window_end = -1e300;
+  std::vector<double> ar_during, gemm_during;
+  for (const OpTiming& t : spans) {
+    if (probe.schedule().ops[size_t(t.op)].code != OpCode::AllReduce) continue;
+    window_start = std::min(window_start, t.start_us);
+    window_end = std::max(window_end, t.end_us);
+    ar_during.push_back(duration_us(t));
   }
-  // Enough AllReduces to cover several GEMMs (agreed over the group so every rank runs the same count).
-  const double want = 8 * median_of(gemm_alone) / std::max(1.0, median_of(ar_alone));
-  const int n_during = std::clamp(int(std::ceil(agree(comm, want))), n_alone, o.quick ? 60 : 400);
-
-  std::atomic<bool> stop{false};
-  std::vector<std::pair<double, double>> gemm_spans;  // [start, end] from t0
-  const auto t0 = Clock::now();
-  std::thread compute([&] {
-    while (!stop.load(std::memory_order_relaxed)) {
-      const double s = since(t0, Clock::now());
-      gemm.run();
-      gemm_spans.emplace_back(s, since(t0, Clock::now()));
-    }
-  });
-  std::vector<double> ar_during;
-  double window_start = 0, window_end = 0;
-  try {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the GEMM thread is running
-    comm.barrier("profiler: interference");
-    window_start = since(t0, Clock::now());
-    for (int r = 0; r < n_during; ++r) {
-      const auto a = Clock::now();
-      allreduce();
-      ar_during.push_back(since(a, Clock::now()));
-    }
-    window_end = since(t0, Clock::now());
-  } catch (...) {
-    stop = true;
-    compute.join();
-    throw;
-  }
-  stop = true;
-  compute.join();
-  std::vector<double> gemm_during;
-  for (const auto& [s, e] : gemm_spans)
-    if (s >= window_start && e <= window_end) gemm_during.push_back(e - s);
-  const Op& op = gemm.op();
-  return {{"m", op.m}, {"n", op.n}, {"k", op.k}, {"flops", op.flops}, {"bytes", double(data.size() * 4)},
-          {"gemm_alone_us", gemm_alone}, {"gemm_during_us", gemm_during}, {"allreduce_alone_us", ar_alone},
-          {"allreduce_during_us", ar_during}};
+  for (const OpTiming& t : spans)
+    if (probe.schedule().ops[size_t(t.op)].code != OpCode::AllReduce && t.start_us >= window_start &&
+        t.end_us <= window_end)
+      gemm_during.push_back(duration_us(t));
+  const Op& op = gemm.ops.front();
+  return {{"m", op.m}, {"n", op.n}, {"k", op.k}, {"flops", op.flops},
+          {"bytes", allreduce_bytes(probe.schedule().ops.back())}, {"gemm_alone_us", gemm_alone},
+          {"gemm_during_us", gemm_during}, {"allreduce_alone_us", ar_alone}, {"allreduce_during_us", ar_during}};
 }
 
 // Arrival skew: from a barrier every rank runs the same stretch of GEMMs, about as long as the compute
 // between two AllReduces of a CPU training step, then a one-element AllReduce. The first rank to arrive
 // waits for the last, so per repeat the spread of the ranks' AllReduce times is the skew (profile_fit.cpp).
-nlohmann::json measure_sync(const Workload& w, GlooComm& comm, bool quick, Progress& progress) {
+nlohmann::json measure_sync(const Workload& w, const RankBench& b, Progress& progress) {
   constexpr double kStretchUs = 15'000;
   progress.step("arrival skew", 1, 1);
-  OpBench gemm(*w.interference_gemm->mini, 7);
-  const double one_us = median_of(time_repeats([&] { gemm.run(); }, compute_policy(true)));
-  const int per_stretch = std::clamp(int(std::ceil(agree(comm, kStretchUs / std::max(one_us, 1.0)))), 1, 1000);
-  float value = 1;
+  const Schedule& gemm = *w.interference_gemm->mini;
+  const double one_us = median_of(time_compute(b, gemm, 7, true));
+  const int per_stretch = std::clamp(int(std::ceil(agree(b.comm, kStretchUs / std::max(one_us, 1.0)))), 1, 1000);
+  Schedule stretch = gemms_then_allreduce(gemm, per_stretch);
+  fill_with_values(stretch, b.comm.world());
+  PreparedProbe probe(b.options.backend, std::move(stretch), b.group_ctx(4));
+  const int32_t allreduce = int32_t(probe.schedule().ops.size() - 1);
   std::vector<double> allreduce_us;
-  for (int r = -2; r < (quick ? 12 : 100); ++r) {  // two warm-up rounds
-    comm.barrier("profiler: arrival skew");
-    for (int i = 0; i < per_stretch; ++i) gemm.run();
-    const auto t0 = Clock::now();
-    comm.allreduce_sum(&value, 1, kTag, "profiler: arrival-skew allreduce");
-    if (r >= 0) allreduce_us.push_back(since(t0, Clock::now()));
-  }
+  for (const auto& spans : probe.run(2, b.options.quick ? 12 : 100, &b.comm))
+    for (const OpTiming& t : spans)
+      if (t.op == allreduce) allreduce_us.push_back(duration_us(t));
   return {{"stretch_us", per_stretch * one_us}, {"allreduce_us", allreduce_us}};
 }
 
 }  // namespace
 
 nlohmann::json measure_rank(const Workload& w, GlooComm& comm, const MeasureOptions& o) {
+  const RankBench bench{o, comm, make_backend(o.backend)->profiling_traits()};
   Progress p("domino-profile:", comm.rank() == 0);
   nlohmann::json out;
   out["rank"] = comm.rank();
-  if (o.compute) out["compute"] = measure_compute(w, comm, o.quick, p);
+  out["compute"] = measure_compute(w, bench, p);
   if (comm.world() > 1) {
-    out["collectives"] = measure_collectives(w, comm, o, p);
-    out["interference"] = measure_interference(w, comm, o, p);
-    if (o.compute) out["sync"] = measure_sync(w, comm, o.quick, p);
+    out["collectives"] = measure_collectives(w, bench, p);
+    out["interference"] = measure_interference(w, bench, p);
+    out["sync"] = measure_sync(w, bench, p);
   }
   p.done();
   return out;

@@ -57,6 +57,14 @@ struct OpTiming {
 
 enum class TimingMode { HostClock, DeviceEvents };
 
+// How domino-profile measures best on a backend (executor/profiler): what differs between devices.
+struct ProfilingTraits {
+  DType gemm_dtype = DType::FP32;      // the GEMM size grid's dtype: what models compute in on this backend
+  int min_chain = 1;                   // a probe's op is issued at least this many times back to back per
+                                       // iteration (a device that queues work hides launch gaps only then)
+  double probe_budget_us = 600'000;    // measured time worth spending on one compute probe (--quick: 1/10)
+};
+
 // Executes the ops of one stream. All calls for one driver come from one worker thread.
 class StreamDriver {
  public:
@@ -95,6 +103,8 @@ class Backend {
   virtual bool region_finite(const Region& region);
   // Bytes this rank allocated for the run (buffers + workspaces), constant after prepare().
   virtual int64_t peak_memory_bytes() const = 0;
+  // What domino-profile needs to know to measure this backend; must not touch a device (called before fork).
+  virtual ProfilingTraits profiling_traits() const { return {}; }
 
   std::vector<float> read_buffer(const Schedule& schedule, int32_t buffer);
 };

@@ -1,0 +1,40 @@
+// probe_runner.cpp: preparing and running one probe schedule (see probe_runner.hpp).
+#include "executor/profiler/probe_runner.hpp"
+
+#include "executor/job/backends.hpp"
+#include "executor/runtime/rank_runner.hpp"
+
+namespace domino::prof {
+
+PreparedProbe::PreparedProbe(const std::string& backend, Schedule schedule, const RankContext& ctx)
+    : schedule_(std::move(schedule)), backend_(make_backend(backend)), rank_(ctx.rank) {
+  backend_->prepare(schedule_, ctx);
+}
+
+PreparedProbe::~PreparedProbe() = default;
+
+std::vector<std::vector<OpTiming>> PreparedProbe::run(int warmup, int iters, GlooComm* barrier_comm) {
+  RunnerOptions options;
+  options.warmup = warmup;
+  options.iters = iters;
+  options.check_finite = false;  // a probe's values are not a training run's: only its time counts
+  const RankResult result = run_iterations(schedule_, *backend_, barrier_comm, rank_, options);
+  std::vector<std::vector<OpTiming>> timed;
+  for (const IterationRecord& it : result.iterations)
+    if (it.timed) timed.push_back(it.spans);
+  return timed;
+}
+
+std::vector<double> PreparedProbe::time_ops(const RepeatPolicy& policy) {
+  std::vector<double> durations;
+  int calls = 0;
+  time_repeats([&] {
+    const std::vector<OpTiming> spans = run(0, 1, nullptr).front();
+    if (calls++ < policy.warmup) return;
+    for (const OpTiming& t : spans)
+      if (spans.size() == 1 || t.op != 0) durations.push_back(duration_us(t));
+  }, policy);
+  return durations;
+}
+
+}  // namespace domino::prof

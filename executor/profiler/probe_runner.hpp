@@ -1,0 +1,42 @@
+// probe_runner.hpp: one probe schedule (probe_schedule.hpp) on a backend made by name (executor/job
+// backends.hpp) and prepared for it, run through the runtime's per-stream workers (rank_runner.hpp): the
+// same StreamDriver calls as a domino-exec training step, so op times are device events on CUDA and the
+// host clock on the CPU.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "executor/runtime/backend.hpp"
+#include "sim/fit/stats.hpp"
+
+namespace domino::prof {
+
+class PreparedProbe {
+ public:
+  // Makes the backend and prepares it for `schedule` with `ctx` (collectives: ctx.comm is the rank's group).
+  PreparedProbe(const std::string& backend, Schedule schedule, const RankContext& ctx);
+  PreparedProbe(const PreparedProbe&) = delete;  // the backend keeps the schedule's address
+  PreparedProbe& operator=(const PreparedProbe&) = delete;
+  ~PreparedProbe();
+
+  const Schedule& schedule() const { return schedule_; }
+  // warmup + iters iterations, each right after a barrier on `barrier_comm` (null: none); returns the op
+  // timings of the timed iterations. Every rank must call it with the same counts.
+  std::vector<std::vector<OpTiming>> run(int warmup, int iters, GlooComm* barrier_comm);
+  // Iterations as `policy` decides (warm-up, then repeats until enough time was measured: stats.hpp), each
+  // rank on its own. Returns the durations of the ops of the timed iterations; in a chain of several ops
+  // the first is left out (it starts from an idle device queue).
+  std::vector<double> time_ops(const RepeatPolicy& policy);
+
+ private:
+  Schedule schedule_;
+  std::unique_ptr<Backend> backend_;
+  int rank_ = 0;
+};
+
+// Duration of an op's timing in microseconds.
+inline double duration_us(const OpTiming& t) { return t.end_us - t.start_us; }
+
+}  // namespace domino::prof

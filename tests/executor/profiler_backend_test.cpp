@@ -1,0 +1,166 @@
+// profiler_backend_test.cpp: domino-profile measures through the Backend interface. The probe schedules
+// (chains, AllReduce chains, the two-stream experiments) have the shapes the measuring code relies on, and a
+// backend registered under a test name that counts the ops issued on its stream drivers sees every probe:
+// compute ops, AllReduces, the interference and arrival-skew experiments. No timed assertions.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "executor/cpu/cpu_backend.hpp"
+#include "executor/job/backends.hpp"
+#include "executor/profiler/probe_schedule.hpp"
+#include "executor/profiler/profile_workload.hpp"
+#include "executor/profiler/rank_fork.hpp"
+#include "executor/profiler/rank_measure.hpp"
+
+namespace domino::prof {
+namespace {
+
+// Issued ops by opcode name, in this process (each forked rank has its own copy).
+std::mutex issued_mutex;
+std::map<std::string, int> issued;
+
+class CountingDriver final : public StreamDriver {
+ public:
+  explicit CountingDriver(std::unique_ptr<StreamDriver> inner) : inner_(std::move(inner)) {}
+  void attach_thread() override { inner_->attach_thread(); }
+  void begin_iteration(SteadyClock::time_point t0) override { inner_->begin_iteration(t0); }
+  void wait_for(const Op& dep) override { inner_->wait_for(dep); }
+  void issue(const Op& op) override {
+    {
+      std::lock_guard lock(issued_mutex);
+      ++issued[to_string(op.code)];
+    }
+    inner_->issue(op);
+  }
+  void synchronize() override { inner_->synchronize(); }
+  std::vector<OpTiming> finish_iteration() override { return inner_->finish_iteration(); }
+
+ private:
+  std::unique_ptr<StreamDriver> inner_;
+};
+
+// The CPU backend, counting; its profiling traits ask for chains of 3 so that chains are exercised.
+class CountingBackend final : public Backend {
+ public:
+  std::string name() const override { return "counting-cpu"; }
+  TimingMode timing_mode() const override { return inner_->timing_mode(); }
+  void prepare(const Schedule& s, const RankContext& ctx) override { inner_->prepare(s, ctx); }
+  std::unique_ptr<StreamDriver> make_stream_driver(Stream s) override {
+    return std::make_unique<CountingDriver>(inner_->make_stream_driver(s));
+  }
+  void begin_iteration(int64_t step) override { inner_->begin_iteration(step); }
+  std::vector<float> read_region(const Region& r) override { return inner_->read_region(r); }
+  int64_t peak_memory_bytes() const override { return inner_->peak_memory_bytes(); }
+  ProfilingTraits profiling_traits() const override {
+    ProfilingTraits t = inner_->profiling_traits();
+    t.min_chain = 3;
+    t.probe_budget_us = 1000;
+    return t;
+  }
+
+ private:
+  std::unique_ptr<Backend> inner_ = make_cpu_backend();
+};
+
+Workload tiny_workload() {
+  WorkloadOptions wo;
+  wo.quick = true;
+  wo.max_allreduce_bytes = 4096;
+  Workload w = plan_workload(wo);
+  w.gemms.resize(std::min<size_t>(w.gemms.size(), 2));
+  w.memory_ops.resize(std::min<size_t>(w.memory_ops.size(), 2));
+  w.attention.resize(std::min<size_t>(w.attention.size(), 1));
+  w.interference_bytes = 4096;
+  w.interference_gemm = w.gemms.front();
+  return w;
+}
+
+TEST(ProfilerProbeSchedule, ChainsCopyTheOpOnSharedOrSeparateBuffers) {
+  const Schedule mini = synthetic_gemm(8, 16, 4);
+  const Schedule shared = chain_of(mini, 3, false);
+  ASSERT_EQ(shared.ops.size(), 3u);
+  EXPECT_EQ(shared.buffers.size(), mini.buffers.size());
+  const Schedule separate = chain_of(mini, 3, true);
+  ASSERT_EQ(separate.buffers.size(), 3 * mini.buffers.size());
+  for (size_t i = 0; i < separate.ops.size(); ++i) {
+    const Op& op = separate.ops[i];
+    EXPECT_EQ(op.index, int32_t(i));
+    EXPECT_EQ(op.out[0].buffer, int32_t(i * mini.buffers.size()) + mini.ops[0].out[0].buffer);
+    EXPECT_EQ(op.m, 8);
+    EXPECT_TRUE(op.deps.empty());
+  }
+}
+
+TEST(ProfilerProbeSchedule, TwoStreamExperimentsWaitWhereTheyMust) {
+  const Schedule mini = synthetic_gemm(8, 16, 4);
+  const Schedule both = gemms_beside_allreduces(mini, 4, 1024, 2);
+  ASSERT_EQ(both.ops.size(), 6u);
+  EXPECT_EQ(both.ops[4].stream, Stream::Comm);
+  EXPECT_EQ(both.ops[4].deps, std::vector<int32_t>{0});  // the GEMMs run when the AllReduces start
+  EXPECT_DOUBLE_EQ(allreduce_bytes(both.ops[5]), 1024);
+  const Schedule skew = gemms_then_allreduce(mini, 5);
+  ASSERT_EQ(skew.ops.size(), 6u);
+  EXPECT_EQ(skew.ops.back().deps, std::vector<int32_t>{4});  // after the last GEMM
+  Schedule filled = chain_of(mini, 2, false);
+  fill_with_values(filled, 4);
+  EXPECT_GE(filled.model.tp, 4);
+  for (const BufferDesc& b : filled.buffers) EXPECT_EQ(b.role, BufferRole::Param) << b.name;
+}
+
+TEST(ProfilerBackend, EveryProbeRunsThroughTheNamedBackend) {
+  register_backend("counting-cpu", [] { return std::make_unique<CountingBackend>(); });
+  const Workload w = tiny_workload();
+  MeasureOptions mo;
+  mo.quick = true;
+  mo.backend = "counting-cpu";
+  ForkOptions fo;
+  fo.ranks = 2;
+  fo.timeout_s = 120;
+  const auto ranks = run_ranks(fo, [&](GlooComm& comm) {
+    nlohmann::json out = measure_rank(w, comm, mo);
+    std::lock_guard lock(issued_mutex);
+    out["issued"] = issued;
+    return out;
+  });
+  ASSERT_EQ(ranks.size(), 2u);
+  for (const nlohmann::json& r : ranks) {
+    const auto count = [&](const std::string& code) { return r["issued"].value(code, 0); };
+    // Every compute sample is one issued op (chains of 3: two samples per iteration, the first left out).
+    std::map<std::string, int> samples;
+    for (const auto& e : r["compute"]) samples[e["code"].get<std::string>()] += int(e["samples_us"].size());
+    for (const auto& [code, n] : samples) {
+      EXPECT_GT(n, 0) << code;
+      EXPECT_GE(count(code), n) << code;
+    }
+    int allreduce_samples = 0;
+    for (const auto& e : r["collectives"]) allreduce_samples += int(e["samples_us"].size());
+    allreduce_samples += int(r["interference"]["allreduce_alone_us"].size());
+    allreduce_samples += int(r["interference"]["allreduce_during_us"].size());
+    allreduce_samples += int(r["sync"]["allreduce_us"].size());
+    EXPECT_GT(allreduce_samples, 0);
+    EXPECT_GE(count("AllReduce"), allreduce_samples);
+    EXPECT_FALSE(r["interference"]["gemm_alone_us"].empty());
+  }
+}
+
+// The command line names the backend; one the registry does not know is bad input (exit 2), found before
+// any rank is forked.
+TEST(ProfilerCli, UnknownBackendIsBadInput) {
+  const std::string bin = std::string(DOMINO_BIN_DIR) + "/domino-profile";
+  if (!std::filesystem::exists(bin)) GTEST_SKIP() << bin << " not built";
+  const std::string out = (std::filesystem::temp_directory_path() / "domino_profile_nope.yaml").string();
+  const int status = std::system((bin + " --backend nope --quick -o " + out + " 2> /dev/null").c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+}  // namespace
+}  // namespace domino::prof
