@@ -26,6 +26,7 @@ std::vector<int32_t> append_chain(Schedule& s, const Schedule& mini, int copies,
     }
     Op op = mini.ops.front();
     op.index = int32_t(s.ops.size());
+    op.layer = int16_t(c);  // every copy needs an op id of its own (the IR verifier insists)
     op.deps.clear();
     for (int i = 0; i < op.n_in; ++i)
       if (op.in[size_t(i)].valid()) op.in[size_t(i)].buffer += first_buffer;
@@ -50,6 +51,7 @@ std::vector<int32_t> append_allreduces(Schedule& s, double bytes, int copies) {
     Op op;
     op.index = int32_t(s.ops.size());
     op.name = "profile.ar";
+    op.layer = int16_t(c);
     op.kind = OpKind::AllReduce;
     op.code = OpCode::AllReduce;
     op.stream = Stream::Comm;

@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -172,15 +174,24 @@ bool wait_for_ranks(std::vector<Child>& children, std::vector<const Child*>* fai
   return late;
 }
 
+// When a rank wrote its error (nanoseconds; max when it wrote none).
+int64_t error_written_ns(const std::string& dir, int rank) {
+  struct stat st {};
+  if (::stat(error_path(dir, rank).c_str(), &st) != 0) return std::numeric_limits<int64_t>::max();
+  return int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
 // The cause: a rank we did not stop, preferring one killed by a signal (its peers then fail on the broken
-// connection at about the same moment), else the first failure reaped; null when we stopped them all
-// (the deadline).
-const Child* first_cause(const std::vector<const Child*>& failures) {
+// connection at about the same moment), else the one that wrote its error first (a rank whose peer died
+// fails a moment later, and may be reaped first); null when we stopped them all (the deadline).
+const Child* first_cause(const std::vector<const Child*>& failures, const std::string& dir) {
   for (const Child* c : failures)
     if (!c->stopped_by_us && WIFSIGNALED(c->status)) return c;
+  const Child* first = nullptr;
   for (const Child* c : failures)
-    if (!c->stopped_by_us) return c;
-  return nullptr;
+    if (!c->stopped_by_us && (!first || error_written_ns(dir, c->rank) < error_written_ns(dir, first->rank)))
+      first = c;
+  return first;
 }
 
 [[noreturn]] void throw_failure(const LaunchOptions& o, const std::string& dir, const Child* cause,
@@ -227,7 +238,7 @@ std::vector<std::string> launch_ranks(const LaunchOptions& o, const RankBody& bo
   std::vector<Child> children = fork_ranks(o, dir.path(), link ? &*link : nullptr, body);
   std::vector<const Child*> failures;
   const bool late = wait_for_ranks(children, &failures, o.deadline_s);
-  const Child* cause = first_cause(failures);
+  const Child* cause = first_cause(failures, dir.path());
   if (!cause && late)
     throw_runtime("the " + o.rank_label + " processes took longer than " + std::to_string(o.deadline_s) +
                   " s; they were stopped");

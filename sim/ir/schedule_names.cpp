@@ -105,7 +105,7 @@ const char* to_string(ParamKind k) { return enum_name(k, kParamKindNames); }
 std::string op_id(const Op& op) {
   std::string id;
   id.reserve(40);
-  if (op.code == OpCode::CrossEntropy) return "head.loss";
+  if (op.code == OpCode::CrossEntropy && op.layer < 0) return "head.loss";  // copies (profiler chains) carry a layer
   if (op.layer >= 0) {
     id.append("L").append(std::to_string(op.layer)).append(".").append(to_string(op.phase));
     if (op.phase != Phase::Optimizer) id.append(".").append(to_string(op.block));
