@@ -36,16 +36,13 @@ struct RopeTable {
 }  // namespace
 
 void residual_add(const Op& op, const CpuOpContext& ctx) {
-  const View a = view_of(ctx, op.in[0]);
-  const View b = view_of(ctx, op.in[1]);
-  const View out = view_of(ctx, op.out[0]);
-  const bool has_bias = op.n_in > 2;
-  const View bias = has_bias ? view_of(ctx, op.in[2]) : View{};
+  const View a = view_of(ctx, op.in[0]), b = view_of(ctx, op.in[1]), out = view_of(ctx, op.out[0]);
+  const std::optional<View> bias = optional_input(ctx, op, 2);
   for_each_run(
       a.rows,
       [&](int64_t r, int64_t n) {
-        if (has_bias) {
-          out.map(r, n) = (a.map(r, n) + b.map(r, n)).rowwise() + bias.map(0, 1).row(0);
+        if (bias) {
+          out.map(r, n) = (a.map(r, n) + b.map(r, n)).rowwise() + bias->map(0, 1).row(0);
         } else {
           out.map(r, n) = a.map(r, n) + b.map(r, n);
         }

@@ -26,15 +26,12 @@ int64_t token_at(const Op& op, const View& ids, int64_t r, int64_t limit, const 
 }  // namespace
 
 void embedding_fwd(const Op& op, const CpuOpContext& ctx) {
-  const View ids = view_of(ctx, op.in[0]);
-  const View table = view_of(ctx, op.in[1]);
-  const View out = view_of(ctx, op.out[0]);
-  const bool has_pos = op.n_in > 2;
-  const View pos = has_pos ? view_of(ctx, op.in[2]) : View{};
+  const View ids = view_of(ctx, op.in[0]), table = view_of(ctx, op.in[1]), out = view_of(ctx, op.out[0]);
+  const std::optional<View> pos = optional_input(ctx, op, 2);
   for (int64_t r = 0; r < out.rows; ++r) {
     const int64_t t = token_at(op, ids, r, table.rows, "token id");
-    if (has_pos) {
-      out.row_array(r) = table.row_array(t) + pos.row_array(out.seq_index(r) - pos.s0);
+    if (pos) {
+      out.row_array(r) = table.row_array(t) + pos->row_array(out.seq_index(r) - pos->s0);
     } else {
       out.row_array(r) = table.row_array(t);
     }
@@ -42,19 +39,16 @@ void embedding_fwd(const Op& op, const CpuOpContext& ctx) {
 }
 
 void embedding_bwd(const Op& op, const CpuOpContext& ctx) {
-  const View ids = view_of(ctx, op.in[0]);
-  const View dy = view_of(ctx, op.in[1]);
-  const View table = view_of(ctx, op.out[0]);
-  const bool has_pos = op.n_out > 1;
-  const View pos = has_pos ? view_of(ctx, op.out[1]) : View{};
+  const View ids = view_of(ctx, op.in[0]), dy = view_of(ctx, op.in[1]), table = view_of(ctx, op.out[0]);
+  const std::optional<View> pos = optional_output(ctx, op, 1);
   if (!op.attrs.accumulate) {
     table.all().setZero();
-    if (has_pos) pos.all().setZero();
+    if (pos) pos->all().setZero();
   }
   for (int64_t r = 0; r < dy.rows; ++r) {
     const int64_t t = token_at(op, ids, r, table.rows, "token id");
     table.row_array(t) += dy.row_array(r);
-    if (has_pos) pos.row_array(dy.seq_index(r) - pos.s0) += dy.row_array(r);
+    if (pos) pos->row_array(dy.seq_index(r) - pos->s0) += dy.row_array(r);
   }
 }
 

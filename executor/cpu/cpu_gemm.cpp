@@ -19,15 +19,14 @@ void matmul(const Op& op, const CpuOpContext& ctx) {
   const View a = view_of(ctx, op.in[0]);
   const View c = view_of(ctx, op.out[0]);
   const MatMap b = view_of(ctx, op.in[1]).all();
-  const bool has_bias = op.n_in > 2;
-  const View bias = has_bias ? view_of(ctx, op.in[2]) : View{};
+  const std::optional<View> bias = optional_input(ctx, op, 2);
   for_each_run(
       a.rows,
       [&](int64_t r, int64_t n) {
         MatMap cm = c.map(r, n);
         const MatMap am = a.map(r, n);
-        if (has_bias) {
-          const MatMap bv = bias.map(0, 1);
+        if (bias) {
+          const MatMap bv = bias->map(0, 1);
           if (op.attrs.accumulate) {
             cm.rowwise() += bv.row(0);
           } else {

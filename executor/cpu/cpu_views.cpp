@@ -46,4 +46,14 @@ float* scratch(int64_t n, int slot) {
   return s.data;
 }
 
+std::optional<View> optional_input(const CpuOpContext& ctx, const Op& op, int i) {
+  if (op.n_in <= i) return std::nullopt;
+  return view_of(ctx, op.in[size_t(i)]);
+}
+
+std::optional<View> optional_output(const CpuOpContext& ctx, const Op& op, int i) {
+  if (op.n_out <= i) return std::nullopt;
+  return view_of(ctx, op.out[size_t(i)]);
+}
+
 }  // namespace domino::cpu

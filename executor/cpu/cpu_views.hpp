@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "executor/cpu/cpu_ops.hpp"
@@ -58,6 +59,9 @@ struct View {
 };
 
 View view_of(const CpuOpContext& ctx, const Region& r);
+// The op's optional operand in[i] / out[i] (a bias, a position table), or nullopt when the op has none.
+std::optional<View> optional_input(const CpuOpContext& ctx, const Op& op, int i);
+std::optional<View> optional_output(const CpuOpContext& ctx, const Op& op, int i);
 
 // Calls f(r, n) for consecutive runs of rows [r, r+n) that are uniform in every view given.
 template <typename F, typename... Views>

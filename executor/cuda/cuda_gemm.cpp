@@ -36,20 +36,26 @@ void gemm(void* cublas_handle, const GemmArgs& g) {
       CUBLAS_GEMM_DEFAULT));
 }
 
-static void rows_times_weight(void* h, const DevView& in0, const DevView& in1, const DevView& out, bool accumulate,
-                              bool trans_b) {
+// The fields every product of two row-major operands into `out` shares: leading dimensions, output, type.
+static GemmArgs product_into(const DevView& in0, const DevView& in1, const DevView& out, bool accumulate) {
   GemmArgs g;
-  g.trans_b = trans_b;
-  g.n = out.ncols;
-  g.k = in0.ncols;
-  g.a = in0.base;
   g.lda = in0.row_stride;
-  g.b = in1.base;
   g.ldb = in1.row_stride;
   g.c = out.base;
   g.ldc = out.row_stride;
   g.beta = accumulate ? 1.f : 0.f;
   g.elt = out.elt;
+  return g;
+}
+
+static void rows_times_weight(void* h, const DevView& in0, const DevView& in1, const DevView& out, bool accumulate,
+                              bool trans_b) {
+  GemmArgs g = product_into(in0, in1, out, accumulate);
+  g.trans_b = trans_b;
+  g.n = out.ncols;
+  g.k = in0.ncols;
+  g.a = in0.base;
+  g.b = in1.base;
   if (uniform(in0) && uniform(out)) {
     g.m = in0.rows();
   } else {
@@ -70,15 +76,10 @@ void matmul_dgrad(void* h, const DevView& in0, const DevView& in1, const DevView
 }
 
 void matmul_wgrad(void* h, const DevView& in0, const DevView& in1, const DevView& out, bool accumulate) {
-  GemmArgs g;
+  GemmArgs g = product_into(in0, in1, out, accumulate);
   g.trans_a = true;
   g.m = in0.ncols;
   g.n = in1.ncols;
-  g.lda = in0.row_stride;
-  g.ldb = in1.row_stride;
-  g.c = out.base;
-  g.ldc = out.row_stride;
-  g.elt = out.elt;
   const bool one = uniform(in0) && uniform(in1);
   const int64_t blocks = one ? 1 : in0.nbatch;
   g.k = one ? in0.rows() : in0.rows_per_batch;
