@@ -78,6 +78,7 @@ void run_measure(const ProfileOptions& o) {
   in.tp = o.tp;
   in.link_gbps = o.link_gbps;
   in.backend = o.backend;
+  in.gemms_in_op_dtype = traits.gemms_in_op_dtype;
   in.name = o.name.empty() ? stem_of(o.output) : o.name;
   in.workload_note = "measured: " + what + "; memory-bound and attention shapes cut from " + w.model_name +
                      " schedules";

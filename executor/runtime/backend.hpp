@@ -63,6 +63,7 @@ struct ProfilingTraits {
   int min_chain = 1;                   // a probe's op is issued at least this many times back to back per
                                        // iteration (a device that queues work hides launch gaps only then)
   double probe_budget_us = 600'000;    // measured time worth spending on one compute probe (--quick: 1/10)
+  bool gemms_in_op_dtype = false;      // true: a GEMM computes in its op's dtype; false: always in fp32
 };
 
 // Executes the ops of one stream. All calls for one driver come from one worker thread.

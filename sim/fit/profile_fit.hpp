@@ -21,6 +21,7 @@ struct FitInput {
   std::string name = "cpu-dev";
   std::string backend = "cpu";
   std::string workload_note;          // what was measured (grid or --for MODEL, quick)
+  bool gemms_in_op_dtype = false;     // the backend computes a GEMM in its op's dtype (else always fp32)
   ProfileMetadata metadata;           // provenance of the measuring machine (the profiler fills it)
   std::string load_average_at_end;    // the machine's load when the measurement ended
 };

@@ -36,13 +36,13 @@ double compute_part(double t, double launch) { return std::max(t - launch, 0.5 *
 bool is_gemm(const Point& pt) { return pt.entry.at("kind") == "gemm"; }
 
 // The best throughput of any GEMM (FLOP/us), and the dtype the GEMMs ran in: the CPU backend computes in
-// fp32; CUDA probes carry the model's dtype.
+// fp32; other backends' probes carry the model's dtype (FitInput::gemms_in_op_dtype).
 std::pair<double, DType> gemm_peak(const FitInput& in, const std::vector<Point>& compute, double launch) {
   double peak = 0;
   DType gemm_dtype = DType::FP32;
   for (const Point& pt : compute) {
     if (!is_gemm(pt)) continue;
-    if (in.backend != "cpu" && pt.entry.contains("dtype")) gemm_dtype = DType(pt.entry["dtype"].get<int>());
+    if (in.gemms_in_op_dtype && pt.entry.contains("dtype")) gemm_dtype = DType(pt.entry["dtype"].get<int>());
     peak = std::max(peak, pt.entry.at("flops").get<double>() / compute_part(pt.t.median_us, launch));
   }
   if (!(peak > 0)) throw_runtime("profiler: no GEMM was measured");
