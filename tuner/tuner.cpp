@@ -19,6 +19,124 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Full simulations of plans for one TP degree, counted, each marked whether it fits the memory limit.
+class PlanEvaluator {
+ public:
+  PlanEvaluator(TpTuning& out, const CostModel& cost, double limit_bytes)
+      : out_(out), cost_(cost), limit_(limit_bytes) {}
+  EvaluatedPlan operator()(const std::string& label, Plan plan) const {
+    EvaluatedPlan e;
+    e.label = label;
+    e.plan = std::move(plan);
+    e.figures = simulate_plan(out_.model, e.plan, cost_);
+    e.fits = limit_ <= 0 || double(e.figures.peak_memory_bytes) <= limit_;
+    ++out_.full_simulations;
+    return e;
+  }
+
+ private:
+  TpTuning& out_;
+  const CostModel& cost_;
+  double limit_;
+};
+
+void evaluate_baselines(TpTuning& out, const PlanEvaluator& evaluate) {
+  for (const std::string& name : strategy_names()) {
+    Plan plan;
+    try {
+      plan = make_strategy_plan(name, out.model);
+    } catch (const Error&) {
+      continue;  // e.g. domino-ds on an odd micro-batch: reported as not applicable
+    }
+    out.baselines.push_back(evaluate(name, std::move(plan)));
+  }
+}
+
+// The reference of the decomposition: megatron-sync's blocks when the space holds them, else the simplest
+// choices; the constant is the full simulation of the model with every block at the reference.
+struct DecompositionReference {
+  int attn = 0, mlp = 0;
+  double iteration_us = 0;
+};
+
+DecompositionReference decomposition_reference(const TpTuning& out, const EvaluatedPlan& sync, const CostModel& cost) {
+  auto ref_index = [](const std::vector<BlockPlan>& list, const BlockPlan& b) {
+    const auto it = std::find(list.begin(), list.end(), b);
+    return it == list.end() ? 0 : int(it - list.begin());
+  };
+  DecompositionReference ref;
+  ref.attn = ref_index(out.space.attn, sync.plan.layers.front().attn);
+  ref.mlp = ref_index(out.space.mlp, sync.plan.layers.front().mlp);
+  const std::vector<LayerPlan> ref_layers(out.model.layers, LayerPlan{out.space.attn[ref.attn], out.space.mlp[ref.mlp]});
+  ref.iteration_us = sync.plan.layers == ref_layers
+                         ? sync.figures.iteration_us
+                         : simulate_plan(out.model, plan_from_blocks(out.model, ref_layers, "reference"), cost).iteration_us;
+  return ref;
+}
+
+void add_unseen(std::vector<Candidate>& candidates, const Candidate& c) {
+  const bool seen = std::any_of(candidates.begin(), candidates.end(), [&](const Candidate& x) { return x.layers == c.layers; });
+  if (!seen) candidates.push_back(c);
+}
+
+// The shortlist, then the uniform version of each shortlisted plan's most common layer: a cheap guard for
+// models where the chain decomposition is only approximate (its error shows as search_predicted_us vs the
+// simulation). Under a memory limit the fastest plans may not fit: leaner alternatives compete too.
+std::vector<Candidate> candidate_plans(const PlanSearch& search, int layers, bool memory_limited) {
+  std::vector<Candidate> candidates = search.shortlist;
+  for (const Candidate& c : search.shortlist) {
+    std::map<LayerPlan, int> count;
+    for (const LayerPlan& l : c.layers) ++count[l];
+    const LayerPlan common =
+        std::max_element(count.begin(), count.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->first;
+    Candidate u;
+    u.layers.assign(layers, common);
+    u.predicted_us = std::numeric_limits<double>::quiet_NaN();  // not the search's own pick
+    add_unseen(candidates, u);
+  }
+  if (memory_limited)
+    for (const Candidate& c : search.memory_frontier) add_unseen(candidates, c);
+  return candidates;
+}
+
+// Every candidate and every comm baseline (their choices are in the space) on its full simulation, fastest
+// first, so the tuned plan is never predicted slower than a baseline.
+std::vector<EvaluatedPlan> simulated_pool(const TpTuning& out, const std::vector<Candidate>& candidates,
+                                          const PlanEvaluator& evaluate, bool include_baselines) {
+  std::vector<EvaluatedPlan> pool;
+  for (const Candidate& c : candidates) {
+    EvaluatedPlan e = evaluate("tuned", plan_from_blocks(out.model, c.layers, "tuned"));
+    e.predicted_us = c.predicted_us;
+    pool.push_back(std::move(e));
+  }
+  for (const EvaluatedPlan& b : out.baselines) {
+    if (!b.plan.comm_enabled || !include_baselines) continue;
+    EvaluatedPlan e = b;
+    e.plan = plan_from_blocks(out.model, b.plan.layers, "tuned");
+    e.label = "tuned";
+    pool.push_back(std::move(e));
+  }
+  // Stable: equal times keep the search's order (DP order first, then the baselines in their order).
+  std::stable_sort(pool.begin(), pool.end(), [](const EvaluatedPlan& a, const EvaluatedPlan& b) {
+    return a.figures.iteration_us < b.figures.iteration_us;
+  });
+  return pool;
+}
+
+// The top_k fastest distinct plans that fit, labelled "tuned #i", and the smallest plan seen.
+void pick_top(const std::vector<EvaluatedPlan>& pool, int top_k, TpTuning& out) {
+  for (const EvaluatedPlan& e : pool) {
+    if (!e.fits || int(out.top.size()) >= top_k) continue;
+    const bool dup = std::any_of(out.top.begin(), out.top.end(),
+                                 [&](const EvaluatedPlan& t) { return t.plan.layers == e.plan.layers; });
+    if (!dup) out.top.push_back(e);
+  }
+  out.smallest = pool.front();
+  for (const EvaluatedPlan& e : pool)
+    if (e.figures.peak_memory_bytes < out.smallest.figures.peak_memory_bytes) out.smallest = e;
+  for (size_t i = 0; i < out.top.size(); ++i) out.top[i].label = fmt::format("tuned #{}", i + 1);
+}
+
 }  // namespace
 
 const EvaluatedPlan* TpTuning::baseline(const std::string& name) const {
@@ -34,100 +152,23 @@ TpTuning tune_tp(const ModelSpec& model, const CostModel& cost, const TuneOption
   validate_model(out.model);
   out.space = make_search_space(out.model, options.search);
   const double limit = options.mem_limit_gib > 0 ? options.mem_limit_gib * kGiB : 0;
-  auto fits = [&](const SimFigures& f) { return limit <= 0 || double(f.peak_memory_bytes) <= limit; };
-  auto evaluate = [&](const std::string& label, Plan plan) {
-    EvaluatedPlan e;
-    e.label = label;
-    e.plan = std::move(plan);
-    e.figures = simulate_plan(out.model, e.plan, cost);
-    e.fits = fits(e.figures);
-    ++out.full_simulations;
-    return e;
-  };
+  const PlanEvaluator evaluate(out, cost, limit);
 
   if (progress) progress->set_stage(fmt::format("tp {}: baselines", model.tp));
-  for (const std::string& name : strategy_names()) {
-    Plan plan;
-    try {
-      plan = make_strategy_plan(name, out.model);
-    } catch (const Error&) {
-      continue;  // e.g. domino-ds on an odd micro-batch: reported as not applicable
-    }
-    out.baselines.push_back(evaluate(name, std::move(plan)));
-  }
+  evaluate_baselines(out, evaluate);
   const EvaluatedPlan* sync = out.baseline("megatron-sync");
   if (!sync) throw_runtime(fmt::format("tuner: megatron-sync cannot run {} at tp {}", model.name, model.tp));
-
-  // The reference of the decomposition: megatron-sync's blocks when the space holds them, else the
-  // simplest choices; the constant is the full simulation of the model with every block at the reference.
-  auto ref_index = [](const std::vector<BlockPlan>& list, const BlockPlan& b) {
-    const auto it = std::find(list.begin(), list.end(), b);
-    return it == list.end() ? 0 : int(it - list.begin());
-  };
-  const int ref_attn = ref_index(out.space.attn, sync->plan.layers.front().attn);
-  const int ref_mlp = ref_index(out.space.mlp, sync->plan.layers.front().mlp);
-  const std::vector<LayerPlan> ref_layers(model.layers, LayerPlan{out.space.attn[ref_attn], out.space.mlp[ref_mlp]});
-  const double reference_us = sync->plan.layers == ref_layers
-                                  ? sync->figures.iteration_us
-                                  : simulate_plan(out.model, plan_from_blocks(out.model, ref_layers, "reference"), cost).iteration_us;
+  const DecompositionReference ref = decomposition_reference(out, *sync, cost);
 
   if (progress) progress->set_stage(fmt::format("tp {}: search", model.tp));
   SearchTuning tuning = options.tuning;
   tuning.memory_frontier = limit > 0;
-  const PlanSearch search = search_plans(out.model, cost, out.space, ref_attn, ref_mlp, reference_us, tuning, progress);
+  const PlanSearch search =
+      search_plans(out.model, cost, out.space, ref.attn, ref.mlp, ref.iteration_us, tuning, progress);
   out.stats = search.stats;
 
-  // Every shortlisted plan and every comm baseline (their choices are in the space) competes on its
-  // full simulation, so the tuned plan is never predicted slower than a baseline.
-  std::vector<EvaluatedPlan> pool;
-  std::vector<Candidate> candidates = search.shortlist;
-  // The uniform version of each shortlisted plan's most common layer: a cheap guard for models where the
-  // chain decomposition is only approximate (its error shows as search_predicted_us vs the simulation).
-  for (const Candidate& c : search.shortlist) {
-    std::map<LayerPlan, int> count;
-    for (const LayerPlan& l : c.layers) ++count[l];
-    const LayerPlan common =
-        std::max_element(count.begin(), count.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->first;
-    Candidate u;
-    u.layers.assign(model.layers, common);
-    u.predicted_us = std::numeric_limits<double>::quiet_NaN();  // not the search's own pick
-    const bool seen = std::any_of(candidates.begin(), candidates.end(), [&](const Candidate& x) { return x.layers == u.layers; });
-    if (!seen) candidates.push_back(u);
-  }
-  if (limit > 0) {
-    // Under a memory limit the fastest plans may not fit: leaner alternatives compete too.
-    for (const Candidate& c : search.memory_frontier) {
-      const bool seen = std::any_of(candidates.begin(), candidates.end(), [&](const Candidate& x) { return x.layers == c.layers; });
-      if (!seen) candidates.push_back(c);
-    }
-  }
-  for (const Candidate& c : candidates) {
-    EvaluatedPlan e = evaluate("tuned", plan_from_blocks(out.model, c.layers, "tuned"));
-    e.predicted_us = c.predicted_us;
-    pool.push_back(std::move(e));
-  }
-  for (const EvaluatedPlan& b : out.baselines) {
-    if (!b.plan.comm_enabled || !options.search.include_baselines) continue;
-    EvaluatedPlan e = b;
-    e.plan = plan_from_blocks(out.model, b.plan.layers, "tuned");
-    e.label = "tuned";
-    pool.push_back(std::move(e));
-  }
-  // Stable: equal times keep the search's order (DP order first, then the baselines in their order).
-  std::stable_sort(pool.begin(), pool.end(), [](const EvaluatedPlan& a, const EvaluatedPlan& b) {
-    return a.figures.iteration_us < b.figures.iteration_us;
-  });
-  for (EvaluatedPlan& e : pool) {
-    if (!e.fits || int(out.top.size()) >= options.top_k) continue;
-    const bool dup = std::any_of(out.top.begin(), out.top.end(),
-                                 [&](const EvaluatedPlan& t) { return t.plan.layers == e.plan.layers; });
-    if (!dup) out.top.push_back(e);
-  }
-  // The smallest plan seen, for the "nothing fits" message.
-  out.smallest = pool.front();
-  for (const EvaluatedPlan& e : pool)
-    if (e.figures.peak_memory_bytes < out.smallest.figures.peak_memory_bytes) out.smallest = e;
-  for (size_t i = 0; i < out.top.size(); ++i) out.top[i].label = fmt::format("tuned #{}", i + 1);
+  const std::vector<Candidate> candidates = candidate_plans(search, model.layers, limit > 0);
+  pick_top(simulated_pool(out, candidates, evaluate, options.search.include_baselines), options.top_k, out);
   out.seconds = seconds_since(t0);
   return out;
 }

@@ -54,6 +54,7 @@ class CpuBackend final : public Backend {
   ~CpuBackend() override { std::free(arena_); }
   std::string name() const override { return "cpu"; }
   TimingMode timing_mode() const override { return TimingMode::HostClock; }
+  bool scans_for_nan_by_default() const override { return true; }  // a host scan costs little next to the op
 
   void prepare(const Schedule& schedule, const RankContext& ctx) override {
     schedule_ = &schedule;

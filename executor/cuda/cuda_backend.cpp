@@ -4,6 +4,7 @@
 // the events once per iteration.
 #include "executor/cuda/cuda_backend.hpp"
 
+#include <CLI/CLI.hpp>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -66,6 +67,8 @@ class CudaBackend : public Backend {
   ~CudaBackend() override { dev_.release(); }
   std::string name() const override { return "cuda"; }
   TimingMode timing_mode() const override { return TimingMode::DeviceEvents; }
+  // A per-op scan would synchronise the device after every op and serialise the streams.
+  bool scans_for_nan_by_default() const override { return false; }
 
   void prepare(const Schedule& schedule, const RankContext& ctx) override {
     std::string why;
@@ -76,6 +79,7 @@ class CudaBackend : public Backend {
     dev_.rank = ctx.rank;
     dev_.world = ctx.world;
     dev_.hyper = ctx.hyper;
+    dev_.options.timeout_s = ctx.timeout_s;
     DOMINO_CUDA_CHECK(cudaSetDevice(dev_.device));
     dev_.allocate(schedule);
     std::vector<float> host;
@@ -119,6 +123,19 @@ class CudaBackend : public Backend {
   cuda::DeviceState dev_;
 };
 
+// A flag check whose message says the rule: "--emulate-sms: must be at least 1, not 0".
+CLI::Validator number_at_least(double min, bool inclusive) {
+  const std::string rule = inclusive ? "at least " + CLI::detail::to_string(min) : "greater than " + CLI::detail::to_string(min);
+  return CLI::Validator(
+      [min, inclusive, rule](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        const bool ok = end != text.c_str() && *end == '\0' && (inclusive ? v >= min : v > min);
+        return ok ? std::string() : "must be " + rule + ", not " + text;
+      },
+      (inclusive ? ">= " : "> ") + CLI::detail::to_string(min));
+}
+
 }  // namespace
 
 int cuda_device_count(std::string* why) {
@@ -135,6 +152,25 @@ int cuda_device_count(std::string* why) {
 
 std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options) {
   return std::make_unique<CudaBackend>(options);
+}
+
+std::function<std::unique_ptr<Backend>()> add_cuda_backend_flags(CLI::App& app) {
+  auto o = std::make_shared<CudaOptions>();
+  app.add_flag("--emulate-comm", o->emulate_comm,
+               "cuda: every collective becomes a paced kernel moving a ring AllReduce's bytes (one GPU)");
+  app.add_option("--emulate-tp", o->emulate_tp, "cuda --emulate-comm: TP degree whose ring traffic is moved (default 8)")
+      ->check(number_at_least(1, true));
+  app.add_option("--emulate-sms", o->emulate_sms, "cuda --emulate-comm: SMs the emulated collective occupies (default 16)")
+      ->check(number_at_least(1, true));
+  app.add_option("--emulate-busbw", o->emulate_busbw_gbps,
+                 "cuda --emulate-comm: bus bandwidth in GB/s it is paced to (default 370, H100 NVLink)")
+      ->check(number_at_least(0, false));
+  app.add_option("--emulate-latency-us", o->emulate_latency_us,
+                 "cuda --emulate-comm: latency added to every emulated collective (default 10, NCCL on NVLink)")
+      ->check(number_at_least(0, true));
+  app.add_option("--cuda-dtype", o->dtype, "cuda: storage type: model (default), bf16, fp16, fp32")
+      ->check(CLI::IsMember({"model", "bf16", "fp16", "fp32"}));
+  return [o] { return make_cuda_backend(*o); };
 }
 
 }  // namespace domino

@@ -1,11 +1,17 @@
 // cuda_backend.hpp: the CUDA backend (cuBLAS GEMMs, own kernels, NCCL collectives, CUDA streams and
-// events) behind the runtime's Backend interface, and its options.
+// events) behind the runtime's Backend interface, and its options, declared, defaulted, put on the command
+// line and validated here only.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "executor/runtime/backend.hpp"
+
+namespace CLI {
+class App;
+}
 
 namespace domino {
 
@@ -20,13 +26,18 @@ struct CudaOptions {
   double emulate_latency_us = 10;
   // Storage type of activations, parameters and gradients: "model" (the model's dtype), bf16, fp16, fp32.
   std::string dtype = "model";
-  // Seconds a stream may wait at the end of an iteration before a peer counts as dead (--timeout): the
-  // NCCL communicator is then aborted and the rank fails instead of hanging in a collective.
+  // Seconds a stream may wait at the end of an iteration before a peer counts as dead: the NCCL
+  // communicator is then aborted and the rank fails instead of hanging in a collective. Not a flag of its
+  // own: prepare() takes the run's --timeout from RankContext::timeout_s.
   int timeout_s = 30;
 };
 
 // A CUDA backend with these options (the device is touched only in prepare()).
 std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options);
+// Adds the CUDA backend's flags (--emulate-comm, --emulate-tp, --emulate-sms, --emulate-busbw,
+// --emulate-latency-us, --cuda-dtype) to `app`, with their checks (a bad value is a parse error). Returns
+// the backend's factory: it makes a backend with the values `app` has parsed by the time it is called.
+std::function<std::unique_ptr<Backend>()> add_cuda_backend_flags(CLI::App& app);
 // Number of visible CUDA devices; 0 (with the reason in *why) when there is no usable device.
 int cuda_device_count(std::string* why = nullptr);
 

@@ -15,11 +15,21 @@ std::map<std::string, BackendFactory>& registry() {
   static std::map<std::string, BackendFactory> r{{"cpu", [] { return make_cpu_backend(); }}};
   return r;
 }
+std::map<std::string, std::string>& missing() {
+  static std::map<std::string, std::string> m;
+  return m;
+}
 }  // namespace
 
 void register_backend(const std::string& name, BackendFactory factory) {
   std::lock_guard lock(registry_mutex);
+  missing().erase(name);
   registry()[name] = std::move(factory);
+}
+
+void register_missing_backend(const std::string& name, const std::string& why) {
+  std::lock_guard lock(registry_mutex);
+  if (!registry().count(name)) missing()[name] = why;
 }
 
 std::vector<std::string> backend_names() {
@@ -33,9 +43,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
   std::lock_guard lock(registry_mutex);
   auto it = registry().find(name);
   if (it != registry().end()) return it->second();
-  if (name == "cuda")
-    throw_bad_input("--backend cuda: this domino-exec was built without the CUDA backend "
-                    "(configure with -DDOMINO_CUDA=ON on a machine with the CUDA toolkit)");
+  if (auto m = missing().find(name); m != missing().end()) throw_bad_input("--backend " + name + ": " + m->second);
   std::string known;
   for (const auto& [n, f] : registry()) known += (known.empty() ? "" : ", ") + n;
   throw_bad_input("unknown backend '" + name + "' (known: " + known + ")");

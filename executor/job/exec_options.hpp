@@ -1,21 +1,32 @@
-// exec_options.hpp: everything domino-exec can be asked, parsed from the command line, and turned back into
-// the argument list the launcher gives each rank process (ranks re-read the same job themselves).
+// exec_options.hpp: what domino-exec is asked, split by owner: what to run (JobRequest: resolved into a Job
+// by job.hpp), how to run it (RunSettings), and which backend; each backend declares, registers and
+// validates its own flags (backends.hpp). Rank processes are forked, so they get these structs as memory.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
-#include <vector>
 
 #include "sim/model/model_spec.hpp"
 
+namespace CLI {
+class App;
+}
+
 namespace domino {
 
-struct ExecOptions {
+// What to run: the model, the plan and the shape of the job.
+struct JobRequest {
   std::string target;    // positional: a plan file, or (with --strategy) a model name/file
   std::string model;     // --model: the model of a plan file (default: the one the plan names)
   std::string strategy;  // --strategy: run a named strategy instead of a plan file
   ModelOverrides overrides;
   int ranks = 0;  // 0: the TP degree
+  bool force = false;
+};
+
+// How to run it: iterations, training settings, outputs, the link, failure handling.
+struct RunSettings {
   int iters = 5;
   int warmup = 2;
   uint64_t seed = 1;
@@ -26,37 +37,29 @@ struct ExecOptions {
   std::string json_path;
   double link_gbps = 0;
   double link_latency_us = 0;
-  bool force = false;
-  std::string backend = "cpu";
-  // CUDA backend only (see executor/cuda/cuda_backend.hpp: CudaOptions).
-  bool emulate_comm = false;
-  int emulate_tp = 8;
-  int emulate_sms = 16;
-  double emulate_busbw_gbps = 370;
-  double emulate_latency_us = 10;
-  std::string cuda_dtype = "model";
+  int timeout_s = 30;
   bool check = false;
   std::string dump_dir;
   int dump_iter = 0;
-  bool nan_check = true;
-  int timeout_s = 30;
-  bool quiet = false;  // no per-iteration loss lines (the --check runs)
-
-  // Hidden: set by the launcher for the rank processes it starts.
-  bool rank_worker = false;
-  std::string run_dir;        // the launch's temp folder (FileStore in run_dir/store)
-  std::string bind_address;   // Gloo's TCP device address (an emulated link's namespace address)
-  std::string snapshot_path;  // --check: where this rank writes its buffers after the run ("{rank}" expands)
+  bool quiet = false;      // no per-iteration loss lines (the --check runs)
+  bool nan_check = true;   // false: --no-nan-check; else the backend's default (Backend::scans_for_nan_by_default)
+  std::string bind_address;  // env mode: Gloo's TCP device address (default: the one that reaches MASTER_ADDR)
 };
+
+struct ExecOptions {
+  JobRequest job;
+  RunSettings run;
+  std::string backend = "cpu";
+};
+
+// Adds a backend's own flags to the command line (the CUDA backend's, when built with it).
+using BackendFlagAdder = std::function<void(CLI::App&)>;
 
 // Parses argv (argv[0] is the program); returns false after printing help/version (exit 0).
 // Throws domino::Error (BadInput) on bad usage.
-bool parse_exec_options(int argc, const char* const* argv, ExecOptions* out);
+bool parse_exec_options(int argc, const char* const* argv, ExecOptions* out, const BackendFlagAdder& backend_flags = {});
 
-// The arguments (without the program) that make a rank process run `o`.
-std::vector<std::string> worker_arguments(const ExecOptions& o);
-
-// Turns relative output/input paths into absolute ones (rank processes may start elsewhere).
+// Turns relative output/input paths into absolute ones.
 void make_paths_absolute(ExecOptions* o);
 
 }  // namespace domino

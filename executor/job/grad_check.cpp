@@ -81,6 +81,84 @@ std::vector<std::string> differing_buffers(const Variant& plan, const Variant& s
   return out;
 }
 
+
+// The three runs: the plan, megatron-sync at the same TP degree, megatron-sync at tp=1; one iteration each
+// from the same seed, no outputs, no emulated link.
+std::vector<Variant> check_variants(const ExecOptions& options, const Job& job) {
+  ExecOptions base = options;
+  RunSettings& r = base.run;
+  r.check = false;
+  r.iters = 1;
+  r.warmup = 0;
+  r.trace_path.clear();
+  r.json_path.clear();
+  r.dump_dir.clear();
+  r.quiet = true;
+  r.link_gbps = 0;
+  r.link_latency_us = 0;
+  ExecOptions sync = base;
+  sync.job.target.clear();
+  sync.job.model = job.model_source;
+  sync.job.strategy = "megatron-sync";
+  sync.job.force = false;
+  sync.job.overrides.tp = job.model.tp;
+  sync.job.ranks = 0;
+  ExecOptions single = sync;
+  single.job.overrides.tp = 1;
+  return {{"plan (" + job.plan.strategy + ")", base, job, {}},
+          {"megatron-sync tp " + std::to_string(job.model.tp), sync, resolve_job(sync), {}},
+          {"megatron-sync tp 1", single, resolve_job(single), {}}};
+}
+
+// Launches one run and reads back every rank's buffers (files named PREFIX.rankR.bin).
+void run_variant(Variant* run, const std::string& prefix) {
+  if (std::getenv("DOMINO_CHECK_KEEP")) std::printf("check: keeping %s\n", prefix.c_str());
+  std::printf("check: running %s on %d rank(s)\n", run->label.c_str(), run->job.ranks);
+  std::fflush(stdout);
+  launch_job(run->options, run->job, prefix + ".rank{rank}.bin");
+  for (int r = 0; r < run->job.ranks; ++r) run->ranks.push_back(read_snapshot(prefix + ".rank" + std::to_string(r) + ".bin"));
+}
+
+struct Row {
+  std::string name;
+  double vs_sync, vs_single;
+};
+
+// The loss and every full parameter gradient of the plan against both references.
+std::vector<Row> compare_with_references(const Job& job, const std::vector<Variant>& runs) {
+  std::vector<Row> rows;
+  rows.push_back({"loss", loss_error(runs[0].ranks[0].loss, runs[1].ranks[0].loss),
+                  loss_error(runs[0].ranks[0].loss, runs[2].ranks[0].loss)});
+  const auto sync_grads = grad_buffers(runs[1].job.schedule), single_grads = grad_buffers(runs[2].job.schedule);
+  for (const auto& [key, index] : grad_buffers(job.schedule)) {
+    const std::vector<float> mine = assemble_full(job, index, runs[0].ranks);
+    Row row{job.schedule.buffers[size_t(index)].name, INFINITY, INFINITY};
+    if (auto it = sync_grads.find(key); it != sync_grads.end())
+      row.vs_sync = max_relative_error(mine, assemble_full(runs[1].job, it->second, runs[1].ranks));
+    if (auto it = single_grads.find(key); it != single_grads.end())
+      row.vs_single = max_relative_error(mine, assemble_full(runs[2].job, it->second, runs[2].ranks));
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// Prints the table; returns the worst row and adds the names of the rows over the tolerance to *failed.
+const Row& print_table(const std::vector<Row>& rows, const std::vector<Variant>& runs, std::vector<std::string>* failed) {
+  std::printf("\n%-32s %22s %22s  %s\n", "tensor", ("vs " + runs[1].label).c_str(), ("vs " + runs[2].label).c_str(), "");
+  const Row* worst = &rows.front();
+  for (const Row& row : rows) {
+    const bool ok = row.vs_sync <= kCheckTolerance && row.vs_single <= kCheckTolerance;
+    std::printf("%-32s %22s %22s  %s\n", row.name.c_str(), fmt_err(row.vs_sync).c_str(), fmt_err(row.vs_single).c_str(),
+                ok ? "ok" : "MISMATCH");
+    if (!ok) failed->push_back(row.name);
+    if (std::max(row.vs_sync, row.vs_single) > std::max(worst->vs_sync, worst->vs_single)) worst = &row;
+  }
+  std::printf("(max relative error; tolerance %.0e; relative to max(|x|, %.0e * max|x|) per tensor)\n",
+              kCheckTolerance, kRelativeFloor);
+  std::fflush(stdout);
+  return *worst;
+}
+
 }  // namespace
 
 double max_relative_error(const std::vector<float>& a, const std::vector<float>& b) {
@@ -123,74 +201,11 @@ std::vector<float> assemble_full(const Job& job, int32_t grad_buffer, const std:
 int run_gradient_check(const ExecOptions& options, const Job& job) {
   TempDir temp("domino-check");
   if (std::getenv("DOMINO_CHECK_KEEP")) temp.keep();
-  const std::string& dir = temp.path();
-
-  ExecOptions base = options;
-  base.check = false;
-  base.iters = 1;
-  base.warmup = 0;
-  base.trace_path.clear();
-  base.json_path.clear();
-  base.dump_dir.clear();
-  base.quiet = true;
-  base.link_gbps = 0;
-  base.link_latency_us = 0;
-  ExecOptions sync = base;
-  sync.target.clear();
-  sync.model = job.model_source;
-  sync.strategy = "megatron-sync";
-  sync.force = false;
-  sync.overrides.tp = job.model.tp;
-  sync.ranks = 0;
-  ExecOptions single = sync;
-  single.overrides.tp = 1;
-
-  std::vector<Variant> runs{{"plan (" + job.plan.strategy + ")", base, {}, {}},
-                            {"megatron-sync tp " + std::to_string(job.model.tp), sync, {}, {}},
-                            {"megatron-sync tp 1", single, {}, {}}};
-  for (size_t v = 0; v < runs.size(); ++v) {
-    Variant& run = runs[v];
-    run.options.snapshot_path = dir + "/run" + std::to_string(v) + ".rank{rank}.bin";
-    run.job = v == 0 ? job : resolve_job(run.options);
-    if (std::getenv("DOMINO_CHECK_KEEP")) std::printf("check: keeping %s\n", dir.c_str());
-    std::printf("check: running %s on %d rank(s)\n", run.label.c_str(), run.job.ranks);
-    std::fflush(stdout);
-    launch_ranks(run.options, run.job.ranks);
-    for (int r = 0; r < run.job.ranks; ++r)
-      run.ranks.push_back(read_snapshot(dir + "/run" + std::to_string(v) + ".rank" + std::to_string(r) + ".bin"));
-  }
-
-  struct Row {
-    std::string name;
-    double vs_sync, vs_single;
-  };
-  std::vector<Row> rows;
-  rows.push_back({"loss", loss_error(runs[0].ranks[0].loss, runs[1].ranks[0].loss),
-                  loss_error(runs[0].ranks[0].loss, runs[2].ranks[0].loss)});
-  const auto sync_grads = grad_buffers(runs[1].job.schedule), single_grads = grad_buffers(runs[2].job.schedule);
-  for (const auto& [key, index] : grad_buffers(job.schedule)) {
-    const std::vector<float> mine = assemble_full(job, index, runs[0].ranks);
-    Row row{job.schedule.buffers[size_t(index)].name, INFINITY, INFINITY};
-    if (auto it = sync_grads.find(key); it != sync_grads.end())
-      row.vs_sync = max_relative_error(mine, assemble_full(runs[1].job, it->second, runs[1].ranks));
-    if (auto it = single_grads.find(key); it != single_grads.end())
-      row.vs_single = max_relative_error(mine, assemble_full(runs[2].job, it->second, runs[2].ranks));
-    rows.push_back(row);
-  }
-
-  std::printf("\n%-32s %22s %22s  %s\n", "tensor", ("vs " + runs[1].label).c_str(), ("vs " + runs[2].label).c_str(), "");
-  const Row* worst = nullptr;
+  std::vector<Variant> runs = check_variants(options, job);
+  for (size_t v = 0; v < runs.size(); ++v) run_variant(&runs[v], temp.path() + "/run" + std::to_string(v));
+  const std::vector<Row> rows = compare_with_references(job, runs);
   std::vector<std::string> failed_names;
-  for (const Row& row : rows) {
-    const bool ok = row.vs_sync <= kCheckTolerance && row.vs_single <= kCheckTolerance;
-    std::printf("%-32s %22s %22s  %s\n", row.name.c_str(), fmt_err(row.vs_sync).c_str(), fmt_err(row.vs_single).c_str(),
-                ok ? "ok" : "MISMATCH");
-    if (!ok) failed_names.push_back(row.name);
-    if (!worst || std::max(row.vs_sync, row.vs_single) > std::max(worst->vs_sync, worst->vs_single)) worst = &row;
-  }
-  std::printf("(max relative error; tolerance %.0e; relative to max(|x|, %.0e * max|x|) per tensor)\n",
-              kCheckTolerance, kRelativeFloor);
-  std::fflush(stdout);
+  const Row& worst = print_table(rows, runs, &failed_names);
   if (failed_names.empty()) {
     std::printf("check passed: %zu tensors within %.0e\n", rows.size(), kCheckTolerance);
     return 0;
@@ -199,8 +214,8 @@ int run_gradient_check(const ExecOptions& options, const Job& job) {
   failed_names.erase(std::remove(failed_names.begin(), failed_names.end(), "loss"), failed_names.end());
   std::string first = first_writer(job.schedule, differing);
   if (first.empty()) first = first_writer(job.schedule, failed_names);
-  throw_runtime("--check failed: " + std::to_string(rows.size()) + " tensors compared, worst " + worst->name +
-                " (" + fmt_err(std::max(worst->vs_sync, worst->vs_single)) + ")" +
+  throw_runtime("--check failed: " + std::to_string(rows.size()) + " tensors compared, worst " + worst.name +
+                " (" + fmt_err(std::max(worst.vs_sync, worst.vs_single)) + ")" +
                 (first.empty() ? std::string() : "; first differing op: " + first));
 }
 

@@ -33,25 +33,25 @@ PlanHeader read_plan_header(const std::string& path) {
 
 Job resolve_job(const ExecOptions& o) {
   Job job;
-  ModelOverrides overrides = o.overrides;
-  if (!o.strategy.empty()) {
-    if (!o.target.empty() && !o.model.empty())
+  ModelOverrides overrides = o.job.overrides;
+  if (!o.job.strategy.empty()) {
+    if (!o.job.target.empty() && !o.job.model.empty())
       throw_bad_input("with --strategy give the model once (positional or --model), not both");
-    job.model_source = o.model.empty() ? o.target : o.model;
+    job.model_source = o.job.model.empty() ? o.job.target : o.job.model;
     job.model = load_model(job.model_source, overrides);
-    job.plan = make_strategy_plan(o.strategy, job.model);
+    job.plan = make_strategy_plan(o.job.strategy, job.model);
   } else {
-    if (o.target.empty()) throw_bad_input("give a plan file, or a model with --strategy NAME");
-    const PlanHeader header = read_plan_header(o.target);
-    job.model_source = o.model.empty() ? header.model_name : o.model;
+    if (o.job.target.empty()) throw_bad_input("give a plan file, or a model with --strategy NAME");
+    const PlanHeader header = read_plan_header(o.job.target);
+    job.model_source = o.job.model.empty() ? header.model_name : o.job.model;
     if (job.model_source.empty())
-      throw_bad_input(o.target + ": the plan names no model (model: {name: ...}); pass --model MODEL");
+      throw_bad_input(o.job.target + ": the plan names no model (model: {name: ...}); pass --model MODEL");
     if (!overrides.tp && header.tp > 0) overrides.tp = header.tp;
     job.model = load_model(job.model_source, overrides);
-    job.plan = load_plan(o.target, job.model, o.force);
+    job.plan = load_plan(o.job.target, job.model, o.job.force);
   }
-  job.build.optimizer = o.optimizer == "sgd" ? OptimizerKind::SgdMomentum : OptimizerKind::Adam;
-  job.ranks = o.ranks > 0 ? o.ranks : job.model.tp;
+  job.build.optimizer = o.run.optimizer == "sgd" ? OptimizerKind::SgdMomentum : OptimizerKind::Adam;
+  job.ranks = o.job.ranks > 0 ? o.job.ranks : job.model.tp;
   if (job.ranks != job.model.tp)
     throw_bad_input("--ranks " + std::to_string(job.ranks) + " differs from the TP degree " +
                     std::to_string(job.model.tp) + ": every rank is one tensor-parallel shard (use --tp)");

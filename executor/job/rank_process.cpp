@@ -1,6 +1,5 @@
 // rank_process.cpp: one rank from start to report (see rank_process.hpp).
 #include "executor/job/rank_process.hpp"
-#include "sim/base/files.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -14,6 +13,7 @@
 #include "executor/runtime/results.hpp"
 #include "executor/runtime/tensor_dump.hpp"
 #include "sim/base/error.hpp"
+#include "sim/base/files.hpp"
 
 namespace domino {
 namespace {
@@ -32,20 +32,16 @@ std::string env_text(const char* name) {
   return v ? v : "";
 }
 
-CommConfig comm_config(const ExecOptions& o, int rank, int world) {
+// Env mode's rendezvous: the TCP store at MASTER_ADDR:MASTER_PORT.
+CommConfig env_comm_config(const ExecOptions& o, int rank, int world) {
   CommConfig c;
   c.rank = rank;
   c.world = world;
-  c.timeout = std::chrono::seconds(o.timeout_s);
-  if (o.rank_worker) {
-    c.store_dir = o.run_dir + "/store";
-    c.bind_address = o.bind_address.empty() ? "127.0.0.1" : o.bind_address;
-    return c;
-  }
+  c.timeout = std::chrono::seconds(o.run.timeout_s);
   c.master_addr = env_text("MASTER_ADDR");
   if (c.master_addr.empty()) throw_bad_input("env mode (RANK and WORLD_SIZE set) needs MASTER_ADDR and MASTER_PORT");
   c.master_port = env_int("MASTER_PORT");
-  if (!o.bind_address.empty()) c.bind_address = o.bind_address;
+  if (!o.run.bind_address.empty()) c.bind_address = o.run.bind_address;
   else if (!env_text("DOMINO_BIND_ADDR").empty()) c.bind_address = env_text("DOMINO_BIND_ADDR");
   else c.bind_address = local_address_towards(c.master_addr, c.master_port);
   return c;
@@ -58,13 +54,14 @@ void print_iteration(int it, const IterationRecord& rec) {
 }
 
 void write_outputs(const ExecOptions& o, const Job& job, const std::vector<RankResult>& results) {
+  const RunSettings& r = o.run;
   const RunSummary summary = summarize(results);
-  const nlohmann::json meta{{"backend", o.backend}, {"seed", o.seed}, {"threads", o.threads},
-                            {"optimizer", o.optimizer}, {"link_gbps", o.link_gbps},
-                            {"link_latency_us", o.link_latency_us}};
-  if (!o.trace_path.empty()) write_trace(o.trace_path, job.schedule, summary.timeline, meta);
-  if (!o.json_path.empty()) write_file_atomic(o.json_path, summary_json(summary, job.schedule, meta).dump(2) + "\n");
-  if (o.quiet) return;
+  const nlohmann::json meta{{"backend", o.backend}, {"seed", r.seed}, {"threads", r.threads},
+                            {"optimizer", r.optimizer}, {"link_gbps", r.link_gbps},
+                            {"link_latency_us", r.link_latency_us}};
+  if (!r.trace_path.empty()) write_trace(r.trace_path, job.schedule, summary.timeline, meta);
+  if (!r.json_path.empty()) write_file_atomic(r.json_path, summary_json(summary, job.schedule, meta).dump(2) + "\n");
+  if (r.quiet) return;
   double peak = 0;
   for (int64_t b : summary.timeline.peak_memory_bytes) peak = std::max(peak, double(b));
   std::printf("%s %s tp %d: iteration %.3f ms median (p10 %.3f, p90 %.3f) over %zu iterations; "
@@ -73,6 +70,32 @@ void write_outputs(const ExecOptions& o, const Job& job, const std::vector<RankR
               summary.p10_us / 1000.0, summary.p90_us / 1000.0, summary.timeline.iteration_samples_us.size(),
               peak / (1 << 20));
   std::fflush(stdout);
+}
+
+std::unique_ptr<Backend> prepared_backend(const ExecOptions& o, const Job& job, GlooComm& comm) {
+  std::unique_ptr<Backend> backend = make_backend(o.backend);
+  RankContext ctx;
+  ctx.rank = comm.rank();
+  ctx.world = comm.world();
+  ctx.seed = o.run.seed;
+  ctx.hyper.lr = float(o.run.lr);
+  ctx.threads = o.run.threads;
+  ctx.comm = &comm;
+  ctx.link_latency_us = o.run.link_latency_us;
+  ctx.timeout_s = o.run.timeout_s;
+  backend->prepare(job.schedule, ctx);
+  return backend;
+}
+
+void write_rank_snapshot(const std::string& path, const Job& job, Backend& backend, int rank, float loss) {
+  RankSnapshot snap;
+  snap.rank = rank;
+  snap.loss = loss;
+  for (size_t i = 0; i < job.schedule.buffers.size(); ++i)
+    snap.buffers.push_back(job.schedule.buffers[i].role == BufferRole::Workspace
+                               ? std::vector<float>{}
+                               : backend.read_buffer(job.schedule, int32_t(i)));
+  write_snapshot(path, snap);
 }
 
 }  // namespace
@@ -85,47 +108,34 @@ void run_rank_process(const ExecOptions& o) {
   if (world != job.ranks)
     throw_bad_input("WORLD_SIZE=" + std::to_string(world) + " but the job has " + std::to_string(job.ranks) +
                     " ranks (the TP degree)");
-  if (!o.dump_dir.empty() && o.dump_iter >= o.warmup + o.iters)
-    throw_bad_input("--dump-iter " + std::to_string(o.dump_iter) + " is past the last iteration (" +
-                    std::to_string(o.warmup + o.iters - 1) + ")");
-  GlooComm comm(comm_config(o, rank, world));
-  std::unique_ptr<Backend> backend = make_backend(o.backend);
-  RankContext ctx;
-  ctx.rank = rank;
-  ctx.world = world;
-  ctx.seed = o.seed;
-  ctx.hyper.lr = float(o.lr);
-  ctx.threads = o.threads;
-  ctx.comm = &comm;
-  ctx.link_latency_us = o.link_latency_us;
-  backend->prepare(job.schedule, ctx);
+  run_rank(o, job, env_comm_config(o, rank, world));
+}
+
+void run_rank(const ExecOptions& o, const Job& job, const CommConfig& config, const std::string& snapshot_path) {
+  const RunSettings& r = o.run;
+  if (!r.dump_dir.empty() && r.dump_iter >= r.warmup + r.iters)
+    throw_bad_input("--dump-iter " + std::to_string(r.dump_iter) + " is past the last iteration (" +
+                    std::to_string(r.warmup + r.iters - 1) + ")");
+  GlooComm comm(config);
+  const int rank = comm.rank();
+  std::unique_ptr<Backend> backend = prepared_backend(o, job, comm);
 
   RunnerOptions ro;
-  ro.warmup = o.warmup;
-  ro.iters = o.iters;
-  ro.check_finite = o.nan_check;
-  ro.dump_iter = o.dump_dir.empty() ? -1 : o.dump_iter;
-  ro.dump_dir = o.dump_dir;
+  ro.warmup = r.warmup;
+  ro.iters = r.iters;
+  ro.check_finite = r.nan_check && backend->scans_for_nan_by_default();
+  ro.dump_iter = r.dump_dir.empty() ? -1 : r.dump_iter;
+  ro.dump_dir = r.dump_dir;
   std::function<void(int, const IterationRecord&)> report;
-  if (rank == 0 && !o.quiet) report = print_iteration;
+  if (rank == 0 && !r.quiet) report = print_iteration;
   const RankResult result = run_iterations(job.schedule, *backend, &comm, rank, ro, report);
 
-  if (!o.snapshot_path.empty()) {
-    RankSnapshot snap;
-    snap.rank = rank;
-    snap.loss = result.iterations.back().loss;
-    for (size_t i = 0; i < job.schedule.buffers.size(); ++i)
-      snap.buffers.push_back(job.schedule.buffers[i].role == BufferRole::Workspace
-                                 ? std::vector<float>{}
-                                 : backend->read_buffer(job.schedule, int32_t(i)));
-    std::string path = o.snapshot_path;
-    if (const size_t at = path.find("{rank}"); at != std::string::npos) path.replace(at, 6, std::to_string(rank));
-    write_snapshot(path, snap);
-  }
+  if (!snapshot_path.empty()) write_rank_snapshot(snapshot_path, job, *backend, rank, result.iterations.back().loss);
   comm.store_set("result." + std::to_string(rank), rank_result_to_text(result));
   if (rank != 0) return;
   std::vector<RankResult> all;
-  for (int r = 0; r < world; ++r) all.push_back(rank_result_from_text(comm.store_get("result." + std::to_string(r))));
+  for (int q = 0; q < comm.world(); ++q)
+    all.push_back(rank_result_from_text(comm.store_get("result." + std::to_string(q))));
   write_outputs(o, job, all);
 }
 

@@ -1,17 +1,26 @@
-// rank_process.hpp: the body of one rank process: join the group, prepare the backend, run the iterations,
-// report. Started by the launcher (--rank-worker) or, in env mode, by an outside launcher such as torchrun
+// rank_process.hpp: the body of one rank: join the group, prepare the backend, run the iterations, report.
+// Forked by the launcher (launcher.hpp) or, in env mode, started by an outside launcher such as torchrun
 // (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); rank 0 gathers every rank's report through the rendezvous
 // store and writes the trace and the summary.
 #pragma once
 
+#include <string>
+
 #include "executor/job/exec_options.hpp"
+#include "executor/job/job.hpp"
+#include "executor/runtime/gloo_comm.hpp"
 
 namespace domino {
 
 // True when RANK and WORLD_SIZE are set (this process is one rank of an outside launch).
 bool env_mode();
 
-// Runs this process's rank; throws domino::Error naming the rank on failure.
+// Env mode: resolves the job and runs this process's rank; throws domino::Error naming the rank on failure.
 void run_rank_process(const ExecOptions& options);
+
+// Runs rank comm.rank of `job` in group `comm`. With snapshot_path set, writes every buffer of the rank
+// after the run there (--check). Throws domino::Error naming the rank on failure.
+void run_rank(const ExecOptions& options, const Job& job, const CommConfig& comm,
+              const std::string& snapshot_path = "");
 
 }  // namespace domino

@@ -1,6 +1,7 @@
 // rank_fork.hpp: runs a measuring body in `ranks` forked processes joined by a Gloo group (FileStore in a
 // fresh temporary folder), optionally inside an emulated link's network namespaces, and collects each
-// rank's JSON result. Forking (not re-executing) keeps the parent's workload: the children share it.
+// rank's JSON result. Forking (not re-executing) keeps the parent's workload: the children share it. A thin
+// adapter on the one rank launcher (executor/runtime/rank_launcher.hpp), which also sets the stop policy.
 #pragma once
 
 #include <functional>

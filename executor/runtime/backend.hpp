@@ -45,6 +45,7 @@ struct RankContext {
   GlooComm* comm = nullptr;     // the rank's Gloo group: CPU collectives; other backends exchange their
                                 // own ids (e.g. the NCCL unique id) through comm->store()
   double link_latency_us = 0;   // emulated per-hop link latency, added in code before each AllReduce
+  int timeout_s = 30;           // seconds a silent peer may take before it counts as dead (--timeout)
 };
 
 // When one op ran, in microseconds from the start of the iteration.
@@ -79,6 +80,9 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual TimingMode timing_mode() const = 0;
+  // Whether runs scan every op's outputs for NaN/Inf unless told not to (--no-nan-check). Worth it where
+  // the scan is cheap next to the op; not where it would serialise the device after every op.
+  virtual bool scans_for_nan_by_default() const { return true; }
   // Allocates every buffer of the schedule once and initialises parameters, optimizer states and data.
   virtual void prepare(const Schedule& schedule, const RankContext& ctx) = 0;
   virtual std::unique_ptr<StreamDriver> make_stream_driver(Stream stream) = 0;

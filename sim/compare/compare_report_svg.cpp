@@ -41,6 +41,99 @@ double min_start(const TraceFile& t) {
   return std::isfinite(m) ? m : 0;
 }
 
+
+// The rows of the Gantt chart: per rank, predicted then measured, compute then comm.
+std::vector<Row> gantt_rows(const TraceFile& predicted, const TraceFile& measured, const Comparison& c) {
+  std::set<int> p_ranks, m_ranks;
+  for (const TraceEvent& e : predicted.events) p_ranks.insert(e.rank);
+  for (const TraceEvent& e : measured.events) m_ranks.insert(e.rank);
+  std::set<int> ranks = m_ranks;
+  ranks.insert(p_ranks.begin(), p_ranks.end());
+  const bool p_rank0_only = p_ranks.size() == 1 && p_ranks.count(0);
+  const double p0 = min_start(predicted), m0 = min_start(measured);
+
+  std::vector<Row> rows;
+  for (int r : ranks) {
+    int pr = p_ranks.count(r) ? r : (p_rank0_only ? 0 : -1);
+    for (int s = 0; s < 2; ++s) {
+      const char* stream = s == 0 ? "compute" : "comm";
+      if (pr >= 0)
+        rows.push_back({fmt::format("rank {} predicted{} · {}", r, pr != r ? "*" : "", stream), &predicted, r, pr, s, p0,
+                        false, &c.predicted});
+    }
+    for (int s = 0; s < 2; ++s)
+      if (m_ranks.count(r))
+        rows.push_back({fmt::format("rank {} measured · {}", r, s == 0 ? "compute" : "comm"), &measured, r, r, s, m0, true,
+                        &c.measured});
+  }
+  return rows;
+}
+
+// What every row's events are drawn against: the time scale, the aligned ops and both critical paths.
+struct GanttContext {
+  GanttContext(const Comparison& c, double px_per_us)
+      : scale(px_per_us),
+        p_path(c.predicted.critical_path.begin(), c.predicted.critical_path.end()),
+        m_path(c.measured.critical_path.begin(), c.measured.critical_path.end()) {
+    for (const OpComparison& op : c.ops) aligned[op.id] = &op;
+  }
+  double scale;
+  std::map<std::string, const OpComparison*> aligned;
+  std::set<std::string> p_path, m_path;
+};
+
+// The tick grid and labels along the time axis, in ms for long iterations.
+std::string time_axis(double t_max, double scale, double height) {
+  std::string svg;
+  const double step = nice_step(t_max, 10);
+  const bool in_ms = t_max >= 20000;  // long iterations read better in milliseconds
+  for (double t = 0; t <= t_max + 1e-9; t += step) {
+    double x = kLabelW + t * scale;
+    svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.0f}\" x2=\"{0:.1f}\" y2=\"{2:.0f}\" class=\"grid\"/>"
+                       "<text x=\"{0:.1f}\" y=\"{3:.0f}\" class=\"tick\">{4:g}</text>\n",
+                       x, kAxisH - 4, height - 4, kAxisH - 8, in_ms ? t / 1000 : t);
+  }
+  svg += fmt::format("<text x=\"{:.0f}\" y=\"12\" class=\"tick\">{}</text>\n", kLabelW - 24, in_ms ? "ms" : "us");
+  return svg;
+}
+
+// The tooltip of one event: its times on this side and, when aligned, on both.
+std::string event_tip(const TraceEvent& e, const Row& row, const GanttContext& ctx, bool critical) {
+  std::string tip = fmt::format("{} ({})\nstart {:.1f} us, {} {:.2f} us", e.id, e.kind, e.start_us - row.origin,
+                                row.measured ? "measured" : "predicted", e.dur_us);
+  auto a = ctx.aligned.find(e.id);
+  if (a != ctx.aligned.end()) {
+    tip += fmt::format("\npredicted {:.2f} us, measured {:.2f} us", a->second->predicted_us, a->second->measured_us);
+    if (a->second->error_pct >= 0) tip += fmt::format(" (error {:.1f}%)", a->second->error_pct);
+  } else {
+    tip += row.measured ? "\nnot in the prediction" : "\nnot in the measurement";
+  }
+  if (critical) tip += "\non the critical path";
+  return tip;
+}
+
+// One lane: its background and label, then a bar per event of the row's rank and stream.
+std::string row_svg(const Row& row, double row_y, const GanttContext& ctx) {
+  std::string svg = fmt::format("<rect x=\"{:.0f}\" y=\"{:.1f}\" width=\"{:.0f}\" height=\"{:.0f}\" class=\"lane{}\"/>"
+                                "<text x=\"4\" y=\"{:.1f}\" class=\"label\">{}</text>\n",
+                                kLabelW, row_y, kPlotW, kRowH, row.measured ? " m" : "", row_y + kRowH - 3,
+                                html_escape(row.label));
+  const std::set<std::string>& path = row.measured ? ctx.m_path : ctx.p_path;
+  const bool path_rank = row.rank == row.side->critical_rank;
+  for (const TraceEvent& e : row.trace->events) {
+    if (e.rank != row.rank || e.stream != row.stream) continue;
+    const bool critical = path_rank && path.count(e.id);
+    // Critical ops get a dark strip along the bottom (an outline would blacken dense stretches).
+    const double x = kLabelW + (e.start_us - row.origin) * ctx.scale, w = std::max(0.6, e.dur_us * ctx.scale);
+    svg += fmt::format("<g><title>{}</title><rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.0f}\" fill=\"{}\"/>",
+                       html_escape(event_tip(e, row, ctx, critical)), x, row_y + 1, w, kRowH - 2, kind_colour(e.kind));
+    if (critical)
+      svg += fmt::format("<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"3\" class=\"cp\"/>", x,
+                         row_y + kRowH - 4, w);
+    svg += "</g>\n";
+  }
+  return svg;
+}
 }  // namespace
 
 std::string html_escape(const std::string& s) {
@@ -71,39 +164,13 @@ const char* kind_colour(const std::string& kind) {
 }
 
 std::string gantt_svg(const TraceFile& predicted, const TraceFile& measured, const Comparison& c) {
-  std::set<int> p_ranks, m_ranks;
-  for (const TraceEvent& e : predicted.events) p_ranks.insert(e.rank);
-  for (const TraceEvent& e : measured.events) m_ranks.insert(e.rank);
-  std::set<int> ranks = m_ranks;
-  ranks.insert(p_ranks.begin(), p_ranks.end());
-  const bool p_rank0_only = p_ranks.size() == 1 && p_ranks.count(0);
+  const std::vector<Row> rows = gantt_rows(predicted, measured, c);
   const double p0 = min_start(predicted), m0 = min_start(measured);
-
-  std::vector<Row> rows;
-  for (int r : ranks) {
-    int pr = p_ranks.count(r) ? r : (p_rank0_only ? 0 : -1);
-    for (int s = 0; s < 2; ++s) {
-      const char* stream = s == 0 ? "compute" : "comm";
-      if (pr >= 0)
-        rows.push_back({fmt::format("rank {} predicted{} · {}", r, pr != r ? "*" : "", stream), &predicted, r, pr, s, p0,
-                        false, &c.predicted});
-    }
-    for (int s = 0; s < 2; ++s)
-      if (m_ranks.count(r))
-        rows.push_back({fmt::format("rank {} measured · {}", r, s == 0 ? "compute" : "comm"), &measured, r, r, s, m0, true,
-                        &c.measured});
-  }
-
   double t_max = 0;
   for (const TraceEvent& e : predicted.events) t_max = std::max(t_max, e.start_us + e.dur_us - p0);
   for (const TraceEvent& e : measured.events) t_max = std::max(t_max, e.start_us + e.dur_us - m0);
   if (t_max <= 0) t_max = 1;
-  const double scale = kPlotW / t_max;
-
-  std::map<std::string, const OpComparison*> aligned;
-  for (const OpComparison& op : c.ops) aligned[op.id] = &op;
-  std::set<std::string> p_path(c.predicted.critical_path.begin(), c.predicted.critical_path.end());
-  std::set<std::string> m_path(c.measured.critical_path.begin(), c.measured.critical_path.end());
+  const GanttContext ctx(c, kPlotW / t_max);
 
   // Row y positions: a gap between ranks.
   std::vector<double> row_y;
@@ -119,46 +186,8 @@ std::string gantt_svg(const TraceFile& predicted, const TraceFile& measured, con
       "<svg class=\"gantt\" width=\"{0:.0f}\" height=\"{1:.0f}\" viewBox=\"0 0 {0:.0f} {1:.0f}\" role=\"img\" "
       "aria-label=\"Gantt chart, predicted over measured\">\n",
       width, height);
-  const double step = nice_step(t_max, 10);
-  const bool in_ms = t_max >= 20000;  // long iterations read better in milliseconds
-  for (double t = 0; t <= t_max + 1e-9; t += step) {
-    double x = kLabelW + t * scale;
-    svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.0f}\" x2=\"{0:.1f}\" y2=\"{2:.0f}\" class=\"grid\"/>"
-                       "<text x=\"{0:.1f}\" y=\"{3:.0f}\" class=\"tick\">{4:g}</text>\n",
-                       x, kAxisH - 4, height - 4, kAxisH - 8, in_ms ? t / 1000 : t);
-  }
-  svg += fmt::format("<text x=\"{:.0f}\" y=\"12\" class=\"tick\">{}</text>\n", kLabelW - 24, in_ms ? "ms" : "us");
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& row = rows[i];
-    svg += fmt::format("<rect x=\"{:.0f}\" y=\"{:.1f}\" width=\"{:.0f}\" height=\"{:.0f}\" class=\"lane{}\"/>"
-                       "<text x=\"4\" y=\"{:.1f}\" class=\"label\">{}</text>\n",
-                       kLabelW, row_y[i], kPlotW, kRowH, row.measured ? " m" : "", row_y[i] + kRowH - 3,
-                       html_escape(row.label));
-    const std::set<std::string>& path = row.measured ? m_path : p_path;
-    const bool path_rank = row.rank == row.side->critical_rank;
-    for (const TraceEvent& e : row.trace->events) {
-      if (e.rank != row.rank || e.stream != row.stream) continue;
-      std::string tip = fmt::format("{} ({})\nstart {:.1f} us, {} {:.2f} us", e.id, e.kind, e.start_us - row.origin,
-                                    row.measured ? "measured" : "predicted", e.dur_us);
-      auto a = aligned.find(e.id);
-      if (a != aligned.end()) {
-        tip += fmt::format("\npredicted {:.2f} us, measured {:.2f} us", a->second->predicted_us, a->second->measured_us);
-        if (a->second->error_pct >= 0) tip += fmt::format(" (error {:.1f}%)", a->second->error_pct);
-      } else {
-        tip += row.measured ? "\nnot in the prediction" : "\nnot in the measurement";
-      }
-      const bool critical = path_rank && path.count(e.id);
-      if (critical) tip += "\non the critical path";
-      // Critical ops get a dark strip along the bottom (an outline would blacken dense stretches).
-      const double x = kLabelW + (e.start_us - row.origin) * scale, w = std::max(0.6, e.dur_us * scale);
-      svg += fmt::format("<g><title>{}</title><rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.0f}\" fill=\"{}\"/>",
-                         html_escape(tip), x, row_y[i] + 1, w, kRowH - 2, kind_colour(e.kind));
-      if (critical)
-        svg += fmt::format("<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"3\" class=\"cp\"/>", x,
-                           row_y[i] + kRowH - 4, w);
-      svg += "</g>\n";
-    }
-  }
+  svg += time_axis(t_max, ctx.scale, height);
+  for (size_t i = 0; i < rows.size(); ++i) svg += row_svg(rows[i], row_y[i], ctx);
   svg += "</svg>\n";
   return svg;
 }

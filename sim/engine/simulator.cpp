@@ -27,21 +27,27 @@ struct StreamState {
   double remaining = 0;  // standalone work left of the running op
   double started = 0;
 };
+using Streams = std::array<StreamState, kNumStreams>;
+using Rates = std::array<double, kNumStreams>;
 
-}  // namespace
+// The state of one simulation between events.
+struct EventState {
+  const std::vector<Op>& ops;
+  std::vector<double> duration;  // standalone, from the cost model
+  std::vector<double> finish;    // -1 until the op has finished
+  Streams streams;
+  double now = 0;
+  int32_t done = 0;
+};
 
-SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOptions& options) {
+// Every op's standalone duration, its deps checked, and each stream's program order.
+void load_ops(const Schedule& schedule, const CostModel& cost, int tp, EventState& st) {
   const std::vector<Op>& ops = schedule.ops;
   const int32_t n = static_cast<int32_t>(ops.size());
-  const int plan_tp = schedule.plan.tp > 0 ? schedule.plan.tp : schedule.model.tp;
-  const int tp = options.allreduce_ranks > 0 ? options.allreduce_ranks : plan_tp;
   const int devices_per_node = cost.profile().devices_per_node;
-  const bool comm_enabled = schedule.plan.comm_enabled;
-
-  std::vector<double> duration(n);
-  std::vector<double> finish(n, -1.0);
-  StreamState streams[kNumStreams];
-  for (auto& s : streams) s.order.reserve(ops.size());
+  st.duration.resize(n);
+  st.finish.assign(n, -1.0);
+  for (auto& s : st.streams) s.order.reserve(ops.size());
   for (int32_t i = 0; i < n; ++i) {
     const Op& op = ops[i];
     for (int32_t d : op.deps) {
@@ -50,83 +56,101 @@ SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOpt
                       ", which is not another op of the schedule");
       }
     }
-    const bool silent = op.kind == OpKind::AllReduce && !comm_enabled;
-    duration[i] = silent ? 0.0 : cost.op_us(op, tp, devices_per_node);
-    if (!(duration[i] >= 0 && duration[i] < std::numeric_limits<double>::infinity())) {
-      throw_runtime("cost model gives op " + op_id(op) + " a duration of " + std::to_string(duration[i]) +
+    const bool silent = op.kind == OpKind::AllReduce && !schedule.plan.comm_enabled;
+    st.duration[i] = silent ? 0.0 : cost.op_us(op, tp, devices_per_node);
+    if (!(st.duration[i] >= 0 && st.duration[i] < std::numeric_limits<double>::infinity())) {
+      throw_runtime("cost model gives op " + op_id(op) + " a duration of " + std::to_string(st.duration[i]) +
                     " us (flops " + std::to_string(op.flops) + ", bytes " + std::to_string(op.bytes) + ")");
     }
-    streams[static_cast<int>(op.stream)].order.push_back(i);
+    st.streams[static_cast<int>(op.stream)].order.push_back(i);
   }
+}
+
+bool deps_done(const Op& op, const std::vector<double>& finish) {
+  return std::all_of(op.deps.begin(), op.deps.end(), [&](int32_t d) { return finish[d] >= 0; });
+}
+
+// Starts every op whose stream is free and whose deps are done. Starting one op can unblock the other
+// stream only through a finish, so one pass per stream suffices; zero-length ops finish in the timing step
+// like any other.
+void start_ready_ops(EventState& st) {
+  for (StreamState& s : st.streams) {
+    if (s.running != kNone || s.next >= s.order.size()) continue;
+    const int32_t i = s.order[s.next];
+    if (!deps_done(st.ops[i], st.finish)) continue;
+    s.running = i;
+    s.remaining = st.duration[i];
+    s.started = st.now;
+    ++s.next;
+  }
+}
+
+[[noreturn]] void throw_deadlock(const EventState& st) {
+  const StreamState& compute = st.streams[static_cast<int>(Stream::Compute)];
+  const StreamState& blocked = compute.next < compute.order.size() ? compute : st.streams[static_cast<int>(Stream::Comm)];
+  throw_runtime("schedule deadlocks: op " + op_id(st.ops[blocked.order[blocked.next]]) +
+                " waits on an op that can never run (a dep that comes later on its own stream)");
+}
+
+// Advances to the next op end at the current rates: books the busy times, finishes the ops that end.
+void advance_to_next_end(EventState& st, const Rates& rate_both, SimResult& result, bool record_timeline) {
+  const StreamState& compute = st.streams[static_cast<int>(Stream::Compute)];
+  const StreamState& comm = st.streams[static_cast<int>(Stream::Comm)];
+  const bool both = compute.running != kNone && comm.running != kNone;
+  const Rates rate = both ? rate_both : Rates{1.0, 1.0};
+  double dt = std::numeric_limits<double>::infinity();
+  for (int s = 0; s < kNumStreams; ++s)
+    if (st.streams[s].running != kNone) dt = std::min(dt, st.streams[s].remaining / rate[s]);
+  if (compute.running != kNone) result.compute_us += dt;
+  if (comm.running != kNone) {
+    result.comm_us += dt;
+    if (compute.running == kNone) result.exposed_comm_us += dt;
+  }
+  st.now += dt;
+  for (int s = 0; s < kNumStreams; ++s) {
+    StreamState& ss = st.streams[s];
+    if (ss.running == kNone) continue;
+    ss.remaining -= rate[s] * dt;
+    if (ss.remaining > kEpsilonUs && ss.remaining / rate[s] > kEpsilonUs) continue;
+    st.finish[ss.running] = st.now;
+    if (record_timeline) result.timeline.spans.push_back(OpSpan{ss.running, 0, ss.started, st.now});
+    ss.running = kNone;
+    ++st.done;
+  }
+}
+
+bool all_idle(const Streams& streams) {
+  return std::all_of(streams.begin(), streams.end(), [](const StreamState& s) { return s.running == kNone; });
+}
+
+}  // namespace
+
+SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOptions& options) {
+  const int plan_tp = schedule.plan.tp > 0 ? schedule.plan.tp : schedule.model.tp;
+  const int tp = options.allreduce_ranks > 0 ? options.allreduce_ranks : plan_tp;
+  EventState st{schedule.ops, {}, {}, {}};
+  load_ops(schedule, cost, tp, st);
 
   SimResult result;
   Timeline& tl = result.timeline;
   if (options.record_timeline) {
     tl.source = "predicted";
     tl.ranks = 1;
-    tl.spans.reserve(ops.size());
+    tl.spans.reserve(schedule.ops.size());
   }
-  const std::array<double, kNumStreams> rate_both = {1.0 / (1.0 + cost.compute_slowdown()),
-                                                      1.0 / (1.0 + cost.comm_slowdown())};
-
-  double now = 0;
-  int32_t done = 0;
-  StreamState& compute = streams[static_cast<int>(Stream::Compute)];
-  StreamState& comm = streams[static_cast<int>(Stream::Comm)];
-  while (done < n) {
-    // Start every op whose stream is free and whose deps are done. Starting one op can unblock the
-    // other stream only through a finish, so one pass per stream suffices; zero-length ops finish in
-    // the timing step below like any other.
-    for (StreamState& s : streams) {
-      if (s.running != kNone || s.next >= s.order.size()) continue;
-      const int32_t i = s.order[s.next];
-      bool ready = true;
-      for (int32_t d : ops[i].deps) {
-        if (finish[d] < 0) {
-          ready = false;
-          break;
-        }
-      }
-      if (!ready) continue;
-      s.running = i;
-      s.remaining = duration[i];
-      s.started = now;
-      ++s.next;
-    }
-    const bool both = compute.running != kNone && comm.running != kNone;
-    if (compute.running == kNone && comm.running == kNone) {
-      const StreamState& blocked = compute.next < compute.order.size() ? compute : comm;
-      throw_runtime("schedule deadlocks: op " + op_id(ops[blocked.order[blocked.next]]) +
-                    " waits on an op that can never run (a dep that comes later on its own stream)");
-    }
-    // Advance to the next op end at the current rates.
-    const std::array<double, kNumStreams> rate = both ? rate_both : std::array<double, kNumStreams>{1.0, 1.0};
-    double dt = std::numeric_limits<double>::infinity();
-    for (int s = 0; s < kNumStreams; ++s)
-      if (streams[s].running != kNone) dt = std::min(dt, streams[s].remaining / rate[s]);
-    if (compute.running != kNone) result.compute_us += dt;
-    if (comm.running != kNone) {
-      result.comm_us += dt;
-      if (compute.running == kNone) result.exposed_comm_us += dt;
-    }
-    now += dt;
-    for (int s = 0; s < kNumStreams; ++s) {
-      StreamState& st = streams[s];
-      if (st.running == kNone) continue;
-      st.remaining -= rate[s] * dt;
-      if (st.remaining > kEpsilonUs && st.remaining / rate[s] > kEpsilonUs) continue;
-      finish[st.running] = now;
-      if (options.record_timeline) tl.spans.push_back(OpSpan{st.running, 0, st.started, now});
-      st.running = kNone;
-      ++done;
-    }
+  const Rates rate_both = {1.0 / (1.0 + cost.compute_slowdown()), 1.0 / (1.0 + cost.comm_slowdown())};
+  const int32_t n = static_cast<int32_t>(schedule.ops.size());
+  while (st.done < n) {
+    start_ready_ops(st);
+    if (all_idle(st.streams)) throw_deadlock(st);
+    advance_to_next_end(st, rate_both, result, options.record_timeline);
   }
 
-  result.iteration_us = now;
+  result.iteration_us = st.now;
   result.overlap_fraction = result.comm_us > 0 ? 1.0 - result.exposed_comm_us / result.comm_us : 1.0;
   result.peak_memory_bytes = schedule_memory_bytes(schedule);
   if (options.record_timeline) {
-    tl.iteration_us = now;
+    tl.iteration_us = st.now;
     tl.peak_memory_bytes = {result.peak_memory_bytes};
   }
   return result;

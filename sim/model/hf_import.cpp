@@ -25,6 +25,14 @@ using Spellings = std::vector<std::string>;
 
 const std::vector<std::string> kLlamaTypes = {"llama", "mistral"};
 const std::vector<std::string> kGptTypes = {"gpt2", "gpt_neox", "gptj", "gpt_neo", "opt"};
+// Every spelling of the keys real checkpoints use.
+const Spellings kHiddenKeys = {"hidden_size", "n_embd"};
+const Spellings kLayerKeys = {"num_hidden_layers", "n_layer", "num_layers"};
+const Spellings kHeadKeys = {"num_attention_heads", "n_head", "num_heads"};
+const Spellings kKvHeadKeys = {"num_key_value_heads"};
+const Spellings kVocabKeys = {"vocab_size"};
+const Spellings kFfnKeys = {"intermediate_size", "n_inner", "ffn_dim"};
+const Spellings kPosKeys = {"max_position_embeddings", "n_positions", "n_ctx"};
 const std::vector<std::string> kActivations = {"gelu",        "gelu_new",   "gelu_fast", "gelu_pytorch_tanh",
                                                "gelu_python", "quick_gelu", "relu",      "silu",
                                                "swish"};
@@ -134,18 +142,8 @@ std::string model_name(const HfReader& r, const std::string& path) {
   return p.stem().string();
 }
 
-}  // namespace
-
-bool looks_like_hf_config(const std::string& text) {
-  const auto first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos || text[first] != '{') return false;
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return false;
-  return !(j.contains("family") && !j.contains("model_type"));
-}
-
-ModelSpec import_hf_config(const std::string& text, const std::string& path,
-                           const ModelOverrides& overrides) {
+// The JSON object of a config.json; BadInput at the syntax error's line and column.
+json parse_config(const std::string& text, const std::string& path) {
   json j;
   try {
     j = json::parse(text);
@@ -161,8 +159,11 @@ ModelSpec import_hf_config(const std::string& text, const std::string& path,
   }
   if (!j.is_object())
     throw_bad_input(SourceLoc{path, 1, 1}, "a Hugging Face config.json must be a JSON object");
-  const HfReader r(j, text, path);
+  return j;
+}
 
+// The family model_type names; BadInput when it is missing or not one Domino supports.
+Family read_family(const HfReader& r, const std::string& path) {
   std::vector<std::string> supported = kLlamaTypes;
   supported.insert(supported.end(), kGptTypes.begin(), kGptTypes.end());
   const auto type = r.opt_string({"model_type"});
@@ -173,32 +174,33 @@ ModelSpec import_hf_config(const std::string& text, const std::string& path,
   if (std::find(supported.begin(), supported.end(), *type) == supported.end()) {
     r.fail("model_type", one_of(*type, supported));
   }
+  return std::find(kLlamaTypes.begin(), kLlamaTypes.end(), *type) != kLlamaTypes.end() ? Family::Llama : Family::Gpt;
+}
 
-  ModelSpec m;
-  m.source = path;
-  m.name = model_name(r, path);
-  m.family = std::find(kLlamaTypes.begin(), kLlamaTypes.end(), *type) != kLlamaTypes.end() ? Family::Llama
-                                                                                           : Family::Gpt;
-  m.hidden = r.get_int({"hidden_size", "n_embd"});
-  m.layers = r.get_int({"num_hidden_layers", "n_layer", "num_layers"});
-  m.heads = r.get_int({"num_attention_heads", "n_head", "num_heads"});
-  m.kv_heads = r.opt_int({"num_key_value_heads"}).value_or(m.heads);
-  m.vocab = r.get_int({"vocab_size"});
+void read_shape(const HfReader& r, ModelSpec& m) {
+  m.hidden = r.get_int(kHiddenKeys);
+  m.layers = r.get_int(kLayerKeys);
+  m.heads = r.get_int(kHeadKeys);
+  m.kv_heads = r.opt_int(kKvHeadKeys).value_or(m.heads);
+  m.vocab = r.get_int(kVocabKeys);
   if (auto head_dim = r.opt_int({"head_dim"}); head_dim && int64_t(*head_dim) * m.heads != m.hidden) {
     r.fail("head_dim", fmt::format("{} differs from hidden_size / num_attention_heads ({} / {}): decoupled "
                                    "head dimensions are not supported",
                                    *head_dim, m.hidden, m.heads));
   }
+}
 
-  const Spellings ffn_keys = {"intermediate_size", "n_inner", "ffn_dim"};
-  if (auto ffn = r.opt_int(ffn_keys)) {
+void read_ffn_hidden(const HfReader& r, const std::string& path, ModelSpec& m) {
+  if (auto ffn = r.opt_int(kFfnKeys)) {
     m.ffn_hidden = *ffn;
   } else if (m.family == Family::Gpt) {
     m.ffn_hidden = int(std::min<int64_t>(4 * int64_t(m.hidden), INT_MAX));  // GPT-2 convention: n_inner null
   } else {
     throw_bad_input(SourceLoc{path, 1, 1}, "config.json: missing required key 'intermediate_size'");
   }
+}
 
+void read_activation_and_norm(const HfReader& r, ModelSpec& m) {
   // Llama-family MLPs are always gated (gate/up/down projections), whatever the activation function.
   m.activation = m.family == Family::Llama ? Activation::Swiglu : Activation::Gelu;
   const Spellings act_keys = {"hidden_act", "activation_function"};
@@ -210,7 +212,9 @@ ModelSpec import_hf_config(const std::string& text, const std::string& path,
   m.norm = (m.family == Family::Llama || r.present({"rms_norm_eps"}) != "") ? NormKind::RmsNorm
                                                                             : NormKind::LayerNorm;
   m.bias = m.family == Family::Gpt;
+}
 
+void read_dtype(const HfReader& r, ModelSpec& m) {
   const Spellings dtype_keys = {"torch_dtype", "dtype"};
   m.dtype = DType::BF16;
   if (auto dt = r.opt_string(dtype_keys)) {
@@ -223,40 +227,64 @@ ModelSpec import_hf_config(const std::string& text, const std::string& path,
     else
       r.fail(r.present(dtype_keys), one_of(*dt, {"bfloat16", "float16", "float32"}));
   }
+}
 
-  const Spellings pos_keys = {"max_position_embeddings", "n_positions", "n_ctx"};
-  const auto max_pos = r.opt_int(pos_keys);
+void read_seq_len(const HfReader& r, const std::string& path, const ModelOverrides& overrides, ModelSpec& m) {
+  const auto max_pos = r.opt_int(kPosKeys);
   if (!overrides.seq_len && !max_pos) {
     throw_bad_input(SourceLoc{path, 1, 1},
                     "config.json: no max_position_embeddings, n_positions or n_ctx: pass --seq-len");
   }
   m.seq_len = max_pos ? std::min(*max_pos, 2048) : 0;
+}
+
+// A model the checks refuse: blames the command-line override, else the JSON key the value came from (so
+// the user knows which line to look at), else the file.
+[[noreturn]] void fail_check(const HfReader& r, const std::string& path, const ModelOverrides& overrides,
+                             const ModelViolation& v) {
+  const std::string flag = override_flag(v.key, overrides);
+  if (!flag.empty()) {
+    throw_bad_input(SourceLoc{path, 1, 1}, fmt::format("model '{}' (from the command-line override {}): {}",
+                                                       v.key, flag, v.message));
+  }
+  const std::vector<std::pair<std::string, Spellings>> json_keys = {
+      {"hidden", kHiddenKeys}, {"layers", kLayerKeys}, {"heads", kHeadKeys}, {"kv_heads", kKvHeadKeys},
+      {"ffn_hidden", kFfnKeys}, {"vocab", kVocabKeys}, {"seq_len", kPosKeys}};
+  for (const auto& [model_key, spellings] : json_keys) {
+    const std::string k = r.present(spellings);
+    if (model_key == v.key && !k.empty()) r.fail(k, "model '" + v.key + "': " + v.message);
+  }
+  throw_bad_input(SourceLoc{path, 1, 1}, "model '" + v.key + "': " + v.message);
+}
+
+}  // namespace
+
+bool looks_like_hf_config(const std::string& text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || text[first] != '{') return false;
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return false;
+  return !(j.contains("family") && !j.contains("model_type"));
+}
+
+ModelSpec import_hf_config(const std::string& text, const std::string& path,
+                           const ModelOverrides& overrides) {
+  const json j = parse_config(text, path);
+  const HfReader r(j, text, path);
+  ModelSpec m;
+  m.source = path;
+  m.family = read_family(r, path);
+  m.name = model_name(r, path);
+  read_shape(r, m);
+  read_ffn_hidden(r, path, m);
+  read_activation_and_norm(r, m);
+  read_dtype(r, m);
+  read_seq_len(r, path, overrides, m);
   m.micro_batch = 1;
   m.tp = 1;
   m.gpus_per_node = 8;
   apply_overrides(m, overrides);
-
-  if (const auto v = check_model(m)) {
-    const std::string flag = override_flag(v->key, overrides);
-    if (!flag.empty()) {
-      throw_bad_input(SourceLoc{path, 1, 1}, fmt::format("model '{}' (from the command-line override {}): {}",
-                                                         v->key, flag, v->message));
-    }
-    // Name the JSON spelling the value came from, so the user knows which line to look at.
-    const std::vector<std::pair<std::string, Spellings>> json_keys = {
-        {"hidden", {"hidden_size", "n_embd"}},
-        {"layers", {"num_hidden_layers", "n_layer", "num_layers"}},
-        {"heads", {"num_attention_heads", "n_head", "num_heads"}},
-        {"kv_heads", {"num_key_value_heads"}},
-        {"ffn_hidden", ffn_keys},
-        {"vocab", {"vocab_size"}},
-        {"seq_len", pos_keys}};
-    for (const auto& [model_key, spellings] : json_keys) {
-      const std::string k = r.present(spellings);
-      if (model_key == v->key && !k.empty()) r.fail(k, "model '" + v->key + "': " + v->message);
-    }
-    throw_bad_input(SourceLoc{path, 1, 1}, "model '" + v->key + "': " + v->message);
-  }
+  if (const auto v = check_model(m)) fail_check(r, path, overrides, *v);
   return m;
 }
 

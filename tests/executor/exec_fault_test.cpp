@@ -23,8 +23,8 @@ std::vector<pid_t> start_long_run(const TempDir& dir, Proc* launcher) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {
     for (pid_t c : children_of(launcher->pid)) {
-      const std::string r = env_of(c, "RANK");
-      if (r == "0" || r == "1") ranks[size_t(std::stoi(r))] = c;
+      const int r = rank_of(c);
+      if (r == 0 || r == 1) ranks[size_t(r)] = c;
     }
     if (ranks[0] > 0 && ranks[1] > 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

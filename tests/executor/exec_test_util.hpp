@@ -1,6 +1,6 @@
 // exec_test_util.hpp: running build/bin/domino-exec from the end-to-end tests: start it with arguments and
 // extra environment, capture stdout+stderr in a file, wait with a deadline (a hung job fails the test
-// instead of hanging ctest), and find the rank processes a launcher started.
+// instead of hanging ctest), and find the rank processes a launcher started (by their process name).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -119,6 +119,19 @@ inline std::string env_of(pid_t pid, const std::string& key) {
   while (std::getline(in, entry, '\0'))
     if (entry.rfind(key + "=", 0) == 0) return entry.substr(key.size() + 1);
   return "";
+}
+
+// The rank of a process the launcher forked ("rankN.<program>" as its name, see rank_launcher.hpp); -1 when
+// it is not one.
+inline int rank_of(pid_t pid) {
+  const std::string comm = read_text("/proc/" + std::to_string(pid) + "/comm");
+  if (comm.rfind("rank", 0) != 0) return -1;
+  const size_t dot = comm.find('.');
+  try {
+    return std::stoi(comm.substr(4, dot == std::string::npos ? std::string::npos : dot - 4));
+  } catch (const std::exception&) {
+    return -1;
+  }
 }
 
 inline bool alive(pid_t pid) {

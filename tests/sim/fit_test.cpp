@@ -1,4 +1,4 @@
-// profiler_fit_test.cpp: the profiler's fitting on synthetic measurements made from known figures (the fit
+// fit_test.cpp: the profile fitting (sim/fit) on synthetic measurements made from known figures (the fit
 // must recover them and reproduce every point within its spread), and its small statistics helpers.
 #include <gtest/gtest.h>
 
@@ -155,6 +155,21 @@ TEST(ProfilerFit, TablesReproduceTheMeasuredMediansExactly) {
     const double measured = timing_of(s).median_us;
     EXPECT_NEAR(cm.gemm_us(DType::FP32, e["m"], e["n"], e["k"], e["flops"], e["bytes"]), measured, 1e-9 * measured);
   }
+}
+
+TEST(ProfilerFit, OneRankMeasuresNoCollective) {
+  FitInput in = synthetic_input(Truth{}, 2);
+  in.tp = 1;
+  in.ranks.resize(1);
+  in.ranks[0].erase("collectives");
+  in.ranks[0].erase("interference");
+  const FitResult r = fit_profile(in);
+  EXPECT_EQ(r.profile.intra_node.latency_us, 0);
+  EXPECT_EQ(r.profile.intra_node.bus_bandwidth_gbps, 1e6);
+  EXPECT_TRUE(r.profile.intra_node.table.empty());
+  EXPECT_NE(r.profile.notes.find("one rank: no collective measured"), std::string::npos);
+  EXPECT_NE(r.profile.notes.find("interference not measured"), std::string::npos);
+  EXPECT_EQ(r.summary.find("AllReduce ("), std::string::npos);
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
-// profiler_calibrate_test.cpp: calibration round trip. A trace predicted by the simulator with a known
+// calibrate_test.cpp: calibration round trip. A trace predicted by the simulator with a known
 // profile is calibrated starting from a deliberately wrong profile; the result must predict every op of
 // the trace again and recover the known figures.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "sim/fit/calibrate.hpp"
+#include "sim/fit/calibrate_terms.hpp"
 #include "sim/cost/cost_model.hpp"
 #include "sim/base/error.hpp"
 #include "sim/engine/simulator.hpp"
@@ -110,6 +112,59 @@ TEST(ProfilerCalibrate, ArrivalSkewOfAMultiRankTraceBecomesTheSyncTerm) {
   EXPECT_NEAR(r.profile.intra_node.latency_us, 60.0, 2.0);
   EXPECT_NEAR(r.profile.intra_node.bus_bandwidth_gbps, 1.2, 0.03);
   EXPECT_NE(r.report.find("arrival skew"), std::string::npos);
+}
+
+// The skewed two-rank trace of ArrivalSkewOfAMultiRankTraceBecomesTheSyncTerm.
+TraceFile skewed_trace(const std::string& name) {
+  TraceFile trace = known_trace(name);
+  const double skews[] = {400, 1000, 1600};
+  const size_t n = trace.events.size();
+  int ar = 0;
+  for (size_t i = 0; i < n; ++i) {
+    TraceEvent late = trace.events[i];
+    late.rank = 1;
+    if (late.kind == "allreduce") {
+      const double s = skews[ar++ % 3];
+      late.start_us += s;
+      trace.events[i].dur_us += s;
+    }
+    trace.events.push_back(late);
+  }
+  return trace;
+}
+
+TEST(ProfilerCalibrate, SamplesTakeTheFastestRankOfAnAllReduceAndTheSlowestOfOtherOps) {
+  const TraceFile trace = skewed_trace("domino_calibrate_samples.json");
+  const Profile truth = known_profile();
+  const calibration::TraceSamples in(truth, trace, 0);
+  EXPECT_EQ(in.tp, 2);  // from the trace's header
+  ASSERT_FALSE(in.samples.empty());
+  const CostModel cm(truth);
+  int allreduces = 0;
+  for (const calibration::Sample& s : in.samples) {
+    if (s.op.kind != OpKind::AllReduce) {
+      EXPECT_EQ(s.skew, -1);
+      continue;
+    }
+    ++allreduces;
+    const double own = cm.op_us(s.op, 2, 4);
+    EXPECT_NEAR(s.dur, own, 1e-3 * own);  // rank 1's own time, not rank 0's wait
+    const double nearest = std::round(s.skew / 600 - 2.0 / 3) * 600 + 400;  // 400, 1000 or 1600
+    EXPECT_NEAR(s.skew, nearest, 1e-6);
+    EXPECT_TRUE(nearest >= 400 && nearest <= 1600) << s.skew;
+  }
+  EXPECT_GE(allreduces, 9);
+}
+
+TEST(ProfilerCalibrate, SyncAloneFitsTheSkewAndKeepsTheCollectiveFigures) {
+  const TraceFile trace = skewed_trace("domino_calibrate_sync_only.json");
+  Profile wrong = known_profile();
+  wrong.intra_node = {20.0, 3.0, {}, 0};
+  const CalibrationResult r = calibrate_profile(wrong, trace, 0, parse_calibration_scope("sync"));
+  EXPECT_NEAR(r.profile.intra_node.sync_us, 1000, 1e-6);
+  EXPECT_EQ(r.profile.intra_node.latency_us, 20.0);
+  EXPECT_EQ(r.profile.intra_node.bus_bandwidth_gbps, 3.0);
+  EXPECT_EQ(r.report.find("allreduce ("), std::string::npos);
 }
 
 TEST(ProfilerCalibrate, FitChangesOnlyTheNamedParts) {

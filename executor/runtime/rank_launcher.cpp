@@ -1,0 +1,240 @@
+// rank_launcher.cpp: fork, set the child up (parent-death signal, name, environment, namespace), run the
+// body, hand its result and error back through files of the launch's folder; the parent reaps, stops the
+// rest on the first failure and names it (see rank_launcher.hpp).
+#include "executor/runtime/rank_launcher.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "executor/runtime/link_emulation.hpp"
+#include "sim/base/error.hpp"
+#include "sim/base/files.hpp"
+
+namespace domino {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// Long enough for a rank to leave a collective cleanly, short enough that a failed job ends within seconds.
+constexpr auto kStopGrace = std::chrono::seconds(3);
+constexpr auto kPollInterval = std::chrono::milliseconds(20);
+
+struct Child {
+  pid_t pid = 0;
+  int rank = 0;
+  bool running = true;
+  int status = 0;
+  bool stopped_by_us = false;  // we signalled it: its death is a consequence, not a cause
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string result_path(const std::string& dir, int rank) { return dir + "/rank" + std::to_string(rank) + ".result"; }
+std::string error_path(const std::string& dir, int rank) { return dir + "/rank" + std::to_string(rank) + ".error"; }
+
+void join_namespace(const std::string& ns) {
+  const std::string path = "/var/run/netns/" + ns;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_runtime("cannot open network namespace " + path + ": " + std::strerror(errno));
+  const int rc = ::setns(fd, CLONE_NEWNET);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) throw_runtime("cannot join network namespace " + ns + ": " + std::strerror(err));
+}
+
+// What torchrun would set, so that code reading the environment (device choice by LOCAL_RANK) sees the
+// same thing under either launcher; the process name tells the ranks apart in ps and tests.
+void present_as_rank(const RankSlot& slot) {
+  const std::string rank = std::to_string(slot.rank), world = std::to_string(slot.world);
+  ::setenv("RANK", rank.c_str(), 1);
+  ::setenv("WORLD_SIZE", world.c_str(), 1);
+  ::setenv("LOCAL_RANK", rank.c_str(), 1);
+  ::setenv("LOCAL_WORLD_SIZE", world.c_str(), 1);
+  char comm[16] = {};
+  ::prctl(PR_GET_NAME, comm);
+  const std::string name = ("rank" + rank + "." + comm).substr(0, 15);
+  ::prctl(PR_SET_NAME, name.c_str());
+}
+
+// The rank process's whole life; never returns (no atexit handlers: the parent owns the folder and the
+// namespaces, and a failed rank may still have threads blocked in a collective).
+[[noreturn]] void rank_main(const RankSlot& slot, const std::string& dir, const LinkEmulation* link,
+                            const RankBody& body) {
+  int rc = 0;
+  try {
+    present_as_rank(slot);
+    if (link) join_namespace(link->namespace_of(slot.rank));
+    write_file_atomic(result_path(dir, slot.rank), body(slot));
+  } catch (const Error& e) {
+    std::ofstream(error_path(dir, slot.rank)) << e.what();
+    rc = e.exit_code();
+  } catch (const std::exception& e) {
+    std::ofstream(error_path(dir, slot.rank)) << e.what();
+    rc = 1;
+  } catch (...) {
+    rc = 1;
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::_exit(rc);
+}
+
+std::vector<Child> fork_ranks(const LaunchOptions& o, const std::string& dir, const LinkEmulation* link,
+                              const RankBody& body) {
+  std::fflush(stdout);  // or the children would print the parent's buffered output again
+  std::fflush(stderr);
+  const pid_t parent = ::getpid();
+  std::vector<Child> children;
+  for (int r = 0; r < o.ranks; ++r) {
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      const int err = errno;
+      for (const Child& c : children) ::kill(c.pid, SIGKILL);
+      for (const Child& c : children) ::waitpid(c.pid, nullptr, 0);
+      throw_runtime(std::string("cannot start rank process ") + std::to_string(r) + ": fork failed: " +
+                    std::strerror(err));
+    }
+    if (pid == 0) {
+      // Die with the parent, whatever kills it; the check closes the race with a parent already gone.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(1);
+      RankSlot slot{r, o.ranks, dir + "/store", link ? link->address_of(r) : "127.0.0.1"};
+      rank_main(slot, dir, link, body);
+    }
+    children.push_back({pid, r});
+  }
+  return children;
+}
+
+// Reaps one child if it has ended; records a failure.
+void reap(Child& c, std::vector<const Child*>* failures) {
+  int status = 0;
+  const pid_t got = ::waitpid(c.pid, &status, WNOHANG);
+  if (got == 0 || (got < 0 && errno == EINTR)) return;
+  c.running = false;
+  c.status = got < 0 ? (1 << 8) : status;  // lost (reaped elsewhere): count as exit status 1
+  if (!(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) failures->push_back(&c);
+}
+
+// Reaps the children (only these: other children of the process are not ours to collect); on the first
+// failure, or at the deadline, stops the rest (SIGTERM, then SIGKILL after kStopGrace). Returns true when
+// the deadline passed before everything ended.
+bool wait_for_ranks(std::vector<Child>& children, std::vector<const Child*>* failures, int deadline_s) {
+  const auto start = Clock::now();
+  std::optional<Clock::time_point> stopping_since;
+  bool killed = false, late = false;
+  auto signal_running = [&](int sig) {
+    for (Child& c : children)
+      if (c.running) {
+        ::kill(c.pid, sig);
+        c.stopped_by_us = true;
+      }
+  };
+  for (;;) {
+    bool any_running = false;
+    for (Child& c : children) {
+      if (c.running) reap(c, failures);
+      any_running = any_running || c.running;
+    }
+    if (!any_running) break;
+    if (!stopping_since && deadline_s > 0 && Clock::now() - start > std::chrono::seconds(deadline_s)) late = true;
+    if ((!failures->empty() || late) && !stopping_since) {
+      stopping_since = Clock::now();
+      signal_running(SIGTERM);
+    }
+    if (stopping_since && !killed && Clock::now() - *stopping_since > kStopGrace) {
+      killed = true;
+      signal_running(SIGKILL);
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
+  return late;
+}
+
+// The cause: a rank we did not stop, preferring one killed by a signal (its peers then fail on the broken
+// connection at about the same moment), else the first failure reaped; null when we stopped them all
+// (the deadline).
+const Child* first_cause(const std::vector<const Child*>& failures) {
+  for (const Child* c : failures)
+    if (!c->stopped_by_us && WIFSIGNALED(c->status)) return c;
+  for (const Child* c : failures)
+    if (!c->stopped_by_us) return c;
+  return nullptr;
+}
+
+[[noreturn]] void throw_failure(const LaunchOptions& o, const std::string& dir, const Child* cause,
+                                const std::vector<const Child*>& failures) {
+  std::string message = o.rank_label + " " + std::to_string(cause->rank) + " " + describe_exit_status(cause->status);
+  if (const std::string why = read_text(error_path(dir, cause->rank)); !why.empty()) message += ": " + why;
+  message += "; the other ranks were stopped";
+  for (const Child* c : failures)
+    if (c != cause) message += "; " + o.rank_label + " " + std::to_string(c->rank) + " " + describe_exit_status(c->status);
+  // A rank that refused its input (exit 2) makes the whole launch a bad-input failure.
+  if (WIFEXITED(cause->status) && WEXITSTATUS(cause->status) == 2) throw_bad_input(message);
+  throw_runtime(message);
+}
+
+std::optional<LinkEmulation> make_link(const LaunchOptions& o) {
+  if (!(o.link_gbps > 0)) return std::nullopt;
+  if (o.ranks < 2) throw_bad_input("an emulated link needs at least 2 ranks");
+  std::string why;
+  if (!LinkEmulation::available(&why)) throw_runtime("--link-gbps: link emulation is not available here: " + why);
+  LinkEmulation::remove_stale();
+  LinkEmulation::install_signal_cleanup();
+  LinkEmulationConfig lc;
+  lc.ranks = o.ranks;
+  lc.gbps = o.link_gbps;
+  return std::optional<LinkEmulation>(std::in_place, lc);
+}
+
+}  // namespace
+
+std::string describe_exit_status(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* abbrev = sigabbrev_np(sig);
+    return "was killed by signal " + std::to_string(sig) + (abbrev ? std::string(" (SIG") + abbrev + ")" : "");
+  }
+  return "exited with status " + std::to_string(WEXITSTATUS(status));
+}
+
+std::vector<std::string> launch_ranks(const LaunchOptions& o, const RankBody& body) {
+  if (o.ranks < 1) throw_bad_input("a launch needs at least 1 rank, not " + std::to_string(o.ranks));
+  TempDir dir(o.temp_prefix);  // Gloo's FileStore must start empty: a fresh folder per launch
+  fs::create_directory(dir.path() + "/store");
+  const std::optional<LinkEmulation> link = make_link(o);
+  std::vector<Child> children = fork_ranks(o, dir.path(), link ? &*link : nullptr, body);
+  std::vector<const Child*> failures;
+  const bool late = wait_for_ranks(children, &failures, o.deadline_s);
+  const Child* cause = first_cause(failures);
+  if (!cause && late)
+    throw_runtime("the " + o.rank_label + " processes took longer than " + std::to_string(o.deadline_s) +
+                  " s; they were stopped");
+  if (!failures.empty()) throw_failure(o, dir.path(), cause ? cause : failures.front(), failures);
+  std::vector<std::string> results;
+  for (int r = 0; r < o.ranks; ++r) results.push_back(read_text(result_path(dir.path(), r)));
+  return results;
+}
+
+}  // namespace domino

@@ -1,0 +1,143 @@
+// calibrate_compute.cpp: the compute terms of a calibration (see calibrate_terms.hpp): memory-bound ops
+// (fixed cost + bandwidth, in general and per kind), and a time scale per half-decade of FLOPs for GEMMs and
+// attention, applied to the GEMM table and the efficiency curves.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+
+#include "sim/fit/calibrate_terms.hpp"
+#include "sim/fit/stats.hpp"
+
+namespace domino::prof::calibration {
+
+namespace {
+
+// Memory-bound ops: t = launch + c * bytes / bw_old.
+std::optional<MemoryCost> fit_memory(const TraceSamples& in, const std::vector<const Sample*>& mem, MemoryCost old) {
+  std::vector<double> x, y;
+  for (const Sample* s : mem) {
+    x.push_back(s->op.bytes / (old.bandwidth_gbps * 1e3));
+    y.push_back(in.interference_free(*s));
+  }
+  double xmin = 1e300, xmax = 0;
+  for (double v : x) xmin = std::min(xmin, v), xmax = std::max(xmax, v);
+  std::vector<double> w;  // 1/t, as the profiler's fit: big ops dominate an iteration, small ones are many
+  for (double t : y) w.push_back(t > 0 ? 1 / t : 0);
+  LineFit f;
+  if (x.size() >= 2 && xmax > 2 * xmin) f = fit_line(x, y, w);
+  if (!f.ok || f.a < 0) f = fit_slope(x, y, w, f.ok && f.a < 0 ? 0 : old.launch_overhead_us);
+  if (!f.ok || !(f.b > 0)) return std::nullopt;
+  return MemoryCost{old.bandwidth_gbps / f.b, f.a};
+}
+
+std::string memory_line(const std::string& what, size_t n, MemoryCost from, MemoryCost to) {
+  return fmt::format("{} ({}): {:.3g} -> {:.3g} GB/s, fixed cost {:.3g} -> {:.3g} us\n", what, n, from.bandwidth_gbps,
+                     to.bandwidth_gbps, from.launch_overhead_us, to.launch_overhead_us);
+}
+
+int band_of(double flops) { return int(std::floor(std::log10(std::max(flops, 1.0)) * 2)); }
+
+// Scale of each band, c = sum measured / sum predicted (keeps each band's total time, which is what an
+// iteration adds up; a least-squares fit on relative errors is biased low when ops are this noisy), and a
+// lookup that falls back to the nearest band with data.
+struct BandScales {
+  std::map<int, double> c;
+  double at(double flops) const {
+    if (c.empty()) return 1;
+    const int b = band_of(flops);
+    auto best = c.begin();
+    for (auto it = c.begin(); it != c.end(); ++it)
+      if (std::abs(it->first - b) < std::abs(best->first - b)) best = it;
+    return best->second;
+  }
+};
+
+// The band scales of one op kind's samples (durations without the old interference) against `cm`; appends
+// the report line. nullopt when the trace has none of the kind.
+std::optional<BandScales> fit_bands(const TraceSamples& in, const CostModel& cm, OpKind kind, std::string& report) {
+  const auto sel = in.select([&](OpKind k) { return k == kind; });
+  if (sel.empty()) return std::nullopt;
+  std::map<int, std::pair<double, double>> acc;  // sum measured, sum predicted
+  for (const Sample* s : sel) {
+    auto& a = acc[band_of(s->op.flops)];
+    a.first += in.interference_free(*s);
+    a.second += cm.op_us(s->op, in.tp, in.devices_per_node);
+  }
+  BandScales out;
+  for (const auto& [b, a] : acc)
+    if (a.second > 0) out.c[b] = a.first / a.second;
+  std::string scales;
+  for (const auto& [b, c] : out.c) scales += fmt::format(" 1e{:.1f}:{:.3f}", b / 2.0, c);
+  report += fmt::format("{} ({} ops): time scale per FLOP band{}\n", to_string(kind), sel.size(), scales);
+  return out;
+}
+
+void scale_curve(std::vector<EfficiencyPoint>& curve, const BandScales& bands, double* peak_tflops) {
+  double top = 0;
+  for (auto& p : curve) {
+    p.efficiency /= bands.at(p.gflop * 1e9);
+    top = std::max(top, p.efficiency);
+  }
+  if (top > 1 && peak_tflops) {  // faster than the old peak: raise the peak instead of breaking eff <= 1
+    *peak_tflops *= top;
+    for (auto& p : curve) p.efficiency /= top;
+  }
+  for (auto& p : curve) p.efficiency = std::clamp(p.efficiency, 1e-4, 1.0);
+}
+
+}  // namespace
+
+// Over all memory-bound ops: the general figures.
+void fit_memory_general(const TraceSamples& in, Profile& p, std::string& report) {
+  const MemoryCost general{in.base.memory.bandwidth_gbps, in.base.memory.launch_overhead_us};
+  const auto mem = in.select(memory_bound);
+  if (auto c = fit_memory(in, mem, general)) {
+    p.memory.bandwidth_gbps = c->bandwidth_gbps;
+    p.memory.launch_overhead_us = c->launch_overhead_us;
+    report += memory_line("memory-bound ops", mem.size(), general, *c);
+  }
+}
+
+// memory.per_kind, for each kind the trace has enough ops of. A kind whose ops all have about one size
+// identifies no fixed cost of its own: it starts from (and keeps) the general fixed cost just fitted.
+void fit_memory_per_kind(const TraceSamples& in, Profile& p, std::string& report) {
+  const MemoryCost fitted{p.memory.bandwidth_gbps, p.memory.launch_overhead_us};
+  for (const std::string& name : memory_bound_kinds()) {
+    const auto of_kind = in.select([&](OpKind k) { return to_string(k) == name; });
+    if (of_kind.size() < 3) continue;
+    const auto own = in.base.memory.per_kind.find(name);
+    const MemoryCost old = own == in.base.memory.per_kind.end() ? fitted : own->second;
+    if (auto c = fit_memory(in, of_kind, old)) {
+      p.memory.per_kind[name] = *c;
+      report += memory_line("  " + name, of_kind.size(), old, *c);
+    }
+  }
+}
+
+void fit_gemm_scales(const TraceSamples& in, const CostModel& cm, Profile& p, std::string& report) {
+  const auto bands = fit_bands(in, cm, OpKind::Gemm, report);
+  auto& g = p.gemm[static_cast<int>(in.dtype)];
+  if (!bands || !g) return;
+  for (auto& r : g->table) r.time_us *= bands->at(2.0 * double(r.m) * double(r.n) * double(r.k));
+  scale_curve(g->efficiency, *bands, &g->peak_tflops);
+}
+
+// Attention scales its own curve; a profile without one has a single relative efficiency, scaled by the
+// median band.
+void fit_attention_scales(const TraceSamples& in, const CostModel& cm, Profile& p, std::string& report) {
+  const auto bands = fit_bands(in, cm, OpKind::Attention, report);
+  if (!bands) return;
+  if (!p.attention.efficiency.empty()) {
+    scale_curve(p.attention.efficiency, *bands, nullptr);
+    return;
+  }
+  std::vector<double> scales;
+  for (const auto& [b, s] : bands->c) scales.push_back(s);
+  const double c = median_of(scales);
+  p.attention.relative_efficiency = std::clamp(p.attention.relative_efficiency / c, 1e-4, 1.0);
+}
+
+}  // namespace domino::prof::calibration

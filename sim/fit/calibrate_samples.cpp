@@ -1,0 +1,126 @@
+// calibrate_samples.cpp: the per-op samples of a measured trace (see calibrate_terms.hpp): one sample per
+// op index, from the slowest rank (the fastest for an AllReduce), with its overlap with the other stream.
+#include <algorithm>
+#include <map>
+
+#include "sim/base/error.hpp"
+#include "sim/fit/calibrate_terms.hpp"
+
+namespace domino::prof::calibration {
+
+namespace {
+
+const std::map<std::string, OpKind>& kinds_by_name() {
+  static const std::map<std::string, OpKind> m = [] {
+    std::map<std::string, OpKind> out;
+    for (OpKind k : {OpKind::Gemm, OpKind::Attention, OpKind::Norm, OpKind::Activation, OpKind::Elementwise,
+                     OpKind::Copy, OpKind::AllReduce, OpKind::Optimizer, OpKind::Embedding, OpKind::Loss})
+      out[to_string(k)] = k;
+    return out;
+  }();
+  return m;
+}
+
+double arg_number(const nlohmann::json& args, const char* key) {
+  return args.contains(key) && args[key].is_number() ? args[key].get<double>() : 0.0;
+}
+
+DType trace_dtype(const Profile& base, const TraceFile& trace) {
+  int present = 0;
+  DType only = DType::BF16;
+  for (int d = 0; d < kNumDTypes; ++d)
+    if (base.gemm[d]) {
+      ++present;
+      only = DType(d);
+    }
+  if (present == 1) return only;
+  if (trace.meta.contains("model") && trace.meta["model"].is_string()) {
+    try {
+      return load_model(trace.meta["model"].get<std::string>()).dtype;
+    } catch (const Error&) {
+    }
+  }
+  return only;
+}
+
+using Intervals = std::vector<std::pair<double, double>>;
+
+// Every event of one op index, across ranks.
+struct PerOp {
+  Op op;
+  std::vector<std::pair<double, double>> dur_overlap;
+  double first_start = 1e300, last_start = -1e300;
+};
+
+void add_event(PerOp& po, OpKind kind, const TraceEvent& e, DType dtype, const Intervals& other_stream) {
+  po.op.kind = kind;
+  po.op.m = int64_t(arg_number(e.args, "m"));
+  po.op.n = int64_t(arg_number(e.args, "n"));
+  po.op.k = int64_t(arg_number(e.args, "k"));
+  po.op.flops = e.flops;
+  po.op.bytes = e.bytes;
+  po.op.dtype = dtype;
+  double overlap = 0;
+  for (const auto& [s, t] : other_stream)
+    overlap += std::max(0.0, std::min(t, e.start_us + e.dur_us) - std::max(s, e.start_us));
+  po.dur_overlap.push_back({e.dur_us, overlap});
+  po.first_start = std::min(po.first_start, e.start_us);
+  po.last_start = std::max(po.last_start, e.start_us);
+}
+
+std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
+  // Busy intervals per (rank, stream), for the overlap of each event with the other stream.
+  std::map<std::pair<int, int>, Intervals> busy;
+  for (const TraceEvent& e : trace.events) busy[{e.rank, e.stream}].push_back({e.start_us, e.start_us + e.dur_us});
+  std::map<int, PerOp> ops;
+  for (const TraceEvent& e : trace.events) {
+    const auto kind = kinds_by_name().find(e.kind);
+    if (kind == kinds_by_name().end() || !e.args.contains("op")) continue;
+    add_event(ops[e.args["op"].get<int>()], kind->second, e, dtype, busy[{e.rank, 1 - e.stream}]);
+  }
+  std::vector<Sample> out;
+  for (auto& [index, po] : ops) {
+    auto& v = po.dur_overlap;
+    std::sort(v.begin(), v.end());
+    const auto& pick = po.op.kind == OpKind::AllReduce ? v.front() : v.back();
+    const double skew = po.op.kind == OpKind::AllReduce && v.size() > 1 ? po.last_start - po.first_start : -1;
+    if (pick.first > 0) out.push_back({po.op, pick.first, pick.second, skew});
+  }
+  return out;
+}
+
+int trace_tp(const TraceFile& trace, int tp) {
+  if (tp > 0) return tp;
+  return trace.meta.contains("tp") && trace.meta["tp"].is_number() ? trace.meta["tp"].get<int>() : 1;
+}
+
+}  // namespace
+
+TraceSamples::TraceSamples(const Profile& base_profile, const TraceFile& trace, int tp_group)
+    : base(base_profile),
+      tp(trace_tp(trace, tp_group)),
+      devices_per_node(base_profile.devices_per_node),
+      dtype(trace_dtype(base_profile, trace)),
+      samples(collect(trace, dtype)) {
+  if (samples.empty())
+    throw_bad_input(trace.path + ": no op events with the executor's args (op, m, n, k, flops, bytes): not a "
+                                 "domino trace?");
+}
+
+std::vector<const Sample*> TraceSamples::select(const std::function<bool(OpKind)>& of_kind) const {
+  std::vector<const Sample*> clean, all;
+  for (const Sample& s : samples)
+    if (of_kind(s.op.kind)) {
+      all.push_back(&s);
+      if (s.overlap <= 0.05 * s.dur) clean.push_back(&s);
+    }
+  return clean.size() >= 3 ? clean : all;
+}
+
+double TraceSamples::interference_free(const Sample& s) const {
+  const double slow = s.op.kind == OpKind::AllReduce ? base.interference.comm_slowdown_during_compute
+                                                     : base.interference.compute_slowdown_during_comm;
+  return s.dur - s.overlap * slow / (1 + slow);
+}
+
+}  // namespace domino::prof::calibration

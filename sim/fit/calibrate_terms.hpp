@@ -1,0 +1,59 @@
+// calibrate_terms.hpp: what calibrate_profile shares with its per-term fits: the per-op samples of a
+// measured trace and one function per cost term (memory-bound ops, GEMM, attention, AllReduce, arrival
+// skew, interference). Each fit reads the samples and updates the calibrated profile and the report.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sim/cost/cost_model.hpp"
+#include "sim/fit/calibrate.hpp"
+
+namespace domino::prof::calibration {
+
+struct Sample {
+  Op op;              // kind, shape, flops, bytes, dtype: what the cost model needs
+  double dur = 0;     // measured: the slowest rank (it sets the pace at every AllReduce); AllReduce: the
+                      // fastest rank, which waited least for its peer
+  double overlap = 0; // time the other stream of the same rank was busy during this op
+  double skew = -1;   // AllReduce on several ranks: the last rank's start minus the first's; else -1
+};
+
+// The trace read once for every fit. Holds the samples the selections point into: not copyable.
+struct TraceSamples {
+  const Profile& base;  // the profile being calibrated, as it came in
+  int tp = 1;           // the trace's TP group
+  int devices_per_node = 1;
+  DType dtype = DType::BF16;
+  std::vector<Sample> samples;
+
+  TraceSamples(const Profile& base_profile, const TraceFile& trace, int tp_group);
+  TraceSamples(const TraceSamples&) = delete;
+  TraceSamples& operator=(const TraceSamples&) = delete;
+
+  // Base-cost samples of the kinds `of_kind` accepts: ops that did not overlap the other stream (or all of
+  // them, corrected by the old interference, when too few ran alone).
+  std::vector<const Sample*> select(const std::function<bool(OpKind)>& of_kind) const;
+  // A sample's duration without the old profile's interference over its measured overlap.
+  double interference_free(const Sample& s) const;
+};
+
+// The terms, in the order calibrate_profile applies them (a later one fits against the earlier results).
+void fit_memory_general(const TraceSamples& in, Profile& p, std::string& report);
+void fit_memory_per_kind(const TraceSamples& in, Profile& p, std::string& report);
+// GEMM and attention scale against `cm`: the costs after the memory fit, before either of them.
+void fit_gemm_scales(const TraceSamples& in, const CostModel& cm, Profile& p, std::string& report);
+void fit_attention_scales(const TraceSamples& in, const CostModel& cm, Profile& p, std::string& report);
+void fit_allreduce(const TraceSamples& in, Profile& p, std::string& report);
+void fit_arrival_skew(const TraceSamples& in, Profile& p, std::string& report);
+void fit_interference(const TraceSamples& in, Profile& p, std::string& report);
+
+// The collective figures a TP group of tp ranks uses: inter-node when it spans nodes and the profile has them
+// (as CostModel::allreduce_us chooses).
+template <typename P>
+auto& group_collective(P& profile, int tp) {
+  return tp > profile.devices_per_node && profile.inter_node ? *profile.inter_node : profile.intra_node;
+}
+
+}  // namespace domino::prof::calibration

@@ -1,0 +1,140 @@
+// profile_fit_comm.cpp: the communication terms of fit_profile (see profile_fit_terms.hpp): the AllReduce's
+// latency and bus bandwidth (least squares on time = latency + bytes * 2(n-1)/n / busbw, exactly what
+// CostModel::allreduce_us computes) plus its table, the ranks' arrival skew, the interference slowdowns.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "sim/fit/profile_fit_terms.hpp"
+
+namespace domino::prof::fitting {
+
+namespace {
+
+// AllReduce: per repeat the mean over ranks (a rank that left the barrier late sees a shorter transfer).
+std::vector<std::pair<double, Timing>> merge_collectives(const FitInput& in) {
+  std::vector<std::pair<double, Timing>> out;
+  if (!in.ranks.at(0).contains("collectives")) return out;
+  const auto& first = in.ranks[0]["collectives"];
+  for (size_t i = 0; i < first.size(); ++i) {
+    std::vector<double> mean = samples(first[i].at("samples_us"));
+    for (size_t r = 1; r < in.ranks.size(); ++r) {
+      const auto s = samples(in.ranks[r].at("collectives").at(i).at("samples_us"));
+      for (size_t k = 0; k < mean.size() && k < s.size(); ++k) mean[k] += s[k];
+    }
+    for (double& v : mean) v /= double(in.ranks.size());
+    out.push_back({first[i].at("bytes").get<double>(), timing_of(mean)});
+  }
+  return out;
+}
+
+std::vector<double> pooled(const FitInput& in, const char* key) {
+  std::vector<double> all;
+  for (const auto& r : in.ranks) {
+    if (!r.contains("interference")) continue;
+    const auto s = samples(r["interference"].at(key));
+    all.insert(all.end(), s.begin(), s.end());
+  }
+  return all;
+}
+
+// Least squares on relative error; when noise hides the bandwidth (small messages only, or a loaded
+// machine): latency from the fastest message, bandwidth from the largest.
+LineFit fit_latency_bandwidth(const std::vector<double>& x, const std::vector<double>& y, std::string& notes) {
+  LineFit f = fit_line(x, y, relative_weights(y));
+  if (!f.ok || f.a < 0) f = fit_slope(x, y, relative_weights(y), 0);
+  if (!f.ok || !(f.b > 0)) {
+    const double min_t = *std::min_element(y.begin(), y.end());
+    f.a = 0.98 * min_t;
+    f.b = std::max(y.back() - f.a, 0.02 * y.back()) / x.back();
+    f.ok = true;
+    notes += "; AllReduce bandwidth not resolved by least squares (noisy): taken from the largest message";
+  }
+  return f;
+}
+
+// The spread of the ranks' AllReduce times after the same GEMMs, per repeat.
+std::vector<double> arrival_skews(const FitInput& in) {
+  size_t reps = SIZE_MAX;
+  for (const auto& r : in.ranks) reps = std::min(reps, r.at("sync").at("allreduce_us").size());
+  std::vector<double> skew;
+  for (size_t k = 0; k < reps; ++k) {
+    double lo = 1e300, hi = 0;
+    for (const auto& r : in.ranks) {
+      const double t = r.at("sync").at("allreduce_us")[k].get<double>();
+      lo = std::min(lo, t), hi = std::max(hi, t);
+    }
+    skew.push_back(hi - lo);
+  }
+  return skew;
+}
+
+}  // namespace
+
+// time = latency + S * 2(n-1)/n / busbw (CostModel::allreduce_us), and the table of every measured size.
+void fit_allreduce(const FitInput& in, FitOutput out) {
+  Profile& p = out.p;
+  const auto coll = merge_collectives(in);
+  if (coll.size() < 2) {
+    p.intra_node.latency_us = 0;
+    p.intra_node.bus_bandwidth_gbps = 1e6;  // a group of one never communicates
+    out.notes += "; one rank: no collective measured";
+    return;
+  }
+  const double ring = in.tp > 1 ? 2.0 * (in.tp - 1) / in.tp : 1.0;
+  std::vector<double> x, y, sp;
+  for (const auto& [bytes, t] : coll) {
+    x.push_back(bytes * ring);
+    y.push_back(t.median_us);
+    sp.push_back(t.spread());
+    p.metadata.spread[fmt::format("allreduce {}", int64_t(bytes))] = t.spread();
+  }
+  const LineFit f = fit_latency_bandwidth(x, y, out.notes);
+  // The table must reproduce every point with the same latency: keep it below the fastest message.
+  const double min_t = *std::min_element(y.begin(), y.end());
+  p.intra_node.latency_us = std::min(f.a, 0.98 * min_t);
+  p.intra_node.bus_bandwidth_gbps = 1.0 / f.b / 1e3;
+  for (size_t i = 0; i < x.size(); ++i)
+    p.intra_node.table.push_back({coll[i].first, x[i] / (y[i] - p.intra_node.latency_us) / 1e3});
+  p.metadata.spread["allreduce"] = median_of(sp);
+  if (p.intra_node.latency_us < f.a)
+    out.notes += fmt::format("; AllReduce least-squares latency {:.3g} us (stored {:.3g} us so the table reproduces "
+                             "the fastest message)", f.a, p.intra_node.latency_us);
+  out.summary += fmt::format("AllReduce ({} sizes, {} ranks): latency {:.3g} us, bus bandwidth {:.3g} GB/s\n", x.size(),
+                             in.tp, f.a, p.intra_node.bus_bandwidth_gbps);
+}
+
+// Per repeat, the spread of the ranks' AllReduce times after the same GEMMs; the median is sync_us.
+void fit_arrival_skew(const FitInput& in, FitOutput out) {
+  const auto has_sync = [](const auto& r) { return r.contains("sync"); };
+  if (in.ranks.size() <= 1 || !std::all_of(in.ranks.begin(), in.ranks.end(), has_sync)) return;
+  const std::vector<double> skew = arrival_skews(in);
+  if (skew.empty()) return;
+  out.p.intra_node.sync_us = median_of(skew);
+  out.p.metadata.spread["allreduce arrival skew"] = timing_of(skew).spread();
+  out.summary += fmt::format("arrival skew at an AllReduce after {:.0f} ms of GEMMs: {:.3g} us (median of {} repeats)\n",
+                             in.ranks[0].at("sync").at("stretch_us").get<double>() / 1e3, out.p.intra_node.sync_us,
+                             skew.size());
+}
+
+// The slowdown of each stream while the other runs.
+void fit_interference(const FitInput& in, FitOutput out) {
+  const std::vector<double> ga = pooled(in, "gemm_alone_us"), gd = pooled(in, "gemm_during_us");
+  const std::vector<double> aa = pooled(in, "allreduce_alone_us"), ad = pooled(in, "allreduce_during_us");
+  if (ga.empty() || gd.empty() || aa.empty() || ad.empty()) {
+    out.notes += "; interference not measured (one rank, or no GEMM fell inside the AllReduce window)";
+    return;
+  }
+  InterferenceProfile& i = out.p.interference;
+  i.compute_slowdown_during_comm = std::max(0.0, median_of(gd) / median_of(ga) - 1);
+  i.comm_slowdown_during_compute = std::max(0.0, median_of(ad) / median_of(aa) - 1);
+  out.p.metadata.spread["interference.gemm_during_comm"] = timing_of(gd).spread();
+  out.p.metadata.spread["interference.allreduce_during_gemm"] = timing_of(ad).spread();
+  out.summary += fmt::format("interference: GEMM {:.0f}% slower during an AllReduce ({} GEMMs), AllReduce {:.0f}% "
+                             "slower during a GEMM ({} AllReduces)\n",
+                             100 * i.compute_slowdown_during_comm, gd.size(), 100 * i.comm_slowdown_during_compute,
+                             ad.size());
+}
+
+}  // namespace domino::prof::fitting

@@ -1,0 +1,149 @@
+// profile_fit_compute.cpp: the compute terms of fit_profile (see profile_fit_terms.hpp): memory-bound ops
+// (fixed cost + bandwidth, least squares, in general and per kind), the GEMM table with a peak and an
+// efficiency curve over size, and attention's efficiency curve against the GEMM peak.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+
+#include "sim/base/error.hpp"
+#include "sim/fit/profile_fit_terms.hpp"
+
+namespace domino::prof::fitting {
+
+namespace {
+
+bool is_memory_kind(const std::string& k) {
+  const auto& kinds = memory_bound_kinds();
+  return std::find(kinds.begin(), kinds.end(), k) != kinds.end();
+}
+
+std::vector<EfficiencyPoint> efficiency_curve(const std::vector<double>& flops, const std::vector<double>& eff) {
+  std::vector<double> gflop;
+  for (double f : flops) gflop.push_back(f / 1e9);
+  std::vector<EfficiencyPoint> curve;
+  for (const CurvePoint& c : log_binned_median(gflop, eff, 0.25))
+    curve.push_back({c.x, std::clamp(c.y, 1e-4, 1.0)});
+  return curve;
+}
+
+// Time the compute part takes once the fixed cost is paid (never below half the measured time: the fixed
+// cost is fitted on memory-bound ops and is only an estimate for GEMMs).
+double compute_part(double t, double launch) { return std::max(t - launch, 0.5 * t); }
+
+bool is_gemm(const Point& pt) { return pt.entry.at("kind") == "gemm"; }
+
+// The best throughput of any GEMM (FLOP/us), and the dtype the GEMMs ran in: the CPU backend computes in
+// fp32; CUDA probes carry the model's dtype.
+std::pair<double, DType> gemm_peak(const FitInput& in, const std::vector<Point>& compute, double launch) {
+  double peak = 0;
+  DType gemm_dtype = DType::FP32;
+  for (const Point& pt : compute) {
+    if (!is_gemm(pt)) continue;
+    if (in.backend != "cpu" && pt.entry.contains("dtype")) gemm_dtype = DType(pt.entry["dtype"].get<int>());
+    peak = std::max(peak, pt.entry.at("flops").get<double>() / compute_part(pt.t.median_us, launch));
+  }
+  if (!(peak > 0)) throw_runtime("profiler: no GEMM was measured");
+  return {peak, gemm_dtype};
+}
+
+}  // namespace
+
+// time = launch + bytes / bandwidth over every memory-bound op. Weights 1/t: between absolute error (the
+// big ops dominate an iteration) and relative error (small ops are many).
+void fit_memory_general(const std::vector<Point>& compute, FitOutput out) {
+  std::vector<double> mx, my;
+  for (const Point& pt : compute) {
+    if (!is_memory_kind(pt.entry.at("kind").get<std::string>())) continue;
+    mx.push_back(pt.entry.at("bytes").get<double>());
+    my.push_back(pt.t.median_us);
+    out.p.metadata.spread["memory " + pt.entry.at("label").get<std::string>()] = pt.t.spread();
+  }
+  std::vector<double> mw;
+  for (double t : my) mw.push_back(1.0 / t);
+  LineFit mem = fit_line(mx, my, mw);
+  if (!mem.ok || mem.a < 0 || !(mem.b > 0)) mem = fit_slope(mx, my, mw, 0);  // noise: bandwidth only
+  if (!mem.ok || !(mem.b > 0)) throw_runtime("profiler: the memory-bound ops gave no usable bandwidth fit");
+  out.p.memory.launch_overhead_us = mem.a;
+  out.p.memory.bandwidth_gbps = 1.0 / mem.b / 1e3;
+  std::vector<double> res_mem;
+  for (size_t i = 0; i < mx.size(); ++i) res_mem.push_back(std::abs(mem.a + mem.b * mx[i] - my[i]) / my[i]);
+  out.p.metadata.spread["fit.memory"] = p90(res_mem);
+  out.summary += fmt::format("memory-bound ops ({} points): {:.3g} GB/s, {:.3g} us fixed cost; p90 residual {:.0f}%\n",
+                             mx.size(), out.p.memory.bandwidth_gbps, out.p.memory.launch_overhead_us, 100 * p90(res_mem));
+}
+
+// A single bandwidth cannot fit every kind: each kind also gets its own (memory.per_kind).
+void fit_memory_per_kind(const std::vector<Point>& compute, FitOutput out) {
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> per_kind;
+  for (const Point& pt : compute) {
+    const std::string kind = pt.entry.at("kind");
+    if (!is_memory_kind(kind)) continue;
+    per_kind[kind].first.push_back(pt.entry.at("bytes").get<double>());
+    per_kind[kind].second.push_back(pt.t.median_us);
+  }
+  std::string kinds;
+  for (auto& [kind, xy] : per_kind) {
+    LineFit f = fit_line(xy.first, xy.second, relative_weights(xy.second));
+    if (!f.ok || f.a < 0 || !(f.b > 0)) f = fit_slope(xy.first, xy.second, relative_weights(xy.second), 0);
+    if (!f.ok || !(f.b > 0)) continue;
+    out.p.memory.per_kind[kind] = MemoryCost{1 / f.b / 1e3, f.a};
+    kinds += fmt::format("{}{} {:.3g} GB/s + {:.3g} us", kinds.empty() ? "" : ", ", kind, 1 / f.b / 1e3, f.a);
+  }
+  out.summary += "  per kind: " + kinds + "\n";
+}
+
+// The measured table, peak = best throughput, efficiency curve over size.
+double fit_gemm(const FitInput& in, const std::vector<Point>& compute, FitOutput out) {
+  const double launch = out.p.memory.launch_overhead_us;
+  const auto [peak, gemm_dtype] = gemm_peak(in, compute, launch);
+  GemmProfile g;
+  std::vector<double> gflops, geff, gspread;
+  for (const Point& pt : compute) {
+    if (!is_gemm(pt)) continue;
+    const double flops = pt.entry.at("flops");
+    const int64_t m = pt.entry.at("m"), n = pt.entry.at("n"), k = pt.entry.at("k");
+    g.table.push_back({m, n, k, pt.t.median_us});
+    gflops.push_back(flops);
+    geff.push_back(flops / (peak * compute_part(pt.t.median_us, launch)));
+    gspread.push_back(pt.t.spread());
+    out.p.metadata.spread[fmt::format("gemm {}x{}x{}", m, n, k)] = pt.t.spread();
+  }
+  std::sort(g.table.begin(), g.table.end(), [](const GemmTiming& a, const GemmTiming& b) {
+    return std::tie(a.m, a.n, a.k) < std::tie(b.m, b.n, b.k);
+  });
+  g.peak_tflops = peak / 1e6;
+  g.efficiency = efficiency_curve(gflops, geff);
+  out.p.metadata.spread["gemm"] = median_of(gspread);
+  out.p.gemm[static_cast<int>(gemm_dtype)] = g;
+  out.summary += fmt::format("GEMM ({} shapes): peak {:.4g} GFLOP/s, efficiency {:.2f} .. {:.2f}\n", g.table.size(),
+                             g.peak_tflops * 1e3, g.efficiency.front().efficiency, g.efficiency.back().efficiency);
+  return peak;
+}
+
+// Attention's own efficiency curve against the GEMM peak.
+void fit_attention(const std::vector<Point>& compute, double peak, FitOutput out) {
+  const double launch = out.p.memory.launch_overhead_us;
+  std::vector<double> aflops, aeff, aspread;
+  for (const Point& pt : compute) {
+    if (pt.entry.at("kind") != "attention") continue;
+    const double flops = pt.entry.at("flops");
+    aflops.push_back(flops);
+    aeff.push_back(flops / (peak * compute_part(pt.t.median_us, launch)));
+    aspread.push_back(pt.t.spread());
+    out.p.metadata.spread[pt.entry.at("label").get<std::string>()] = pt.t.spread();
+  }
+  if (aflops.empty()) {
+    out.p.attention.relative_efficiency = 0.5;
+    out.notes += "; attention not measured (relative_efficiency 0.5 assumed)";
+    return;
+  }
+  out.p.attention.efficiency = efficiency_curve(aflops, aeff);
+  out.p.metadata.spread["attention"] = median_of(aspread);
+  out.summary += fmt::format("attention ({} points): efficiency {:.2f} .. {:.2f} of the GEMM peak\n", aflops.size(),
+                             out.p.attention.efficiency.front().efficiency, out.p.attention.efficiency.back().efficiency);
+}
+
+}  // namespace domino::prof::fitting

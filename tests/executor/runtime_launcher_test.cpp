@@ -1,0 +1,150 @@
+// runtime_launcher_test.cpp: the one rank launcher (executor/runtime/rank_launcher.hpp) on its own: every
+// rank's result comes back by rank, with the rank's environment and a fresh rendezvous folder under $TMPDIR;
+// a rank that fails is named with how it died and its message while the others are stopped; bad input in
+// a rank is bad input for the launch; a launch past its deadline is stopped.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include "executor/runtime/rank_launcher.hpp"
+#include "sim/base/error.hpp"
+#include "sim/base/files.hpp"
+
+namespace domino {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Sets TMPDIR for the test's lifetime, then restores it.
+class ScopedTmpdir {
+ public:
+  explicit ScopedTmpdir(const std::string& dir) {
+    if (const char* old = std::getenv("TMPDIR")) old_ = old;
+    ::setenv("TMPDIR", dir.c_str(), 1);
+  }
+  ~ScopedTmpdir() {
+    if (old_) ::setenv("TMPDIR", old_->c_str(), 1);
+    else ::unsetenv("TMPDIR");
+  }
+
+ private:
+  std::optional<std::string> old_;
+};
+
+[[noreturn]] void sleep_until_stopped() {
+  for (;;) ::pause();
+}
+
+Error launch_expecting_error(const LaunchOptions& o, const RankBody& body) {
+  try {
+    launch_ranks(o, body);
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "the launch did not fail";
+  return Error(ErrorKind::Runtime, "");
+}
+
+TEST(RankLauncher, ReturnsEveryRanksResultByRankInAFreshFolderUnderTmpdir) {
+  TempDir outer("launcher-test");
+  const ScopedTmpdir tmpdir(outer.path());
+  LaunchOptions o;
+  o.ranks = 3;
+  const std::vector<std::string> results = launch_ranks(o, [](const RankSlot& slot) {
+    const bool empty = fs::is_empty(slot.rendezvous_dir);
+    return std::to_string(slot.rank) + "/" + std::to_string(slot.world) + " " + std::getenv("RANK") + " " +
+           std::getenv("WORLD_SIZE") + " " + slot.bind_address + " " + (empty ? "empty " : "used ") +
+           slot.rendezvous_dir;
+  });
+  ASSERT_EQ(results.size(), 3u);
+  std::string first_dir;
+  for (int r = 0; r < 3; ++r) {
+    const std::string prefix = std::to_string(r) + "/3 " + std::to_string(r) + " 3 127.0.0.1 empty ";
+    ASSERT_EQ(results[size_t(r)].rfind(prefix, 0), 0u) << results[size_t(r)];
+    const std::string dir = results[size_t(r)].substr(prefix.size());
+    EXPECT_EQ(dir.rfind(outer.path() + "/", 0), 0u) << dir << " is not under TMPDIR " << outer.path();
+    if (r == 0) first_dir = dir;
+    EXPECT_EQ(dir, first_dir) << "the ranks of one launch share one rendezvous folder";
+  }
+  EXPECT_FALSE(fs::exists(first_dir)) << "the launch's folder outlived it";
+  // A second launch gets a fresh folder.
+  const std::vector<std::string> again = launch_ranks(o, [](const RankSlot& slot) { return slot.rendezvous_dir; });
+  EXPECT_NE(again[0], first_dir);
+}
+
+TEST(RankLauncher, FailedRankIsNamedWithItsMessageAndTheOthersAreStopped) {
+  TempDir dir("launcher-test");
+  LaunchOptions o;
+  o.ranks = 3;
+  const std::string pids = dir.path() + "/pid";
+  const Error e = launch_expecting_error(o, [&](const RankSlot& slot) -> std::string {
+    if (slot.rank == 1) {
+      // Fail only once the others are up, so that they have to be stopped.
+      while (!fs::exists(pids + "0") || !fs::exists(pids + "2")) ::usleep(10'000);
+      throw_runtime("rank 1 broke on purpose");
+    }
+    write_file_atomic(pids + std::to_string(slot.rank), std::to_string(::getpid()));
+    sleep_until_stopped();
+  });
+  EXPECT_EQ(e.kind(), ErrorKind::Runtime);
+  const std::string what = e.what();
+  EXPECT_EQ(what.rfind("rank 1 exited with status 1: rank 1 broke on purpose", 0), 0u) << what;
+  EXPECT_NE(what.find("the other ranks were stopped"), std::string::npos) << what;
+  for (int r : {0, 2}) {
+    std::ifstream in(pids + std::to_string(r));
+    pid_t pid = 0;
+    in >> pid;
+    ASSERT_GT(pid, 0);
+    EXPECT_NE(::kill(pid, 0), 0) << "rank " << r << " outlived the launch";
+  }
+}
+
+TEST(RankLauncher, RankKilledBySignalIsTheCause) {
+  LaunchOptions o;
+  o.ranks = 2;
+  const Error e = launch_expecting_error(o, [](const RankSlot& slot) -> std::string {
+    if (slot.rank == 0) sleep_until_stopped();
+    ::raise(SIGKILL);
+    return "";
+  });
+  const std::string what = e.what();
+  EXPECT_EQ(what.rfind("rank 1 was killed by signal 9 (SIGKILL)", 0), 0u) << what;
+}
+
+TEST(RankLauncher, BadInputInARankIsBadInputForTheLaunch) {
+  LaunchOptions o;
+  o.ranks = 2;
+  o.rank_label = "measuring rank";
+  const Error e = launch_expecting_error(o, [](const RankSlot& slot) -> std::string {
+    if (slot.rank == 0) throw_bad_input("no such model");
+    sleep_until_stopped();
+  });
+  EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+  EXPECT_EQ(std::string(e.what()).rfind("measuring rank 0 exited with status 2: no such model", 0), 0u) << e.what();
+}
+
+TEST(RankLauncher, DeadlineStopsEveryRank) {
+  LaunchOptions o;
+  o.ranks = 2;
+  o.deadline_s = 1;
+  const Error e = launch_expecting_error(o, [](const RankSlot&) -> std::string { sleep_until_stopped(); });
+  EXPECT_EQ(e.kind(), ErrorKind::Runtime);
+  EXPECT_NE(std::string(e.what()).find("took longer than 1 s"), std::string::npos) << e.what();
+}
+
+TEST(RankLauncher, RefusesNoRanks) {
+  LaunchOptions o;
+  o.ranks = 0;
+  const Error e = launch_expecting_error(o, [](const RankSlot&) { return std::string(); });
+  EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+}
+
+}  // namespace
+}  // namespace domino
