@@ -11,7 +11,12 @@
 namespace domino {
 
 // Speedup over megatron-sync, share of the no-comm bound reached; NaN where the baseline is missing.
-double speedup_vs_sync(const TpTuning& t, const EvaluatedPlan& e);
+// Speedup of e over a named baseline of its TP degree (NaN when that baseline did not run). Megatron-LM as its
+// users run it is megatron-async (the input-gradient AllReduce overlapped with the weight-gradient GEMM);
+// megatron-sync is Megatron-LM with that overlap turned off.
+double speedup_vs(const TpTuning& t, const EvaluatedPlan& e, const char* baseline);
+inline double speedup_vs_megatron(const TpTuning& t, const EvaluatedPlan& e) { return speedup_vs(t, e, "megatron-async"); }
+inline double speedup_vs_sync(const TpTuning& t, const EvaluatedPlan& e) { return speedup_vs(t, e, "megatron-sync"); }
 double no_comm_fraction(const TpTuning& t, const EvaluatedPlan& e);
 
 // "L0-79: attn[seq p4 q1 inter] mlp[...]" (identical neighbouring layers as ranges).

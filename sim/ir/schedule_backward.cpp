@@ -176,9 +176,8 @@ void Builder::bwd_attn_grads(int l, int i) {
     // earlier slices add their share.
     op.attrs.accumulate = bp.dim == SplitDim::Sequence && !first_slice;
     op.attrs.heads = int16_t(a_l_), op.attrs.kv_heads = int16_t(kv_l_), op.attrs.head_dim = int16_t(d_);
-    // dV, dP, dQ and dK: four products the size of QK^T.
-    op.flops =
-        8.0 * double(box.b1 - box.b0) * double(box.s1 - box.s0) * double(keys.s1) * double(d_) * double(a_l_);
+    // dV, dP, dQ and dK: four products over the causal (query, key) pairs.
+    op.flops = 8.0 * causal_pairs(box) * double(d_) * double(a_l_);
   }
   if (llama_) {
     Op& op = emit(l, BW, A, "rope.bwd", i, -1, OpCode::RopeBwd);

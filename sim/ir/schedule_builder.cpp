@@ -73,6 +73,14 @@ Region Builder::rows(int32_t buf, const Box& b) const {
   return rows(buf, b, 0, s_.buffers[size_t(buf)].cols);
 }
 
+// Query positions [s0, s1) of a causal attention see keys [0, q]: sum over q of (q + 1) pairs per batch
+// entry. The unsliced attention and every sequence slice are counted alike, so slicing along the sequence
+// earns no discount; a tiled kernel's extra work on the diagonal tiles is left to the efficiency curve.
+double causal_pairs(const Box& box) {
+  const double queries = double(box.s1 - box.s0);
+  return double(box.b1 - box.b0) * queries * double(box.s0 + box.s1 + 1) / 2.0;
+}
+
 // Attention's three operands in a [q | k | v] buffer: the slice's query rows, and the key and value rows
 // [0, the slice's last position] its causal queries see.
 void Builder::qkv_operands(Op& op, int32_t buf, const Box& box, const Box& keys, bool as_outputs) {

@@ -23,6 +23,9 @@ enum LayerParam : int { QkvW, QkvB, ProjW, ProjB, Fc1W, Fc1B, Fc2W, Fc2B, N1G, N
 // Parameters outside the layers.
 enum GlobalParam : int { TokEmb, PosEmb, HeadW, FinG, FinB, kGlobalParams };
 
+// (query, key) pairs a causal attention computes for the query rows of `box` (all its batch entries).
+double causal_pairs(const Box& box);
+
 struct LayerBuffers {
   std::array<int32_t, kLayerParams> param{}, grad{}, state1{}, state2{};  // -1 when absent
   int32_t x_in = -1, xn1 = -1, st1 = -1, qkv = -1, probs = -1, ctx = -1, x_mid = -1;

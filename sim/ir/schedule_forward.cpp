@@ -88,9 +88,8 @@ void Builder::fwd_attn_front(int l, int i) {
     out(op, rows(b.ctx, box));
     out(op, rows(b.probs, box));
     op.attrs.heads = int16_t(a_l_), op.attrs.kv_heads = int16_t(kv_l_), op.attrs.head_dim = int16_t(d_);
-    // QK^T and PV over the whole key rectangle, masked part included (as executed).
-    op.flops =
-        4.0 * double(box.b1 - box.b0) * double(box.s1 - box.s0) * double(keys.s1) * double(d_) * double(a_l_);
+    // QK^T and PV over the (query, key) pairs a causal kernel computes.
+    op.flops = 4.0 * causal_pairs(box) * double(d_) * double(a_l_);
   }
   fwd_row_parallel_gemm(l, A, i, "proj", b.ctx, b.param[ProjW], a_l_ * d_);
 }

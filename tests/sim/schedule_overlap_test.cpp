@@ -156,8 +156,13 @@ TEST(ScheduleOverlap, SequenceSlicesPayForTheirKeys) {
   EXPECT_EQ(s1.in[1].s0, 0);
   EXPECT_EQ(s1.in[1].s1, m.seq_len);
   EXPECT_EQ(s0.in[1].s1, m.seq_len / 2);
-  EXPECT_DOUBLE_EQ(s1.flops, 2 * s0.flops);
-  EXPECT_DOUBLE_EQ(s0.flops + s1.flops, 0.75 * whole.op("L0.fwd.attn.core.s0").flops);
+  // Causal work: slice 0 holds the triangle of its S/2 queries, slice 1 the S/2 x S/2 rectangle plus its
+  // triangle; together exactly the unsliced triangle (no discount for slicing along the sequence).
+  const double S = double(m.seq_len);
+  EXPECT_DOUBLE_EQ(s1.flops / s0.flops, (1.5 * S + 1) / (0.5 * S + 1));
+  EXPECT_DOUBLE_EQ(s0.flops + s1.flops, whole.op("L0.fwd.attn.core.s0").flops);
+  EXPECT_DOUBLE_EQ(x.op("L0.bwd.attn.core.bwd.s0").flops + x.op("L0.bwd.attn.core.bwd.s1").flops,
+                   whole.op("L0.bwd.attn.core.bwd.s0").flops);
   // Key gradients: the last slice writes them all, the first adds its share.
   EXPECT_FALSE(x.op("L0.bwd.attn.core.bwd.s1").attrs.accumulate);
   EXPECT_TRUE(x.op("L0.bwd.attn.core.bwd.s0").attrs.accumulate);
