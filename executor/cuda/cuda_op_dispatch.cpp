@@ -183,13 +183,14 @@ void run_optimizer(const Launch& l) {
   if (op.code == OpCode::SgdStep) {
     SgdStepArgs a;
     a.grad = l.in(0), a.param = l.out(0), a.master = dev.master[size_t(p)], a.mom = first_state, a.n = n;
-    a.lr = o.lr, a.momentum = o.momentum, a.weight_decay = o.weight_decay;
+    a.lr = o.lr, a.momentum = o.momentum, a.weight_decay = op.attrs.weight_decay ? o.weight_decay : 0.0f;
     return sgd_step(a, l.s);
   }
   AdamStepArgs a;
   a.grad = l.in(0), a.param = l.out(0), a.master = dev.master[size_t(p)];
   a.m = first_state, a.v = static_cast<float*>(dev.ptr[size_t(op.out[2].buffer)]), a.n = n;
-  a.lr = o.lr, a.beta1 = o.beta1, a.beta2 = o.beta2, a.eps = o.eps, a.weight_decay = o.weight_decay;
+  a.lr = o.lr, a.beta1 = o.beta1, a.beta2 = o.beta2, a.eps = o.eps;
+  a.weight_decay = op.attrs.weight_decay ? o.weight_decay : 0.0f;
   a.step = dev.step;
   adam_step(a, l.s);
 }

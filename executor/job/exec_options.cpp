@@ -38,6 +38,9 @@ void add_run_flags(CLI::App& app, RunSettings* r, bool* no_nan_check) {
   app.add_option("--optimizer", r->optimizer, "adam (default) or sgd (with momentum)")
       ->check(CLI::IsMember({"adam", "sgd"}));
   app.add_option("--lr", r->lr, "learning rate (default 1e-3)");
+  app.add_option("--weight-decay", r->weight_decay,
+                 "weight decay of the weight matrices and embeddings, not of biases and norms (default 0.01, "
+                 "Megatron-LM's; AdamW: decoupled)");
   app.add_option("--threads", r->threads, "Eigen threads per rank (default 1)");
   app.add_option("--trace", r->trace_path, "write the measured Chrome trace here");
   app.add_option("--json", r->json_path, "write a summary (iteration time median/p10/p90, memory, loss) here");
@@ -63,6 +66,7 @@ void validate(const ExecOptions& o) {
   if (r.link_gbps < 0 || r.link_latency_us < 0) throw_bad_input("--link-gbps and --link-latency-us must not be negative");
   if (r.timeout_s < 1) throw_bad_input("--timeout must be at least 1 second");
   if (!(r.lr > 0)) throw_bad_input("--lr must be positive");
+  if (!(r.weight_decay >= 0 && r.weight_decay < 1)) throw_bad_input("--weight-decay must be in [0, 1)");
   if (r.dump_iter < 0) throw_bad_input("--dump-iter must not be negative");
 }
 

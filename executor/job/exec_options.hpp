@@ -32,6 +32,7 @@ struct RunSettings {
   uint64_t seed = 1;
   std::string optimizer = "adam";  // adam | sgd
   double lr = 1e-3;
+  double weight_decay = 0.01;  // AdamW's decoupled decay (SGD: L2), on weight matrices and embeddings only
   int threads = 1;
   std::string trace_path;
   std::string json_path;

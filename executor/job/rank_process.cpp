@@ -79,6 +79,7 @@ std::unique_ptr<Backend> prepared_backend(const ExecOptions& o, const Job& job, 
   ctx.world = comm.world();
   ctx.seed = o.run.seed;
   ctx.hyper.lr = float(o.run.lr);
+  ctx.hyper.weight_decay = float(o.run.weight_decay);
   ctx.threads = o.run.threads;
   ctx.comm = &comm;
   ctx.link_latency_us = o.run.link_latency_us;

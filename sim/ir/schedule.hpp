@@ -143,6 +143,7 @@ struct OpAttrs {
   int16_t heads = 0, kv_heads = 0, head_dim = 0;
   int16_t chunks = 1;
   float eps = 1e-5f;
+  bool weight_decay = false;       // optimizer: this parameter decays (matrices; not biases or norm gains)
 };
 
 constexpr int kMaxIn = 8;

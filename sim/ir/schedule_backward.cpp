@@ -209,6 +209,22 @@ void Builder::bwd_norm(int l, Block block, int i) {
   op.attrs.accumulate_params = i != bp.p - 1;
 }
 
+// Megatron-LM's parameter groups: weight matrices and embeddings decay; biases and norm parameters do not.
+static bool decays(ParamKind k) {
+  switch (k) {
+    case ParamKind::QkvWeight:
+    case ParamKind::ProjWeight:
+    case ParamKind::Fc1Weight:
+    case ParamKind::Fc2Weight:
+    case ParamKind::TokenEmbedding:
+    case ParamKind::PositionEmbedding:
+    case ParamKind::HeadWeight:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void Builder::optimizer_step(int layer, Block block, const char* name, int32_t param, int32_t grad,
                              int32_t s1, int32_t s2) {
   if (param < 0) return;
@@ -218,6 +234,7 @@ void Builder::optimizer_step(int layer, Block block, const char* name, int32_t p
   out(op, whole(param));
   out(op, whole(s1));
   if (adam) out(op, whole(s2));
+  op.attrs.weight_decay = decays(s_.buffers[size_t(param)].param);
 }
 
 void Builder::optimizer() {

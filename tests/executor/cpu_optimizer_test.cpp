@@ -22,10 +22,30 @@ TEST(CpuOptimizer, AdamStepMatchesHandComputedUpdate) {
     const double mhat = mw.v[i] / (1 - std::pow(0.8, 3)), vhat = vw.v[i] / (1 - std::pow(0.95, 3));
     pw.v[i] = p0.v[i] * (1 - 0.1 * 0.05) - 0.1 * mhat / (std::sqrt(vhat) + 1e-6);
   }
-  t.run(t.make(OpCode::AdamStep, {t.whole(g)}, {t.whole(p), t.whole(m), t.whole(v)}));
+  OpAttrs decaying;
+  decaying.weight_decay = true;  // a weight matrix (biases and norms do not decay)
+  t.run(t.make(OpCode::AdamStep, {t.whole(g)}, {t.whole(p), t.whole(m), t.whole(v)}, decaying));
   t.expect_near(t.whole(m), mw, 1e-7, 1e-6, "m");
   t.expect_near(t.whole(v), vw, 1e-9, 1e-6, "v");
   t.expect_near(t.whole(p), pw, 1e-6, 1e-5, "p");
+}
+
+// Weight decay applies only to parameters the schedule marks (Megatron-LM leaves biases and norms alone).
+TEST(CpuOptimizer, AdamLeavesUnmarkedParametersUndecayed) {
+  Bed t;
+  const int32_t g = t.buffer("g", 1, 2, 8, 0, 0), p = t.buffer("p", 1, 2, 8);
+  const int32_t m = t.buffer("m", 1, 2, 8, 0, 0), v = t.buffer("v", 1, 2, 8, 0, 0);
+  t.hyper.lr = 0.1f, t.hyper.weight_decay = 0.5f;
+  const Mat p0 = t.get(t.whole(p));
+  t.run(t.make(OpCode::AdamStep, {t.whole(g)}, {t.whole(p), t.whole(m), t.whole(v)}));
+  t.expect_near(t.whole(p), p0, 0, 0, "p unchanged: zero gradient, no decay");
+  OpAttrs decaying;
+  decaying.weight_decay = true;
+  t.step = 2;
+  t.run(t.make(OpCode::AdamStep, {t.whole(g)}, {t.whole(p), t.whole(m), t.whole(v)}, decaying));
+  Mat want = p0;
+  for (double& x : want.v) x *= 1 - 0.1 * 0.5;
+  t.expect_near(t.whole(p), want, 1e-6, 1e-6, "p decayed");
 }
 
 TEST(CpuOptimizer, AdamFirstStepMovesEachParameterByAboutLr) {
