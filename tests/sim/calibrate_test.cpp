@@ -87,35 +87,9 @@ TraceFile known_trace(const std::string& name) {
   return trace;
 }
 
-TEST(ProfilerCalibrate, ArrivalSkewOfAMultiRankTraceBecomesTheSyncTerm) {
-  const Profile truth = known_profile();
-  TraceFile trace = known_trace("domino_calibrate_skew.json");
-  // Rank 1 reaches every AllReduce late by a varying skew; rank 0 waits for it, so rank 0's span grows by
-  // the skew and rank 1's is the collective's own time.
-  const double skews[] = {400, 1000, 1600};
-  const size_t n = trace.events.size();
-  int ar = 0;
-  for (size_t i = 0; i < n; ++i) {
-    TraceEvent late = trace.events[i];
-    late.rank = 1;
-    if (late.kind == "allreduce") {
-      const double s = skews[ar++ % 3];
-      late.start_us += s;
-      trace.events[i].dur_us += s;
-    }
-    trace.events.push_back(late);
-  }
-  ASSERT_GE(ar, 9);
-  const CalibrationResult r = calibrate_profile(truth, trace);
-  EXPECT_NEAR(r.profile.intra_node.sync_us, 1000, 1e-6);
-  // The collective's own figures come from the rank that waited least: unchanged.
-  EXPECT_NEAR(r.profile.intra_node.latency_us, 60.0, 2.0);
-  EXPECT_NEAR(r.profile.intra_node.bus_bandwidth_gbps, 1.2, 0.03);
-  EXPECT_NE(r.report.find("arrival skew"), std::string::npos);
-}
-
-// The skewed two-rank trace of ArrivalSkewOfAMultiRankTraceBecomesTheSyncTerm.
-TraceFile skewed_trace(const std::string& name) {
+// Rank 1 reaches every AllReduce late by a varying skew (400, 1000, 1600 us in turn); rank 0 waits for it, so
+// rank 0's span grows by the skew and rank 1's is the collective's own time. *allreduces: how many.
+TraceFile skewed_trace(const std::string& name, int* allreduces = nullptr) {
   TraceFile trace = known_trace(name);
   const double skews[] = {400, 1000, 1600};
   const size_t n = trace.events.size();
@@ -130,8 +104,23 @@ TraceFile skewed_trace(const std::string& name) {
     }
     trace.events.push_back(late);
   }
+  if (allreduces) *allreduces = ar;
   return trace;
 }
+
+TEST(ProfilerCalibrate, ArrivalSkewOfAMultiRankTraceBecomesTheSyncTerm) {
+  const Profile truth = known_profile();
+  int ar = 0;
+  const TraceFile trace = skewed_trace("domino_calibrate_skew.json", &ar);
+  ASSERT_GE(ar, 9);
+  const CalibrationResult r = calibrate_profile(truth, trace);
+  EXPECT_NEAR(r.profile.intra_node.sync_us, 1000, 1e-6);
+  // The collective's own figures come from the rank that waited least: unchanged.
+  EXPECT_NEAR(r.profile.intra_node.latency_us, 60.0, 2.0);
+  EXPECT_NEAR(r.profile.intra_node.bus_bandwidth_gbps, 1.2, 0.03);
+  EXPECT_NE(r.report.find("arrival skew"), std::string::npos);
+}
+
 
 TEST(ProfilerCalibrate, SamplesTakeTheFastestRankOfAnAllReduceAndTheSlowestOfOtherOps) {
   const TraceFile trace = skewed_trace("domino_calibrate_samples.json");
