@@ -75,6 +75,10 @@ class CudaBackend : public Backend {
     std::string why;
     const int count = cuda_device_count(&why);
     if (count == 0) throw_runtime("rank " + std::to_string(ctx.rank) + ": no usable CUDA device: " + why);
+    // NCCL refuses two ranks of one communicator on one GPU, and ranks sharing a GPU would time each other.
+    if (ctx.world > count && !dev_.options.emulate_comm)
+      throw_bad_input("rank " + std::to_string(ctx.rank) + ": " + std::to_string(ctx.world) + " ranks but " +
+                      std::to_string(count) + " CUDA device(s): one device per rank (or --emulate-comm on one)");
     const char* local = std::getenv("LOCAL_RANK");
     dev_.device = (local ? std::atoi(local) : ctx.rank) % count;
     dev_.rank = ctx.rank;

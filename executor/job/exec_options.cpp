@@ -31,7 +31,11 @@ void add_job_flags(CLI::App& app, JobRequest* j, ShapeFlags* shape) {
   app.add_flag("--force", j->force, "run a plan made for another model or TP degree");
 }
 
-void add_run_flags(CLI::App& app, RunSettings* r, bool* no_nan_check) {
+struct NanFlags {
+  bool on = false, off = false;  // --nan-check, --no-nan-check; neither: the backend's default
+};
+
+void add_run_flags(CLI::App& app, RunSettings* r, NanFlags* nan) {
   app.add_option("--iters", r->iters, "timed iterations (default 5)");
   app.add_option("--warmup", r->warmup, "warm-up iterations before the timed ones (default 2)");
   app.add_option("--seed", r->seed, "seed of the weights and data (default 1)");
@@ -50,7 +54,9 @@ void add_run_flags(CLI::App& app, RunSettings* r, bool* no_nan_check) {
                "compare loss and every gradient with megatron-sync and with tp=1 (1 iteration each)");
   app.add_option("--dump-tensors", r->dump_dir, "write weights, inputs and every op output of one iteration as .npy");
   app.add_option("--dump-iter", r->dump_iter, "iteration to dump, 0-based, warm-up included (default 0)");
-  app.add_flag("--no-nan-check", *no_nan_check, "do not scan op outputs for NaN/Inf");
+  app.add_flag("--nan-check", nan->on,
+               "scan every op's outputs for NaN/Inf (default on the CPU; on CUDA it synchronises after every op)");
+  app.add_flag("--no-nan-check", nan->off, "do not scan op outputs for NaN/Inf");
   app.add_option("--timeout", r->timeout_s, "seconds before a silent peer counts as dead (default 30)");
   app.add_flag("--quiet", r->quiet, "no per-iteration lines");
   app.add_option("--bind-address", r->bind_address, "address for Gloo's TCP device (env mode; default: the "
@@ -79,16 +85,17 @@ bool parse_exec_options(int argc, const char* const* argv, ExecOptions* out, con
       "measured timeline.\n  domino-exec PLAN.yaml [--model MODEL]\n  domino-exec MODEL --strategy NAME"};
   app.set_version_flag("--version", std::string("domino-exec ") + DOMINO_VERSION);
   ShapeFlags shape;
-  bool no_nan_check = false;
+  NanFlags nan;
   add_job_flags(app, &o.job, &shape);
-  add_run_flags(app, &o.run, &no_nan_check);
+  add_run_flags(app, &o.run, &nan);
   app.add_option("--backend", o.backend, "cpu (default) or cuda");
   if (backend_flags) backend_flags(app);
   if (parse_command_line(app, argc, argv, "domino-exec")) return false;  // help or version printed
   if (shape.tp) o.job.overrides.tp = shape.tp;
   if (shape.seq_len) o.job.overrides.seq_len = shape.seq_len;
   if (shape.micro_batch) o.job.overrides.micro_batch = shape.micro_batch;
-  o.run.nan_check = !no_nan_check;
+  if (nan.on && nan.off) throw_bad_input("--nan-check and --no-nan-check contradict each other");
+  if (nan.on || nan.off) o.run.nan_check = nan.on;
   validate(o);
   *out = o;
   return true;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "sim/model/model_spec.hpp"
@@ -43,7 +44,7 @@ struct RunSettings {
   std::string dump_dir;
   int dump_iter = 0;
   bool quiet = false;      // no per-iteration loss lines (the --check runs)
-  bool nan_check = true;   // false: --no-nan-check; else the backend's default (Backend::scans_for_nan_by_default)
+  std::optional<bool> nan_check;  // --nan-check / --no-nan-check; unset: Backend::scans_for_nan_by_default()
   std::string bind_address;  // env mode: Gloo's TCP device address (default: the one that reaches MASTER_ADDR)
 };
 

@@ -124,7 +124,7 @@ void run_rank(const ExecOptions& o, const Job& job, const CommConfig& config, co
   RunnerOptions ro;
   ro.warmup = r.warmup;
   ro.iters = r.iters;
-  ro.check_finite = r.nan_check && backend->scans_for_nan_by_default();
+  ro.check_finite = r.nan_check.value_or(backend->scans_for_nan_by_default());
   ro.dump_iter = r.dump_dir.empty() ? -1 : r.dump_iter;
   ro.dump_dir = r.dump_dir;
   std::function<void(int, const IterationRecord&)> report;

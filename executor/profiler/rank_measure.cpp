@@ -4,6 +4,8 @@
 // figures), or the group deadlocks.
 #include "executor/profiler/rank_measure.hpp"
 
+#include "executor/profiler/progress_line.hpp"
+
 #include <algorithm>
 #include <cmath>
 

@@ -3,7 +3,9 @@
 // schedule, workload travel for free), inside an emulated link's network namespaces when asked, with a fresh
 // rendezvous folder per launch, and waits. One stop policy for every caller: on the first failure the others
 // get SIGTERM, then SIGKILL a few seconds later, and the error names the first failed rank, how it died and
-// its error message. Every rank dies with the parent (PR_SET_PDEATHSIG), so none outlives it.
+// its error message. Every rank dies with the parent (PR_SET_PDEATHSIG), so none outlives it; that signal
+// follows the thread that forked, so call launch_ranks from a thread that lives until the launch returns
+// (the main thread in every tool).
 //
 // The parent must not have started CUDA, OpenMP thread pools or Gloo before launching: a forked child
 // inherits none of their threads, only their (then inconsistent) state.

@@ -106,20 +106,6 @@ std::vector<CurvePoint> log_binned_median(const std::vector<double>& x, const st
   return out;  // map order: bins ascending, and each bin's mean lies inside it, so x strictly increases
 }
 
-Progress::Progress(std::string prefix, bool enabled) : prefix_(std::move(prefix)), tty_(enabled && ::isatty(2) == 1) {}
-
-void Progress::step(const std::string& what, int done, int total) {
-  if (!tty_) return;
-  std::fprintf(stderr, "\r\033[K%s %s [%d/%d]", prefix_.c_str(), what.c_str(), done, total);
-  std::fflush(stderr);
-}
-
-void Progress::done() {
-  if (!tty_) return;
-  std::fprintf(stderr, "\r\033[K");
-  std::fflush(stderr);
-}
-
 nlohmann::json to_json(const Timing& t) {
   return {{"median_us", t.median_us}, {"p10_us", t.p10_us}, {"p90_us", t.p90_us}, {"repeats", t.repeats}};
 }

@@ -48,18 +48,6 @@ struct CurvePoint {
 // Bins points by log10(x) into bins of `decades` width; x strictly increasing in the result.
 std::vector<CurvePoint> log_binned_median(const std::vector<double>& x, const std::vector<double>& y, double decades);
 
-// Progress on stderr, only when stderr is a terminal (overwritten line).
-class Progress {
- public:
-  explicit Progress(std::string prefix, bool enabled = true);
-  void step(const std::string& what, int done, int total);
-  void done();
-
- private:
-  std::string prefix_;
-  bool tty_ = false;
-};
-
 nlohmann::json to_json(const Timing& t);
 Timing timing_from_json(const nlohmann::json& j);
 

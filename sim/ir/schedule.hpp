@@ -135,6 +135,7 @@ struct Region {
   int64_t cols() const { return c1 - c0; }
   int64_t elements() const { return rows() * cols(); }
   bool valid() const { return buffer >= 0; }
+  bool operator==(const Region&) const = default;
 };
 
 struct OpAttrs {

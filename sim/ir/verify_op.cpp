@@ -206,7 +206,8 @@ void check_operands(Checker& c, const Op& op) {
     case OpCode::SgdStep:
       return check_optimizer(c, op);
     case OpCode::AllReduce:
-      c.arity(1, 1, 0, 1);
+      // In place: every backend reduces in[0] into itself, so out[0] must name that very region.
+      if (c.arity(1, 1, 1, 1) && !(op.in[0] == op.out[0])) c.fail("reduces in[0] but writes a different out[0]");
       return;
   }
   c.fail(fmt::format("has an unknown opcode {}", int(op.code)));
@@ -222,7 +223,7 @@ std::string op_contract_problem(const Schedule& s, const Op& op) {
   for (int i = 0; i < op.n_out; ++i) c.bounds(op.out[size_t(i)], verify::kOutName[i]);
   if (!c.problem().empty()) return c.problem();
   if (op.n_in == 0 && op.code != OpCode::RopeFwd && op.code != OpCode::RopeBwd) return "has no inputs";
-  if (op.n_out == 0 && op.code != OpCode::AllReduce) return "has no outputs";
+  if (op.n_out == 0) return "has no outputs";
   verify::check_operands(c, op);
   return c.problem();
 }

@@ -120,6 +120,8 @@ TEST(ExecRun, BadInputIsExitTwoWithAMessage) {
       {{model_file("tiny-gpt"), "--strategy", "domino-ds", "--iters", "0"}, "--iters"},
       {{model_file("tiny-gpt"), "--strategy", "domino-ds", "--emulate-sms", "0"}, "--emulate-sms"},
       {{model_file("tiny-gpt"), "--strategy", "domino-ds", "--emulate-busbw", "-3"}, "--emulate-busbw"},
+      {{model_file("tiny-gpt"), "--strategy", "domino-ds", "--nan-check", "--no-nan-check"}, "contradict"},
+      {{model_file("tiny-gpt"), "--strategy", "domino-ds", "--weight-decay", "-0.1"}, "--weight-decay"},
   };
   for (const auto& [args, needle] : cases) {
     const Outcome o = run(args, dir / "log");

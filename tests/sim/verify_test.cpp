@@ -168,7 +168,13 @@ TEST(Verify, OperandCounts) {
       "has 2 inputs and");
   expect_op_rejected(
       {false, OpCode::AllReduce}, [](Schedule&, Op& op) { op.in[1] = op.in[0], op.n_in = 2; },
-      "expected 1 and 0..1");
+      "expected 1 and 1");
+  // An AllReduce is in place: it must write the very region it reduces, and must write something.
+  expect_op_rejected(
+      {false, OpCode::AllReduce}, [](Schedule&, Op& op) { op.n_out = 0; }, "has no outputs");
+  expect_op_rejected(
+      {false, OpCode::AllReduce}, [](Schedule&, Op& op) { op.out[0].c1 -= 1; },
+      "reduces in[0] but writes a different out[0]");
   expect_op_rejected(
       {false, OpCode::GeluFwd}, [](Schedule&, Op& op) { op.code = OpCode(99); }, "unknown opcode 99");
 }

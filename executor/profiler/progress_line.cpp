@@ -1,0 +1,24 @@
+// progress_line.cpp: the measuring ranks' progress line (see progress_line.hpp).
+#include "executor/profiler/progress_line.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace domino::prof {
+
+Progress::Progress(std::string prefix, bool enabled) : prefix_(std::move(prefix)), tty_(enabled && ::isatty(2) == 1) {}
+
+void Progress::step(const std::string& what, int done, int total) {
+  if (!tty_) return;
+  std::fprintf(stderr, "\r\033[K%s %s [%d/%d]", prefix_.c_str(), what.c_str(), done, total);
+  std::fflush(stderr);
+}
+
+void Progress::done() {
+  if (!tty_) return;
+  std::fprintf(stderr, "\r\033[K");
+  std::fflush(stderr);
+}
+
+}  // namespace domino::prof
