@@ -3,38 +3,18 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include <CLI/CLI.hpp>
-
-#include "executor/job/backends.hpp"
+#include "executor/cli/built_backends.hpp"
 #include "executor/job/exec_options.hpp"
 #include "executor/job/launcher.hpp"
 #include "executor/job/rank_process.hpp"
 #include "sim/base/error.hpp"
 
-// The CUDA backend brings its own flags and factory when domino-exec is built with it (DOMINO_HAVE_CUDA).
-#ifdef DOMINO_HAVE_CUDA
-#include "executor/cuda/cuda_backend.hpp"
-#endif
-
-namespace {
-
-void add_backend_flags(CLI::App& app) {
-#ifdef DOMINO_HAVE_CUDA
-  domino::register_backend("cuda", domino::add_cuda_backend_flags(app));
-#else
-  (void)app;
-  domino::register_missing_backend("cuda", "this domino-exec was built without the CUDA backend "
-                                           "(configure with -DDOMINO_CUDA=ON on a machine with the CUDA toolkit)");
-#endif
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   bool rank = false;
   const int rc = domino::run_main("domino-exec", [&] {
     domino::ExecOptions options;
-    if (!domino::parse_exec_options(argc, argv, &options, add_backend_flags)) return 0;
+    const auto backend_flags = [](CLI::App& app) { domino::register_built_backends(&app); };
+    if (!domino::parse_exec_options(argc, argv, &options, backend_flags)) return 0;
     rank = domino::env_mode();
 #ifndef _OPENMP
     // Eigen parallelises a GEMM only through OpenMP, which this build does not link.

@@ -1,22 +1,14 @@
 // domino-profile: measures this machine through an executor backend (its own kernels and collectives) into
 // a hardware profile (docs/profiling.md), or calibrates a profile on a measured trace (--calibrate).
-#include <CLI/CLI.hpp>
-
-#include "executor/job/backends.hpp"
+#include "executor/cli/built_backends.hpp"
 #include "executor/profiler/profile_run.hpp"
 #include "sim/base/cli_parse.hpp"
 #include "sim/base/error.hpp"
 
-// The CUDA backend is registered here when domino-profile is built with it (DOMINO_HAVE_CUDA).
-#ifdef DOMINO_HAVE_CUDA
-#include "executor/cuda/cuda_backend.hpp"
-#endif
 
 int main(int argc, char** argv) {
   return domino::run_main("domino-profile", [&]() -> int {
-#ifdef DOMINO_HAVE_CUDA
-    domino::register_backend("cuda", [] { return domino::make_cuda_backend(domino::CudaOptions{}); });
-#endif
+    domino::register_built_backends(nullptr);
     CLI::App app{"Measure this machine into a hardware profile, or calibrate a profile on a measured trace."};
     domino::prof::ProfileOptions o;
     std::string backends;

@@ -59,7 +59,6 @@ class CpuBackend final : public Backend {
   void prepare(const Schedule& schedule, const RankContext& ctx) override {
     schedule_ = &schedule;
     rank_ = ctx;
-    check_cpu_schedule(schedule);
     Eigen::setNbThreads(std::max(1, ctx.threads));
     int64_t floats = 0;
     std::vector<int64_t> offsets;
@@ -100,7 +99,9 @@ class CpuBackend final : public Backend {
 
   int64_t peak_memory_bytes() const override { return arena_bytes_; }
   // fp32 math; ops take milliseconds, so one op per sample and a generous time per probe.
-  ProfilingTraits profiling_traits() const override { return {DType::FP32, 1, 600'000}; }
+  ProfilingTraits profiling_traits() const override {
+    return {.gemm_dtype = DType::FP32, .min_chain = 1, .probe_budget_us = 600'000};
+  }
 
   void run(const Op& op, CpuStreamDriver& driver) {
     if (op.code != OpCode::AllReduce) return run_cpu_op(op, ops_ctx_);

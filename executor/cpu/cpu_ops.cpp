@@ -13,8 +13,6 @@
 
 namespace domino {
 
-void check_cpu_schedule(const Schedule& s) { verify_ops(s); }
-
 void run_cpu_op(const Op& op, const CpuOpContext& ctx) {
   if (!ctx.schedule) throw_runtime(fmt::format("op {}: CPU context has no schedule", op_id(op)));
   const Schedule& s = *ctx.schedule;

@@ -22,8 +22,4 @@ struct CpuOpContext {
 // (runtime) naming op_id(op) on a malformed op (region out of bounds, wrong arity).
 void run_cpu_op(const Op& op, const CpuOpContext& ctx);
 
-// Validates every op's contract once (verify_ops of sim/ir/verify.hpp: bounds, arity, shapes); throws
-// BadInput naming the op id. The contract alone, so it also accepts hand-made probe schedules.
-void check_cpu_schedule(const Schedule& s);
-
 }  // namespace domino

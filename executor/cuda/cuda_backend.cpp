@@ -108,7 +108,9 @@ class CudaBackend : public Backend {
   bool region_finite(const Region& region) override { return dev_.finite(region); }
   int64_t peak_memory_bytes() const override { return dev_.allocated_bytes; }
   // GPU models train in bf16; ops take microseconds: chains of 8 queued ops hide the launch gaps.
-  ProfilingTraits profiling_traits() const override { return {DType::BF16, 8, 100'000, true}; }
+  ProfilingTraits profiling_traits() const override {
+    return {.gemm_dtype = DType::BF16, .min_chain = 8, .probe_budget_us = 100'000, .gemms_in_op_dtype = true};
+  }
 
  private:
   void init_nccl(const RankContext& ctx) {

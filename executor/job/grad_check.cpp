@@ -1,14 +1,10 @@
 // grad_check.cpp: --check (see grad_check.hpp).
 #include "executor/job/grad_check.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
 #include <map>
 
 #include "executor/job/launcher.hpp"
@@ -17,8 +13,6 @@
 
 namespace domino {
 namespace {
-
-namespace fs = std::filesystem;
 
 struct Variant {
   std::string label;

@@ -1,10 +1,28 @@
 // probe_runner.cpp: preparing and running one probe schedule (see probe_runner.hpp).
 #include "executor/profiler/probe_runner.hpp"
 
+#include <chrono>
+
 #include "executor/job/backends.hpp"
 #include "executor/runtime/rank_runner.hpp"
 
 namespace domino::prof {
+
+std::vector<double> time_repeats(const std::function<void()>& fn, const RepeatPolicy& policy) {
+  using Clock = std::chrono::steady_clock;
+  for (int i = 0; i < policy.warmup; ++i) fn();
+  std::vector<double> samples;
+  double total = 0;
+  while (int(samples.size()) < policy.max_repeats &&
+         (int(samples.size()) < policy.min_repeats || total < policy.min_total_us)) {
+    const auto t0 = Clock::now();
+    fn();
+    const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    samples.push_back(us);
+    total += us;
+  }
+  return samples;
+}
 
 PreparedProbe::PreparedProbe(const std::string& backend, Schedule schedule, const RankContext& ctx)
     : schedule_(std::move(schedule)), backend_(make_backend(backend)), rank_(ctx.rank) {

@@ -4,6 +4,7 @@
 // host clock on the CPU.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +13,16 @@
 #include "sim/fit/stats.hpp"
 
 namespace domino::prof {
+
+// How often a probe is repeated: warm-up runs, then repeats until enough time was measured.
+struct RepeatPolicy {
+  int warmup = 2;
+  int min_repeats = 5;
+  int max_repeats = 40;
+  double min_total_us = 50'000;  // keep repeating until this much time was measured (or max_repeats)
+};
+// Runs fn warmup times untimed, then repeats it timing each run with steady_clock.
+std::vector<double> time_repeats(const std::function<void()>& fn, const RepeatPolicy& policy);
 
 class PreparedProbe {
  public:

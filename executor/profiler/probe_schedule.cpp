@@ -79,6 +79,19 @@ Schedule empty_fp32_schedule() {
   return s;
 }
 
+// A chain of GEMMs (compute stream) and one of AllReduces (communication stream) whose first waits for the
+// first GEMM (the two run side by side) or for the last (the AllReduce follows the whole stretch).
+Schedule gemms_and_allreduces(const Schedule& gemm_mini, int gemms, double bytes, int allreduces,
+                              bool after_last_gemm) {
+  Schedule s;
+  s.model = gemm_mini.model;
+  s.plan = gemm_mini.plan;
+  const std::vector<int32_t> g = append_chain(s, gemm_mini, gemms, false);
+  const std::vector<int32_t> a = append_allreduces(s, bytes, allreduces);
+  s.ops[size_t(a.front())].deps = {after_last_gemm ? g.back() : g.front()};
+  return s;
+}
+
 }  // namespace
 
 Schedule chain_of(const Schedule& mini, int copies, bool separate_buffers) {
@@ -111,25 +124,11 @@ Schedule allreduce_chain(double bytes, int copies) {
 }
 
 Schedule gemms_beside_allreduces(const Schedule& gemm_mini, int gemms, double bytes, int allreduces) {
-  Schedule s;
-  s.model = gemm_mini.model;
-  s.plan = gemm_mini.plan;
-  const std::vector<int32_t> g = append_chain(s, gemm_mini, gemms, false);
-  const std::vector<int32_t> a = append_allreduces(s, bytes, allreduces);
-  for (int32_t i : g) s.ops[size_t(i)].stream = Stream::Compute;
-  s.ops[size_t(a.front())].deps = {g.front()};
-  return s;
+  return gemms_and_allreduces(gemm_mini, gemms, bytes, allreduces, false);
 }
 
 Schedule gemms_then_allreduce(const Schedule& gemm_mini, int gemms) {
-  Schedule s;
-  s.model = gemm_mini.model;
-  s.plan = gemm_mini.plan;
-  const std::vector<int32_t> g = append_chain(s, gemm_mini, gemms, false);
-  const std::vector<int32_t> a = append_allreduces(s, 4, 1);
-  for (int32_t i : g) s.ops[size_t(i)].stream = Stream::Compute;
-  s.ops[size_t(a.front())].deps = {g.back()};
-  return s;
+  return gemms_and_allreduces(gemm_mini, gemms, 4, 1, true);
 }
 
 double allreduce_bytes(const Op& op) { return 4.0 * double(op.in[0].elements()); }

@@ -4,14 +4,13 @@
 // figures), or the group deadlocks.
 #include "executor/profiler/rank_measure.hpp"
 
-#include "executor/profiler/progress_line.hpp"
-
 #include <algorithm>
 #include <cmath>
 
 #include "executor/job/backends.hpp"
 #include "executor/profiler/probe_runner.hpp"
 #include "executor/profiler/probe_schedule.hpp"
+#include "executor/profiler/progress_line.hpp"
 #include "executor/runtime/gloo_comm.hpp"
 #include "sim/fit/stats.hpp"
 

@@ -1,11 +1,8 @@
-// stats.cpp: percentiles, repeat timing, weighted least squares, log binning, terminal progress.
+// stats.cpp: percentiles, weighted least squares, log binning.
 #include "sim/fit/stats.hpp"
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <map>
 
 namespace domino::prof {
@@ -33,22 +30,6 @@ Timing timing_of(std::vector<double> samples) {
   t.p10_us = percentile_sorted(samples, 0.1);
   t.p90_us = percentile_sorted(samples, 0.9);
   return t;
-}
-
-std::vector<double> time_repeats(const std::function<void()>& fn, const RepeatPolicy& policy) {
-  using Clock = std::chrono::steady_clock;
-  for (int i = 0; i < policy.warmup; ++i) fn();
-  std::vector<double> samples;
-  double total = 0;
-  while (int(samples.size()) < policy.max_repeats &&
-         (int(samples.size()) < policy.min_repeats || total < policy.min_total_us)) {
-    const auto t0 = Clock::now();
-    fn();
-    const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-    samples.push_back(us);
-    total += us;
-  }
-  return samples;
 }
 
 LineFit fit_line(const std::vector<double>& x, const std::vector<double>& y, const std::vector<double>& w) {

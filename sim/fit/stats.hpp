@@ -1,10 +1,8 @@
-// stats.hpp: robust timing (warm-up, repeats, median and p10/p90 spread), the small least-squares
-// fits the profiler and the calibrator share, and progress lines on a terminal.
+// stats.hpp: the statistics the profiler and the calibrator share: a measured quantity's median and
+// p10/p90 spread, the small least-squares fits, log binning.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,15 +19,6 @@ struct Timing {
 };
 Timing timing_of(std::vector<double> samples_us);
 double median_of(std::vector<double> v);
-
-struct RepeatPolicy {
-  int warmup = 2;
-  int min_repeats = 5;
-  int max_repeats = 40;
-  double min_total_us = 50'000;  // keep repeating until this much time was measured (or max_repeats)
-};
-// Runs fn warmup times untimed, then repeats it timing each run with steady_clock.
-std::vector<double> time_repeats(const std::function<void()>& fn, const RepeatPolicy& policy);
 
 // Weighted least squares for y = a + b x (weights w >= 0). fixed_a: fit only b with a given.
 struct LineFit {

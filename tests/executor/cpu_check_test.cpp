@@ -1,10 +1,11 @@
-// cpu_check_test.cpp: malformed ops are refused with the op id (BadInput from check_cpu_schedule, Runtime
+// cpu_check_test.cpp: malformed ops are refused with the op id (BadInput from verify_ops, Runtime
 // from run_cpu_op) before any memory is touched.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "sim/base/error.hpp"
+#include "sim/ir/verify.hpp"
 #include "tests/executor/cpu_test_util.hpp"
 
 namespace domino::cputest {
@@ -29,14 +30,14 @@ struct CheckBed : Bed {
     (void)ok;
   }
   void expect_both(const Op& op, const std::string& detail) {
-    expect_error([&] { check_cpu_schedule(s); }, ErrorKind::BadInput, op, detail);
+    expect_error([&] { verify_ops(s); }, ErrorKind::BadInput, op, detail);
     expect_error([&] { run(op); }, ErrorKind::Runtime, op, detail);
   }
 };
 
 TEST(CpuCheck, WellFormedScheduleIsAccepted) {
   CheckBed t;
-  EXPECT_NO_THROW(check_cpu_schedule(t.s));
+  EXPECT_NO_THROW(verify_ops(t.s));
   EXPECT_NO_THROW(t.run(t.s.ops[0]));
 }
 
@@ -75,7 +76,7 @@ TEST(CpuCheck, WrongArityAndShapes) {
 TEST(CpuCheck, AllReduceIsNotAComputeOp) {
   CheckBed t;
   Op op = t.make(OpCode::AllReduce, {t.whole(t.y)}, {t.whole(t.y)});
-  EXPECT_NO_THROW(check_cpu_schedule(t.s));
+  EXPECT_NO_THROW(verify_ops(t.s));
   expect_error([&] { t.run(op); }, ErrorKind::Runtime, op, "AllReduce");
 }
 

@@ -1,5 +1,5 @@
 // cpu_schedule_test.cpp: whole schedules from the builder, run op by op in program order on one rank
-// (tp = 1, so AllReduce is the identity): every op passes check_cpu_schedule, nothing reads an unwritten
+// (tp = 1, so AllReduce is the identity): every op passes verify_ops, nothing reads an unwritten
 // (NaN-poisoned) element, sliced plans give the loss and parameter gradients of megatron-sync, and a few
 // Adam steps lower the loss. Ties the kernels to what the schedule builder really emits.
 #include <gtest/gtest.h>
@@ -100,7 +100,7 @@ TEST_P(CpuSchedule, SlicedPlansMatchMegatronSync) {
   const ModelSpec m = tiny_model(GetParam());
   const Schedule base = build_schedule(m, make_strategy_plan("megatron-sync", m));
   verify_schedule(base);
-  check_cpu_schedule(base);
+  verify_ops(base);
   RankRun ref(base);
   const float ref_loss = ref.iterate(1, false);
   ASSERT_TRUE(std::isfinite(ref_loss));
@@ -120,7 +120,7 @@ TEST_P(CpuSchedule, SlicedPlansMatchMegatronSync) {
     validate_plan(plan, m);
     const Schedule s = build_schedule(m, plan);
     verify_schedule(s);
-    check_cpu_schedule(s);
+    verify_ops(s);
     RankRun run(s);
     const float loss = run.iterate(1, false);
     EXPECT_NEAR(loss, ref_loss, 1e-5 * std::abs(ref_loss));
