@@ -317,7 +317,14 @@ TEST(LinkEmulation, RemoveStaleRemovesAFakeLeftoverOfADeadPid) {
   if (dead == 0) _exit(0);
   waitpid(dead, nullptr, 0);
   const std::string fake = "dmn" + std::to_string(dead) + "-7r0";
-  ASSERT_EQ(shell_status("ip netns add " + fake), 0);
+  // A leftover of a dead pid is fair game for any sweep: a concurrent test process may remove the file
+  // while `ip netns add` is still bind-mounting it, and the add then fails. Retry until one add lands.
+  bool added = false;
+  for (int attempt = 0; attempt < 20 && !added; ++attempt) {
+    added = shell_status("ip netns add " + fake) == 0 && namespace_exists(fake);
+    if (!added) shell_status("ip netns del " + fake + " 2>/dev/null");
+  }
+  ASSERT_TRUE(added) << "could not create the fake leftover " << fake;
   LinkEmulation::remove_stale();
   EXPECT_FALSE(namespace_exists(fake));
 }
