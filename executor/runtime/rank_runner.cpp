@@ -193,6 +193,7 @@ IterationRunner::IterationRunner(const Schedule& schedule, Backend& backend, Glo
   // per-op flag (indexed by op index and dependency) touches memory.
   verify_schedule(schedule);
   workers_ = std::make_unique<Workers>(schedule, backend, rank, options);
+  loss_ = loss_op(schedule);
 }
 
 IterationRunner::~IterationRunner() = default;
@@ -207,8 +208,7 @@ IterationRecord IterationRunner::run_next(bool timed) {
   rec.spans = workers_->run(it + 1);
   rec.start_us = std::chrono::duration<double, std::micro>(workers_->started_at().time_since_epoch()).count();
   for (const OpTiming& t : rec.spans) rec.time_us = std::max(rec.time_us, t.end_us);
-  const Op* loss = loss_op(schedule_);
-  rec.loss = loss ? backend_.read_region(loss->out[0]).at(0) : std::numeric_limits<float>::quiet_NaN();
+  rec.loss = loss_ ? backend_.read_region(loss_->out[0]).at(0) : std::numeric_limits<float>::quiet_NaN();
   ++iterations_run_;
   return rec;
 }

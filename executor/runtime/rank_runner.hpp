@@ -64,6 +64,7 @@ class IterationRunner {
   int rank_;
   RunnerOptions options_;
   std::unique_ptr<Workers> workers_;
+  const Op* loss_ = nullptr;  // the CrossEntropy op, when the schedule has one
   int iterations_run_ = 0;
 };
 

@@ -1,8 +1,8 @@
 // exec_interleave_test.cpp: domino-exec --plans end to end on the tiny model: three plans (named strategies,
 // and a plan file listed in a --plans-file) in one two-rank launch write one trace per plan with exactly that
 // plan's simulator op ids, their timed iterations alternate A B C A B C, and the combined summary's ratios
-// are the per-round quotients of the plans' samples; plans of another model or TP degree, and flags that
-// contradict --plans, are refused with exit 2 before anything runs.
+// are the per-round quotients of the plans' samples; the same in env mode (torchrun); plans of another model
+// or TP degree, and flags that contradict --plans, are refused with exit 2 before anything runs.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "exec_test_util.hpp"
+#include "executor/runtime/tcp_store.hpp"
 #include "sim/ir/schedule.hpp"
 #include "sim/model/plan.hpp"
 #include "sim/trace/timeline.hpp"
@@ -102,6 +103,31 @@ TEST(ExecInterleave, ThreePlansInOneLaunchAlternateAndTraceTheirOwnOps) {
     ASSERT_EQ(per_round.size(), 3u);
     for (size_t k = 0; k < 3; ++k) EXPECT_DOUBLE_EQ(per_round[k], samples[i][k] / samples[1][k]) << i << " " << k;
   }
+}
+
+TEST(ExecInterleave, EnvModeRunsThePlansInterleaved) {
+  TempDir dir;
+  int port = 0;
+  {
+    TcpStoreServer probe(0);
+    port = probe.port();
+  }
+  std::vector<Proc> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.push_back(start({model_file("tiny-gpt"), "--plans", "megatron-sync", "domino-ds", "--iters", "2", "--warmup",
+                           "0", "--quiet", "--out", dir / "out"},
+                          dir / ("log" + std::to_string(r)),
+                          {"RANK=" + std::to_string(r), "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
+                           "MASTER_PORT=" + std::to_string(port)}));
+  for (const Proc& p : ranks) {
+    const Outcome o = finish(p, 120);
+    EXPECT_EQ(o.exit_code, 0) << o.output;
+  }
+  const nlohmann::json combined = read_json(dir / "out/interleave.json");
+  EXPECT_EQ(combined["baseline"], "megatron-sync");  // no megatron-async: the first plan
+  ASSERT_EQ(combined["plans"].size(), 2u);
+  EXPECT_EQ(combined["plans"][1]["label"], "domino-ds");
+  EXPECT_EQ(read_json(dir / "out/domino-ds.json")["peak_memory_bytes"].size(), 2u);
 }
 
 TEST(ExecInterleave, PlanForAnotherModelIsRefusedNamingIt) {
