@@ -4,14 +4,21 @@
   fidelity-table.py table OUT_DIR CONFIG...
       reads OUT_DIR/CONFIG/rows.tsv (plan, predicted json, measured jsons, compare json) for each
       configuration and writes OUT_DIR/fidelity.md and OUT_DIR/fidelity.json: one table per configuration,
-      and under it MAPE, Kendall tau-b and the tuner's regret (docs/fidelity.md says how each is defined),
-      and, when each plan was measured in two or more rounds, the same MAPE and tau of each round's medians
-      against the other rounds': how far the measurement agrees with itself, the floor for any prediction.
+      and under it MAPE, Kendall tau-b and the tuner's regret (docs/fidelity.md says how each is defined)
+      with bootstrap 95 % intervals over the iterations; for an interleaved launch (config.json
+      "interleaved": sample k of every plan is from round k) the split-half noise floor (odd rounds against
+      even rounds) and each plan's measured speedup over megatron-async (or the first plan), round by round,
+      against the predicted one; and, when each plan was measured in two or more separate files (earlier
+      sweeps), each file's medians against the others'.
 """
 import json
 import math
 import os
+import random
 import sys
+
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_SEED = 1  # fixed: the same measurements always give the same intervals
 
 
 def median(values):
@@ -20,6 +27,17 @@ def median(values):
     if n == 0:
         return float("nan")
     return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+def percentile(values, pct):
+    """Linear-interpolated percentile (0..100), as domino-exec's summaries compute it."""
+    v = sorted(values)
+    if not v:
+        return float("nan")
+    pos = pct / 100.0 * (len(v) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
 def kendall_tau_b(xs, ys):
@@ -101,7 +119,73 @@ def repeatability(ok):
     return {"rounds": n_rounds, "mape_pct": mape, "kendall_tau": tau}
 
 
-def figures(rows, calibrated_on=None):
+def scores(ok, measured_ms):
+    """MAPE, tau and the tuner's regret of the predictions against one set of measured times (one per row)."""
+    pred = [r["predicted_ms"] for r in ok]
+    out = {"mape_pct": 100.0 * sum(abs(p - m) / m for p, m in zip(pred, measured_ms)) / len(ok),
+           "kendall_tau": kendall_tau_b(pred, measured_ms)}
+    # Regret against the best plan that really trains: no-comm skips the AllReduces, it is only a bound.
+    real = [(r, m) for r, m in zip(ok, measured_ms) if r["plan"] != "no-comm"]
+    tuned = [m for r, m in real if r["plan"] == "tuned"]
+    if tuned and real:
+        best_row, best_ms = min(real, key=lambda rm: rm[1])
+        out["regret_pct"] = 100.0 * (tuned[0] / best_ms - 1.0)
+        out["best_measured_plan"] = best_row["plan"]
+    return out
+
+
+def bootstrap(ok, resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SEED):
+    """95 % intervals of MAPE, tau and regret: each plan's iterations resampled with replacement (its median
+    recomputed), the predictions held fixed; the 2.5th and 97.5th percentiles over the resamples."""
+    rng = random.Random(seed)
+    drawn = {"mape_pct": [], "kendall_tau": [], "regret_pct": []}
+    for _ in range(resamples):
+        meas = [median([rng.choice(r["measured_samples_ms"]) for _ in r["measured_samples_ms"]]) for r in ok]
+        for key, value in scores(ok, meas).items():
+            if key in drawn and value is not None:
+                drawn[key].append(value)
+    return {key: [percentile(v, 2.5), percentile(v, 97.5)] for key, v in drawn.items() if v}
+
+
+def split_half(ok):
+    """The measurement against itself: each plan's median over the odd interleaved rounds (1st, 3rd, ...)
+    scored like a prediction against its median over the even rounds: the MAPE and tau a perfect model would
+    get from the noise of half the rounds."""
+    rounds = min(len(r["measured_samples_ms"]) for r in ok)
+    if rounds < 2 or len(ok) < 2:
+        return None
+    odd = [median(r["measured_samples_ms"][0:rounds:2]) for r in ok]
+    even = [median(r["measured_samples_ms"][1:rounds:2]) for r in ok]
+    return {"rounds": rounds,
+            "mape_pct": 100.0 * sum(abs(a - b) / b for a, b in zip(odd, even)) / len(ok),
+            "kendall_tau": kendall_tau_b(odd, even)}
+
+
+def speedups(ok):
+    """Each plan's speedup over the baseline (megatron-async when measured, else the first plan) measured
+    round by round inside the launch (baseline time / plan time of the same round: the drift divides out),
+    against the predicted one; error in points = 100 x (predicted - measured speedup)."""
+    if len(ok) < 2:
+        return None
+    base = next((r for r in ok if r["plan"] == "megatron-async"), ok[0])
+    rounds = min(len(r["measured_samples_ms"]) for r in ok)
+    plans = []
+    for r in ok:
+        if r is base:
+            continue
+        per_round = [base["measured_samples_ms"][k] / r["measured_samples_ms"][k] for k in range(rounds)]
+        measured = median(per_round)
+        predicted = base["predicted_ms"] / r["predicted_ms"]
+        plans.append({"plan": r["plan"], "predicted": predicted, "measured": measured,
+                      "measured_p10": percentile(per_round, 10), "measured_p90": percentile(per_round, 90),
+                      "error_points": 100.0 * (predicted - measured)})
+    return {"baseline": base["plan"], "rounds": rounds, "plans": plans,
+            "mean_abs_error_points": sum(abs(p["error_points"]) for p in plans) / len(plans),
+            "kendall_tau": kendall_tau_b([p["predicted"] for p in plans], [p["measured"] for p in plans])
+            if len(plans) >= 2 else None}
+
+
+def figures(rows, calibrated_on=None, interleaved=False):
     # The plan whose run the profile was calibrated on is shown but not scored.
     ok = [r for r in rows if "error_pct" in r and r["plan"] != calibrated_on]
     out = {"plans": len(rows), "plans_measured": len(ok)}
@@ -112,15 +196,16 @@ def figures(rows, calibrated_on=None):
     rep = repeatability(ok)
     if rep:
         out["repeatability"] = rep
-    out["mape_pct"] = sum(abs(r["error_pct"]) for r in ok) / len(ok)
-    out["kendall_tau"] = kendall_tau_b([r["predicted_ms"] for r in ok], [r["measured_ms"] for r in ok])
-    # Regret against the best plan that really trains: no-comm skips the AllReduces, it is only a bound.
+    out.update(scores(ok, [r["measured_ms"] for r in ok]))
+    out["interval_95"] = bootstrap(ok)
+    if interleaved:
+        half = split_half(ok)
+        if half:
+            out["split_half"] = half
+        ratio = speedups(ok)
+        if ratio:
+            out["speedup"] = ratio
     real = [r for r in ok if r["plan"] != "no-comm"]
-    tuned = [r for r in real if r["plan"] == "tuned"]
-    if tuned and real:
-        best = min(real, key=lambda r: r["measured_ms"])
-        out["regret_pct"] = 100.0 * (tuned[0]["measured_ms"] / best["measured_ms"] - 1.0)
-        out["best_measured_plan"] = best["plan"]
     out["best_predicted_plan"] = min(real, key=lambda r: r["predicted_ms"])["plan"] if real else None
     return out
 
@@ -129,10 +214,38 @@ def fmt(v, spec):
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 
+def interval(fig, key, spec):
+    lo_hi = fig.get("interval_95", {}).get(key)
+    return f"[{fmt(lo_hi[0], spec)}, {fmt(lo_hi[1], spec)}]" if lo_hi else "n/a"
+
+
+def uncertainty_lines(fig):
+    lines = []
+    if "interval_95" in fig:
+        lines += [f"95 % intervals (bootstrap over each plan's iterations, {BOOTSTRAP_RESAMPLES} resamples): "
+                  f"MAPE {interval(fig, 'mape_pct', '.1f')} %, Kendall tau {interval(fig, 'kendall_tau', '.2f')}, "
+                  f"regret {interval(fig, 'regret_pct', '.1f')} %", ""]
+    half = fig.get("split_half")
+    if half:
+        lines += [f"Noise floor, split-half (odd against even interleaved rounds, {half['rounds']} rounds): "
+                  f"MAPE {half['mape_pct']:.1f} %, Kendall tau {fmt(half['kendall_tau'], '.2f')}", ""]
+    sp = fig.get("speedup")
+    if sp:
+        lines += [f"Speedup over {sp['baseline']} measured inside the launch (median over {sp['rounds']} rounds of "
+                  f"the same round's ratio) against the predicted one: mean |error| "
+                  f"{sp['mean_abs_error_points']:.1f} points, Kendall tau {fmt(sp['kendall_tau'], '.2f')}", "",
+                  "| plan | predicted speedup | measured speedup (p10-p90 over rounds) | error points |",
+                  "|---|---:|---:|---:|"]
+        lines += [f"| {p['plan']} | {p['predicted']:.3f} | {p['measured']:.3f} ({p['measured_p10']:.3f}-"
+                  f"{p['measured_p90']:.3f}) | {p['error_points']:+.1f} |" for p in sp["plans"]]
+        lines.append("")
+    return lines
+
+
 def markdown(config, rows, meta, fig):
     lines = [f"### {config}", ""]
     desc = ", ".join(f"{k} {v}" for k, v in meta.items() if k in ("model", "profile", "link", "iters", "warmup",
-                                                                   "rounds", "overrides", "boost", "load_average",
+                                                                   "rounds", "interleaved", "overrides", "boost", "load_average",
                                                                    "calibrated_on"))
     if desc:
         lines += [desc, ""]
@@ -153,6 +266,7 @@ def markdown(config, rows, meta, fig):
               f"tuner regret {fmt(fig.get('regret_pct'), '.1f')} % (target <= 5; best measured: "
               f"{fig.get('best_measured_plan', 'n/a')}, best predicted: {fig.get('best_predicted_plan', 'n/a')}); "
               f"{fig['plans_measured']} of {fig['plans']} plans measured and scored", ""]
+    lines += uncertainty_lines(fig)
     rep = fig.get("repeatability")
     if rep:
         taus = [t for t in rep["kendall_tau"] if t is not None]
@@ -170,7 +284,7 @@ def write_table(out_dir, configs):
           "excluded) - 1.", ""]
     for config in configs:
         rows, meta = read_config(out_dir, config)
-        fig = figures(rows, meta.get("calibrated_on"))
+        fig = figures(rows, meta.get("calibrated_on"), bool(meta.get("interleaved")))
         doc["configurations"][config] = {"meta": meta, "rows": rows, "figures": fig}
         md += markdown(config, rows, meta, fig)
     for name, text in (("fidelity.json", json.dumps(doc, indent=2, allow_nan=False) + "\n"),

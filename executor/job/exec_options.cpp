@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
+#include <utility>
 
 #include "sim/base/cli_parse.hpp"
 #include "sim/base/error.hpp"
@@ -29,6 +30,10 @@ void add_job_flags(CLI::App& app, JobRequest* j, ShapeFlags* shape) {
   app.add_option("--micro-batch", shape->micro_batch, "override the model's micro-batch");
   app.add_option("--ranks", j->ranks, "rank processes (default and only supported value: the TP degree)");
   app.add_flag("--force", j->force, "run a plan made for another model or TP degree");
+  app.add_option("--plans", j->plans,
+                 "several plans of one model in one launch, iterations interleaved: plan files and/or named "
+                 "strategies (the model: positional, --model, or the first plan file's)");
+  app.add_option("--plans-file", j->plans_file, "like --plans: one plan file or strategy name per line");
 }
 
 struct NanFlags {
@@ -48,6 +53,8 @@ void add_run_flags(CLI::App& app, RunSettings* r, NanFlags* nan) {
   app.add_option("--threads", r->threads, "Eigen threads per rank (default 1)");
   app.add_option("--trace", r->trace_path, "write the measured Chrome trace here");
   app.add_option("--json", r->json_path, "write a summary (iteration time median/p10/p90, memory, loss) here");
+  app.add_option("--out", r->out_dir,
+                 "with --plans: write DIR/<plan>.trace.json, DIR/<plan>.json and DIR/interleave.json");
   app.add_option("--link-gbps", r->link_gbps, "emulate a link of this many Gbit/s per rank (network namespaces, root)");
   app.add_option("--link-latency-us", r->link_latency_us, "emulated per-hop link latency, added before each AllReduce");
   app.add_flag("--check", r->check,
@@ -63,9 +70,25 @@ void add_run_flags(CLI::App& app, RunSettings* r, NanFlags* nan) {
                                                     "address that reaches MASTER_ADDR)");
 }
 
+// --plans runs its own outputs and iteration order: the single-plan flags that would contradict them are
+// refused rather than ignored.
+void validate_several_plans(const ExecOptions& o) {
+  const RunSettings& r = o.run;
+  const std::pair<bool, const char*> refused[] = {
+      {!o.job.strategy.empty(), "--strategy (name the strategies in --plans)"},
+      {o.job.force, "--force (every plan must be made for the model)"},
+      {!r.trace_path.empty() || !r.json_path.empty(), "--trace/--json (use --out DIR: one trace and summary per plan)"},
+      {r.check, "--check"},
+      {!r.dump_dir.empty(), "--dump-tensors"}};
+  for (const auto& [given, what] : refused)
+    if (given) throw_bad_input(std::string("--plans/--plans-file cannot be combined with ") + what);
+}
+
 void validate(const ExecOptions& o) {
   const RunSettings& r = o.run;
-  if (o.job.target.empty() && o.job.model.empty()) throw_bad_input("give a plan file, or a model with --strategy NAME");
+  if (runs_several_plans(o.job)) validate_several_plans(o);
+  else if (!r.out_dir.empty()) throw_bad_input("--out is for --plans (one plan: --trace and --json)");
+  else if (o.job.target.empty() && o.job.model.empty()) throw_bad_input("give a plan file, or a model with --strategy NAME");
   if (r.iters < 1) throw_bad_input("--iters must be at least 1");
   if (r.warmup < 0) throw_bad_input("--warmup must not be negative");
   if (r.threads < 1) throw_bad_input("--threads must be at least 1");
@@ -82,7 +105,8 @@ bool parse_exec_options(int argc, const char* const* argv, ExecOptions* out, con
   ExecOptions o;
   CLI::App app{
       "domino-exec: runs a plan's tensor-parallel training for real (one process per rank) and records the "
-      "measured timeline.\n  domino-exec PLAN.yaml [--model MODEL]\n  domino-exec MODEL --strategy NAME"};
+      "measured timeline.\n  domino-exec PLAN.yaml [--model MODEL]\n  domino-exec MODEL --strategy NAME\n"
+      "  domino-exec [MODEL] --plans PLAN|NAME... [--out DIR]"};
   app.set_version_flag("--version", std::string("domino-exec ") + DOMINO_VERSION);
   ShapeFlags shape;
   NanFlags nan;
@@ -102,9 +126,13 @@ bool parse_exec_options(int argc, const char* const* argv, ExecOptions* out, con
 }
 
 void make_paths_absolute(ExecOptions* o) {
-  for (std::string* p : {&o->run.trace_path, &o->run.json_path, &o->run.dump_dir}) *p = absolute(*p);
-  // Plans and model files given as paths (names of shipped models stay names).
-  for (std::string* p : {&o->job.target, &o->job.model})
+  for (std::string* p : {&o->run.trace_path, &o->run.json_path, &o->run.dump_dir, &o->run.out_dir,
+                         &o->job.plans_file})
+    *p = absolute(*p);
+  // Plans and model files given as paths (names of shipped models and strategies stay names).
+  std::vector<std::string*> inputs{&o->job.target, &o->job.model};
+  for (std::string& plan : o->job.plans) inputs.push_back(&plan);
+  for (std::string* p : inputs)
     if (!p->empty() && std::filesystem::exists(*p) && std::filesystem::is_regular_file(*p)) *p = absolute(*p);
 }
 

@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "sim/model/model_spec.hpp"
 
@@ -21,6 +22,10 @@ struct JobRequest {
   std::string target;    // positional: a plan file, or (with --strategy) a model name/file
   std::string model;     // --model: the model of a plan file (default: the one the plan names)
   std::string strategy;  // --strategy: run a named strategy instead of a plan file
+  // --plans / --plans-file: several plans of one model, interleaved in one launch (multi_plan.hpp); each
+  // entry a plan file or a named strategy
+  std::vector<std::string> plans;
+  std::string plans_file;
   ModelOverrides overrides;
   int ranks = 0;  // 0: the TP degree
   bool force = false;
@@ -37,6 +42,7 @@ struct RunSettings {
   int threads = 1;
   std::string trace_path;
   std::string json_path;
+  std::string out_dir;  // --out (with --plans): DIR/<plan>.trace.json, DIR/<plan>.json, DIR/interleave.json
   double link_gbps = 0;
   double link_latency_us = 0;
   int timeout_s = 30;
@@ -56,6 +62,9 @@ struct ExecOptions {
 
 // Adds a backend's own flags to the command line (the CUDA backend's, when built with it).
 using BackendFlagAdder = std::function<void(CLI::App&)>;
+
+// True when the request runs several plans in one launch (--plans or --plans-file).
+inline bool runs_several_plans(const JobRequest& j) { return !j.plans.empty() || !j.plans_file.empty(); }
 
 // Parses argv (argv[0] is the program); returns false after printing help/version (exit 0).
 // Throws domino::Error (BadInput) on bad usage.

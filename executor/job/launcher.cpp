@@ -4,6 +4,7 @@
 
 #include "executor/job/backends.hpp"
 #include "executor/job/grad_check.hpp"
+#include "executor/job/multi_plan.hpp"
 #include "executor/job/rank_process.hpp"
 #include "executor/runtime/rank_launcher.hpp"
 #include "sim/base/error.hpp"
@@ -18,9 +19,9 @@ std::string expand_rank(std::string pattern, int rank) {
 
 }  // namespace
 
-void launch_job(const ExecOptions& options, const Job& job, const std::string& snapshot_pattern) {
+void launch_rank_bodies(const ExecOptions& options, int ranks, const std::function<void(const CommConfig&)>& body) {
   LaunchOptions lo;
-  lo.ranks = job.ranks;
+  lo.ranks = ranks;
   lo.link_gbps = options.run.link_gbps;
   lo.temp_prefix = "domino-exec";
   launch_ranks(lo, [&](const RankSlot& slot) {
@@ -30,14 +31,21 @@ void launch_job(const ExecOptions& options, const Job& job, const std::string& s
     comm.store_dir = slot.rendezvous_dir;
     comm.bind_address = slot.bind_address;
     comm.timeout = std::chrono::seconds(options.run.timeout_s);
-    run_rank(options, job, comm, snapshot_pattern.empty() ? "" : expand_rank(snapshot_pattern, slot.rank));
+    body(comm);
     return std::string();
+  });
+}
+
+void launch_job(const ExecOptions& options, const Job& job, const std::string& snapshot_pattern) {
+  launch_rank_bodies(options, job.ranks, [&](const CommConfig& comm) {
+    run_rank(options, job, comm, snapshot_pattern.empty() ? "" : expand_rank(snapshot_pattern, comm.rank));
   });
 }
 
 int run_exec(const ExecOptions& given) {
   ExecOptions options = given;
   make_paths_absolute(&options);
+  if (runs_several_plans(options.job)) return run_several_plans(options);
   const Job job = resolve_job(options);  // bad input surfaces here, before any process starts
   make_backend(options.backend);          // an unknown or unavailable backend too (touches no device)
   if (options.run.check) return run_gradient_check(options, job);

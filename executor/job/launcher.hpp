@@ -3,10 +3,12 @@
 // namespaces with --link-gbps, stopped together on the first failure), or runs --check.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "executor/job/exec_options.hpp"
 #include "executor/job/job.hpp"
+#include "executor/runtime/gloo_comm.hpp"
 
 namespace domino {
 
@@ -14,6 +16,10 @@ namespace domino {
 // Returns the exit code (0 ok); throws domino::Error for bad input and for a failed rank (naming it and how
 // it died).
 int run_exec(const ExecOptions& options);
+
+// Forks `ranks` rank processes (inside the emulated link with --link-gbps) and runs body in each with the
+// rank's group configuration; waits. Throws domino::Error naming the first rank that failed.
+void launch_rank_bodies(const ExecOptions& options, int ranks, const std::function<void(const CommConfig&)>& body);
 
 // Runs `job` once on job.ranks forked rank processes and waits. With snapshot_pattern set, every rank writes
 // its buffers after the run to the pattern with "{rank}" replaced by its rank (--check). Throws

@@ -9,6 +9,8 @@
 #include "executor/job/backends.hpp"
 #include "executor/runtime/gloo_comm.hpp"
 #include "executor/job/job.hpp"
+#include "executor/job/multi_plan.hpp"
+#include "executor/job/plan_set.hpp"
 #include "executor/runtime/rank_runner.hpp"
 #include "executor/runtime/results.hpp"
 #include "executor/runtime/tensor_dump.hpp"
@@ -56,9 +58,7 @@ void print_iteration(int it, const IterationRecord& rec) {
 void write_outputs(const ExecOptions& o, const Job& job, const std::vector<RankResult>& results) {
   const RunSettings& r = o.run;
   const RunSummary summary = summarize(results);
-  const nlohmann::json meta{{"backend", o.backend}, {"seed", r.seed}, {"threads", r.threads},
-                            {"optimizer", r.optimizer}, {"link_gbps", r.link_gbps},
-                            {"link_latency_us", r.link_latency_us}};
+  const nlohmann::json meta = run_meta(o);
   if (!r.trace_path.empty()) write_trace(r.trace_path, job.schedule, summary.timeline, meta);
   if (!r.json_path.empty()) write_file_atomic(r.json_path, summary_json(summary, job.schedule, meta).dump(2) + "\n");
   if (r.quiet) return;
@@ -71,6 +71,19 @@ void write_outputs(const ExecOptions& o, const Job& job, const std::vector<RankR
               peak / (1 << 20));
   std::fflush(stdout);
 }
+
+void write_rank_snapshot(const std::string& path, const Job& job, Backend& backend, int rank, float loss) {
+  RankSnapshot snap;
+  snap.rank = rank;
+  snap.loss = loss;
+  for (size_t i = 0; i < job.schedule.buffers.size(); ++i)
+    snap.buffers.push_back(job.schedule.buffers[i].role == BufferRole::Workspace
+                               ? std::vector<float>{}
+                               : backend.read_buffer(job.schedule, int32_t(i)));
+  write_snapshot(path, snap);
+}
+
+}  // namespace
 
 std::unique_ptr<Backend> prepared_backend(const ExecOptions& o, const Job& job, GlooComm& comm) {
   std::unique_ptr<Backend> backend = make_backend(o.backend);
@@ -88,23 +101,34 @@ std::unique_ptr<Backend> prepared_backend(const ExecOptions& o, const Job& job, 
   return backend;
 }
 
-void write_rank_snapshot(const std::string& path, const Job& job, Backend& backend, int rank, float loss) {
-  RankSnapshot snap;
-  snap.rank = rank;
-  snap.loss = loss;
-  for (size_t i = 0; i < job.schedule.buffers.size(); ++i)
-    snap.buffers.push_back(job.schedule.buffers[i].role == BufferRole::Workspace
-                               ? std::vector<float>{}
-                               : backend.read_buffer(job.schedule, int32_t(i)));
-  write_snapshot(path, snap);
+RunnerOptions runner_options(const RunSettings& r, const Backend& backend) {
+  RunnerOptions ro;
+  ro.warmup = r.warmup;
+  ro.iters = r.iters;
+  ro.check_finite = r.nan_check.value_or(backend.scans_for_nan_by_default());
+  ro.dump_iter = r.dump_dir.empty() ? -1 : r.dump_iter;
+  ro.dump_dir = r.dump_dir;
+  return ro;
 }
 
-}  // namespace
+nlohmann::json run_meta(const ExecOptions& o) {
+  const RunSettings& r = o.run;
+  return {{"backend", o.backend}, {"seed", r.seed}, {"threads", r.threads}, {"optimizer", r.optimizer},
+          {"link_gbps", r.link_gbps}, {"link_latency_us", r.link_latency_us}};
+}
 
 bool env_mode() { return !env_text("RANK").empty() && !env_text("WORLD_SIZE").empty(); }
 
 void run_rank_process(const ExecOptions& o) {
   const int rank = env_int("RANK"), world = env_int("WORLD_SIZE");
+  if (runs_several_plans(o.job)) {
+    const PlanSet set = resolve_plan_set(o);
+    if (world != set.ranks)
+      throw_bad_input("WORLD_SIZE=" + std::to_string(world) + " but the plans have " + std::to_string(set.ranks) +
+                      " ranks (the TP degree)");
+    run_several_plans_rank(o, set, env_comm_config(o, rank, world));
+    return;
+  }
   const Job job = resolve_job(o);
   if (world != job.ranks)
     throw_bad_input("WORLD_SIZE=" + std::to_string(world) + " but the job has " + std::to_string(job.ranks) +
@@ -121,12 +145,7 @@ void run_rank(const ExecOptions& o, const Job& job, const CommConfig& config, co
   const int rank = comm.rank();
   std::unique_ptr<Backend> backend = prepared_backend(o, job, comm);
 
-  RunnerOptions ro;
-  ro.warmup = r.warmup;
-  ro.iters = r.iters;
-  ro.check_finite = r.nan_check.value_or(backend->scans_for_nan_by_default());
-  ro.dump_iter = r.dump_dir.empty() ? -1 : r.dump_iter;
-  ro.dump_dir = r.dump_dir;
+  const RunnerOptions ro = runner_options(r, *backend);
   std::function<void(int, const IterationRecord&)> report;
   if (rank == 0 && !r.quiet) report = print_iteration;
   const RankResult result = run_iterations(job.schedule, *backend, &comm, rank, ro, report);

@@ -4,23 +4,37 @@
 // store and writes the trace and the summary.
 #pragma once
 
+#include <memory>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "executor/job/exec_options.hpp"
 #include "executor/job/job.hpp"
+#include "executor/runtime/backend.hpp"
 #include "executor/runtime/gloo_comm.hpp"
+#include "executor/runtime/rank_runner.hpp"
 
 namespace domino {
 
 // True when RANK and WORLD_SIZE are set (this process is one rank of an outside launch).
 bool env_mode();
 
-// Env mode: resolves the job and runs this process's rank; throws domino::Error naming the rank on failure.
+// Env mode: resolves the job (or the plans of --plans) and runs this process's rank; throws domino::Error naming the rank on failure.
 void run_rank_process(const ExecOptions& options);
 
 // Runs rank comm.rank of `job` in group `comm`. With snapshot_path set, writes every buffer of the rank
 // after the run there (--check). Throws domino::Error naming the rank on failure.
 void run_rank(const ExecOptions& options, const Job& job, const CommConfig& comm,
               const std::string& snapshot_path = "");
+
+// The run's backend, prepared for job's schedule on this rank (buffers allocated once, parameters initialised).
+std::unique_ptr<Backend> prepared_backend(const ExecOptions& options, const Job& job, GlooComm& comm);
+
+// The runtime's options for a run with these settings on this backend (its NaN-scan default).
+RunnerOptions runner_options(const RunSettings& settings, const Backend& backend);
+
+// What a run's trace and summary record about how it ran (backend, seed, threads, optimizer, link).
+nlohmann::json run_meta(const ExecOptions& options);
 
 }  // namespace domino

@@ -4,6 +4,7 @@
 #include "executor/runtime/rank_runner.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -40,6 +41,8 @@ class StreamWorkers {
     go_.notify_all();
     for (auto& t : threads_) t.join();
   }
+
+  SteadyClock::time_point started_at() const { return t0_; }
 
   // Runs one iteration on every stream; returns the timings of all ops.
   std::vector<OpTiming> run(int64_t iteration) {
@@ -178,31 +181,52 @@ void dump_start_of_iteration(const Schedule& s, Backend& backend, int rank, cons
 
 }  // namespace
 
+class IterationRunner::Workers : public StreamWorkers {
+ public:
+  using StreamWorkers::StreamWorkers;
+};
+
+IterationRunner::IterationRunner(const Schedule& schedule, Backend& backend, GlooComm* comm, int rank,
+                                 const RunnerOptions& options)
+    : schedule_(schedule), backend_(backend), comm_(comm), rank_(rank), options_(options) {
+  // Every backend runs only verified schedules: a malformed op fails here, naming it, before any kernel or
+  // per-op flag (indexed by op index and dependency) touches memory.
+  verify_schedule(schedule);
+  workers_ = std::make_unique<Workers>(schedule, backend, rank, options);
+  loss_ = loss_op(schedule);
+}
+
+IterationRunner::~IterationRunner() = default;
+
+IterationRecord IterationRunner::run_next(bool timed) {
+  const int it = iterations_run_;
+  if (it == options_.dump_iter) dump_start_of_iteration(schedule_, backend_, rank_, options_.dump_dir);
+  if (comm_) comm_->barrier("barrier before iteration " + std::to_string(it));
+  backend_.begin_iteration(it + 1);
+  IterationRecord rec;
+  rec.timed = timed;
+  rec.spans = workers_->run(it + 1);
+  rec.start_us = std::chrono::duration<double, std::micro>(workers_->started_at().time_since_epoch()).count();
+  for (const OpTiming& t : rec.spans) rec.time_us = std::max(rec.time_us, t.end_us);
+  rec.loss = loss_ ? backend_.read_region(loss_->out[0]).at(0) : std::numeric_limits<float>::quiet_NaN();
+  ++iterations_run_;
+  return rec;
+}
+
 RankResult run_iterations(const Schedule& schedule, Backend& backend, GlooComm* comm, int rank,
                           const RunnerOptions& options,
                           const std::function<void(int, const IterationRecord&)>& on_iteration) {
   if (options.warmup < 0 || options.iters < 1)
     throw_bad_input("--warmup must be >= 0 and --iters >= 1 (got " + std::to_string(options.warmup) + ", " +
                     std::to_string(options.iters) + ")");
-  // Every backend runs only verified schedules: a malformed op fails here, naming it, before any kernel or
-  // per-op flag (indexed by op index and dependency) touches memory.
-  verify_schedule(schedule);
   RankResult result;
   result.rank = rank;
-  result.peak_memory_bytes = backend.peak_memory_bytes();
-  const Op* loss = loss_op(schedule);
   // Workers are destroyed (joined) before an error leaves this function.
-  StreamWorkers workers(schedule, backend, rank, options);
+  IterationRunner runner(schedule, backend, comm, rank, options);
+  result.peak_memory_bytes = backend.peak_memory_bytes();
   const int total = options.warmup + options.iters;
   for (int it = 0; it < total; ++it) {
-    if (it == options.dump_iter) dump_start_of_iteration(schedule, backend, rank, options.dump_dir);
-    if (comm) comm->barrier("barrier before iteration " + std::to_string(it));
-    backend.begin_iteration(it + 1);
-    IterationRecord rec;
-    rec.timed = it >= options.warmup;
-    rec.spans = workers.run(it + 1);
-    for (const OpTiming& t : rec.spans) rec.time_us = std::max(rec.time_us, t.end_us);
-    rec.loss = loss ? backend.read_region(loss->out[0]).at(0) : std::numeric_limits<float>::quiet_NaN();
+    IterationRecord rec = runner.run_next(it >= options.warmup);
     if (on_iteration) on_iteration(it, rec);
     result.iterations.push_back(std::move(rec));
   }

@@ -15,6 +15,7 @@ std::string rank_result_to_text(const RankResult& r) {
     for (const OpTiming& t : it.spans) spans.push_back({t.op, t.start_us, t.end_us});
     iterations.push_back({{"timed", it.timed},
                           {"time_us", it.time_us},
+                          {"start_us", it.start_us},
                           {"loss", std::isfinite(it.loss) ? nlohmann::json(it.loss) : nlohmann::json(nullptr)},
                           {"spans", std::move(spans)}});
   }
@@ -31,6 +32,7 @@ RankResult rank_result_from_text(const std::string& text) {
       IterationRecord rec;
       rec.timed = it.at("timed").get<bool>();
       rec.time_us = it.at("time_us").get<double>();
+      rec.start_us = it.value("start_us", 0.0);
       rec.loss = it.at("loss").is_null() ? NAN : it.at("loss").get<float>();
       for (const auto& s : it.at("spans")) rec.spans.push_back({s.at(0).get<int32_t>(), s.at(1).get<double>(), s.at(2).get<double>()});
       r.iterations.push_back(std::move(rec));

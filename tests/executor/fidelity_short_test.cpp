@@ -103,7 +103,7 @@ TEST_F(FidelitySweep, ShortSweepWritesAWellFormedTable) {
     ASSERT_TRUE(row.contains("error_pct")) << row.dump();
     EXPECT_GT(row["predicted_ms"].get<double>(), 0) << plan;
     EXPECT_GT(row["measured_ms"].get<double>(), 0) << plan;
-    EXPECT_EQ(row["measured_samples_ms"].size(), 2u) << plan;  // --iters 2, one round
+    EXPECT_EQ(row["measured_samples_ms"].size(), 2u) << plan;  // --iters 2: two interleaved rounds
     EXPECT_TRUE(std::isfinite(row["error_pct"].get<double>())) << plan;
     EXPECT_NE(md.find("| " + plan + " |"), std::string::npos) << plan;
     EXPECT_TRUE(fs::exists(out / "cpu-gpt-loopback" / "compare" / ((plan == "slices:2x2:sequence" ? "slices-2x2-sequence"
@@ -198,6 +198,61 @@ TEST_F(FidelitySweep, TableRepeatabilityFromTwoRounds) {
   EXPECT_NEAR(rep["kendall_tau"][0].get<double>(), 1.0 / 3, 1e-9);
   EXPECT_NEAR(rep["kendall_tau"][1].get<double>(), 1.0 / 3, 1e-9);
   EXPECT_NE(slurp(dir / "fidelity.md").find("Repeatability of the measurement"), std::string::npos);
+}
+
+// An interleaved launch (sample k of every plan from round k): bootstrap intervals, the split-half floor and
+// the speedups over megatron-async, on rounds whose every resample is known. Only domino-ds varies (80 and
+// 99 ms in alternate rounds): a resample's median of its 4 iterations is 80, 89.5 or 99 ms, the first and
+// the last each with probability 5/16, so the 2.5th and 97.5th percentiles of 1000 resamples are exactly
+// the figures with 80 and with 99 ms.
+TEST_F(FidelitySweep, TableIntervalsSplitHalfAndSpeedupsOfAnInterleavedLaunch) {
+  const fs::path cfg = dir / "cfg";
+  write_rows(cfg, {{"megatron-async", 100000, {{100000, 100000, 100000, 100000}}},
+                   {"domino-ds", 80000, {{80000, 99000, 80000, 99000}}},
+                   {"tuned", 70000, {{90000, 90000, 90000, 90000}}}});
+  std::ofstream(cfg / "config.json") << nlohmann::json{{"model", "m"}, {"interleaved", true}}.dump();
+  const auto fig = table()["figures"];
+  EXPECT_NEAR(fig["mape_pct"].get<double>(), 100.0 * (0 + 9.5 / 89.5 + 20.0 / 90) / 3, 1e-9);
+  const auto& ci = fig["interval_95"];
+  EXPECT_NEAR(ci["mape_pct"][0].get<double>(), 100.0 * (0 + 0 + 20.0 / 90) / 3, 1e-9) << ci.dump();
+  EXPECT_NEAR(ci["mape_pct"][1].get<double>(), 100.0 * (0 + 19.0 / 99 + 20.0 / 90) / 3, 1e-9) << ci.dump();
+  // domino-ds below tuned (80, 89.5 ms): one discordant pair of 3; above (99 ms): the predicted order.
+  EXPECT_NEAR(ci["kendall_tau"][0].get<double>(), 1.0 / 3, 1e-9);
+  EXPECT_NEAR(ci["kendall_tau"][1].get<double>(), 1.0, 1e-9);
+  // The tuned plan (90 ms) against the best that trains: domino-ds at 80 ms (12.5 %) or itself (0 %).
+  EXPECT_NEAR(ci["regret_pct"][0].get<double>(), 0.0, 1e-9);
+  EXPECT_NEAR(ci["regret_pct"][1].get<double>(), 12.5, 1e-9);
+
+  // Odd rounds (100, 80, 90 ms) against even rounds (100, 99, 90 ms).
+  const auto& half = fig["split_half"];
+  EXPECT_EQ(half["rounds"], 4);
+  EXPECT_NEAR(half["mape_pct"].get<double>(), 100.0 * (19.0 / 99) / 3, 1e-9);
+  EXPECT_NEAR(half["kendall_tau"].get<double>(), 1.0 / 3, 1e-9);
+
+  // Speedups over megatron-async, per round: domino-ds 1.25 and 100/99 (median: their mean), tuned 100/90.
+  const auto& sp = fig["speedup"];
+  EXPECT_EQ(sp["baseline"], "megatron-async");
+  ASSERT_EQ(sp["plans"].size(), 2u);
+  const double ds_measured = (1.25 + 100.0 / 99) / 2;
+  EXPECT_NEAR(sp["plans"][0]["measured"].get<double>(), ds_measured, 1e-9);
+  EXPECT_NEAR(sp["plans"][0]["predicted"].get<double>(), 1.25, 1e-9);
+  EXPECT_NEAR(sp["plans"][0]["error_points"].get<double>(), 100 * (1.25 - ds_measured), 1e-9);
+  EXPECT_NEAR(sp["plans"][1]["error_points"].get<double>(), 100 * (100.0 / 70 - 100.0 / 90), 1e-9);
+  EXPECT_NEAR(sp["mean_abs_error_points"].get<double>(),
+              50 * ((1.25 - ds_measured) + (100.0 / 70 - 100.0 / 90)), 1e-9);
+  const std::string md = slurp(dir / "fidelity.md");
+  EXPECT_NE(md.find("Noise floor, split-half"), std::string::npos) << md;
+  EXPECT_NE(md.find("Speedup over megatron-async"), std::string::npos) << md;
+  EXPECT_NE(md.find("95 % intervals"), std::string::npos) << md;
+}
+
+// Without the interleaved flag the rounds of different plans are not aligned: no split-half, no speedups.
+TEST_F(FidelitySweep, TableScoresNoRoundsOfSeparateLaunches) {
+  write_rows(dir / "cfg", {{"megatron-async", 100000, {{100000, 100000}}}, {"domino-ds", 80000, {{80000, 99000}}}});
+  const auto fig = table()["figures"];
+  EXPECT_FALSE(fig.contains("split_half")) << fig.dump();
+  EXPECT_FALSE(fig.contains("speedup")) << fig.dump();
+  EXPECT_TRUE(fig.contains("interval_95")) << fig.dump();
 }
 
 }  // namespace
