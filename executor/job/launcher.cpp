@@ -4,6 +4,7 @@
 
 #include "executor/job/backends.hpp"
 #include "executor/job/grad_check.hpp"
+#include "executor/job/preflight.hpp"
 #include "executor/job/rank_process.hpp"
 #include "executor/runtime/rank_launcher.hpp"
 #include "sim/base/error.hpp"
@@ -40,6 +41,7 @@ int run_exec(const ExecOptions& given) {
   make_paths_absolute(&options);
   const Job job = resolve_job(options);  // bad input surfaces here, before any process starts
   make_backend(options.backend);          // an unknown or unavailable backend too (touches no device)
+  run_preflight(options, job, launcher_host_ranks(job.ranks));  // a job too big for this host too
   if (options.run.check) return run_gradient_check(options, job);
   if (options.run.link_gbps > 0 || options.run.link_latency_us > 0) {
     if (job.ranks < 2) throw_bad_input("--link-gbps/--link-latency-us need at least 2 ranks");

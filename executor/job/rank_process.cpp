@@ -9,6 +9,8 @@
 #include "executor/job/backends.hpp"
 #include "executor/runtime/gloo_comm.hpp"
 #include "executor/job/job.hpp"
+#include "executor/job/launch_env.hpp"
+#include "executor/job/preflight.hpp"
 #include "executor/runtime/rank_runner.hpp"
 #include "executor/runtime/results.hpp"
 #include "executor/runtime/tensor_dump.hpp"
@@ -101,15 +103,18 @@ void write_rank_snapshot(const std::string& path, const Job& job, Backend& backe
 
 }  // namespace
 
-bool env_mode() { return !env_text("RANK").empty() && !env_text("WORLD_SIZE").empty(); }
+bool env_mode() { return read_launch_env(process_env()).has_value(); }
 
 void run_rank_process(const ExecOptions& o) {
-  const int rank = env_int("RANK"), world = env_int("WORLD_SIZE");
+  const std::optional<LaunchEnv> launch = read_launch_env(process_env());
+  if (!launch) throw_bad_input("env mode needs a rank and a world size (RANK and WORLD_SIZE, or Open MPI's or srun's)");
+  export_torchrun_names(*launch);  // the backends read LOCAL_RANK whichever launcher started us
   const Job job = resolve_job(o);
-  if (world != job.ranks)
-    throw_bad_input("WORLD_SIZE=" + std::to_string(world) + " but the job has " + std::to_string(job.ranks) +
-                    " ranks (the TP degree)");
-  run_rank(o, job, env_comm_config(o, rank, world));
+  if (launch->world != job.ranks)
+    throw_bad_input(launch->launcher + " started " + std::to_string(launch->world) + " ranks but the job has " +
+                    std::to_string(job.ranks) + " (the TP degree)");
+  run_preflight(o, job, env_host_ranks(*launch));
+  run_rank(o, job, env_comm_config(o, launch->rank, launch->world));
 }
 
 void run_rank(const ExecOptions& o, const Job& job, const CommConfig& config, const std::string& snapshot_path) {

@@ -1,11 +1,12 @@
 // exec_test_util.hpp: running build/bin/domino-exec from the end-to-end tests: start it with arguments and
-// extra environment, capture stdout+stderr in a file, wait with a deadline (a hung job fails the test
+// extra environment (and CPUs), capture stdout+stderr in a file, wait with a deadline (a hung job fails the test
 // instead of hanging ctest), and find the rank processes a launcher started (by their process name).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,18 +45,23 @@ struct Proc {
   std::string log;
 };
 
-inline Proc start(const std::vector<std::string>& args, const std::string& log,
-                  const std::vector<std::string>& env = {}) {
+// Starts argv (argv[0] a path) with extra environment; with `cpus`, on those CPUs only (its affinity mask).
+inline Proc start_program(const std::vector<std::string>& argv, const std::string& log,
+                          const std::vector<std::string>& env = {}, const std::vector<int>& cpus = {}) {
   Proc p;
   p.log = log;
-  std::vector<std::string> argv{exec_bin()};
-  argv.insert(argv.end(), args.begin(), args.end());
   p.pid = ::fork();
   if (p.pid == 0) {
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
     for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
+    if (!cpus.empty()) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      for (int c : cpus) CPU_SET(c, &set);
+      if (::sched_setaffinity(0, sizeof set, &set) != 0) ::_exit(126);
+    }
     std::vector<char*> a;
     for (const std::string& s : argv) a.push_back(const_cast<char*>(s.c_str()));
     a.push_back(nullptr);
@@ -63,6 +69,13 @@ inline Proc start(const std::vector<std::string>& args, const std::string& log,
     ::_exit(127);
   }
   return p;
+}
+
+inline Proc start(const std::vector<std::string>& args, const std::string& log,
+                  const std::vector<std::string>& env = {}, const std::vector<int>& cpus = {}) {
+  std::vector<std::string> argv{exec_bin()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return start_program(argv, log, env, cpus);
 }
 
 inline std::string read_text(const std::string& path) {
