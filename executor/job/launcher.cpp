@@ -24,6 +24,7 @@ void launch_job(const ExecOptions& options, const Job& job, const std::string& s
   lo.ranks = job.ranks;
   lo.link_gbps = options.run.link_gbps;
   lo.temp_prefix = "domino-exec";
+  lo.output_paths = {options.run.trace_path, options.run.json_path, options.run.dump_dir};
   launch_ranks(lo, [&](const RankSlot& slot) {
     CommConfig comm;
     comm.rank = slot.rank;

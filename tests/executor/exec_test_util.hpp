@@ -45,13 +45,17 @@ struct Proc {
   std::string log;
 };
 
-// Starts argv (argv[0] a path) with extra environment; with `cpus`, on those CPUs only (its affinity mask).
+// Starts argv (argv[0] a path) with extra environment; with `cpus`, on those CPUs only (its affinity mask);
+// with own_group, as the leader of a process group of its own (as a shell starts a job: Ctrl-C reaches the
+// whole group).
 inline Proc start_program(const std::vector<std::string>& argv, const std::string& log,
-                          const std::vector<std::string>& env = {}, const std::vector<int>& cpus = {}) {
+                          const std::vector<std::string>& env = {}, const std::vector<int>& cpus = {},
+                          bool own_group = false) {
   Proc p;
   p.log = log;
   p.pid = ::fork();
   if (p.pid == 0) {
+    if (own_group) ::setpgid(0, 0);
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
@@ -87,6 +91,7 @@ inline std::string read_text(const std::string& path) {
 
 struct Outcome {
   int exit_code = -1;  // -1: killed by a signal or timed out
+  int signal = 0;      // the signal that ended it (not after a time-out)
   bool timed_out = false;
   double seconds = 0;
   std::string output;
@@ -109,6 +114,7 @@ inline Outcome finish(const Proc& p, int timeout_s) {
   }
   o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!o.timed_out && WIFEXITED(status)) o.exit_code = WEXITSTATUS(status);
+  if (!o.timed_out && WIFSIGNALED(status)) o.signal = WTERMSIG(status);
   o.output = read_text(p.log);
   return o;
 }
