@@ -94,6 +94,21 @@ std::optional<LaunchEnv> read_launch_env(const EnvLookup& env) {
   return std::nullopt;
 }
 
+Rendezvous read_rendezvous(const EnvLookup& env) {
+  Rendezvous r;
+  r.addr = env("MASTER_ADDR").value_or("");
+  const std::string port = env("MASTER_PORT").value_or("");
+  if (r.addr.empty() || port.empty())
+    throw_bad_input("env mode needs MASTER_ADDR and MASTER_PORT: where rank 0 serves the rendezvous");
+  r.port = parse_count("MASTER_PORT", port);
+  const std::string agent_store = env("TORCHELASTIC_USE_AGENT_STORE").value_or("");
+  if (agent_store == "True" || agent_store == "true" || agent_store == "1") ++r.port;
+  if (r.port < 1 || r.port > 65535)
+    throw_bad_input("MASTER_PORT=" + port + ": the rendezvous port " + std::to_string(r.port) +
+                    " is not a TCP port");
+  return r;
+}
+
 void export_torchrun_names(const LaunchEnv& launch) {
   ::setenv("RANK", std::to_string(launch.rank).c_str(), 1);
   ::setenv("WORLD_SIZE", std::to_string(launch.world).c_str(), 1);

@@ -29,6 +29,16 @@ EnvLookup process_env();
 // that does not parse or a rank outside its world.
 std::optional<LaunchEnv> read_launch_env(const EnvLookup& env);
 
+// Where the ranks meet: rank 0 serves the rendezvous store there, every rank connects to it.
+struct Rendezvous {
+  std::string addr;
+  int port = 0;
+};
+// MASTER_ADDR and MASTER_PORT, under every launcher. torchrun's agent already serves a store of its own on
+// MASTER_PORT (it says so with TORCHELASTIC_USE_AGENT_STORE): rank 0 then serves ours on the next port.
+// BadInput when either is missing or the port is not one.
+Rendezvous read_rendezvous(const EnvLookup& env);
+
 // Sets RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE (when known) in this process's environment, so
 // that whatever reads torchrun's names (a backend choosing its device by LOCAL_RANK) sees them whichever
 // launcher started the process.

@@ -20,15 +20,6 @@
 namespace domino {
 namespace {
 
-int env_int(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) throw_bad_input(std::string(name) + " is not set");
-  char* end = nullptr;
-  const long x = std::strtol(v, &end, 10);
-  if (*end != '\0' || x < 0 || x > 1 << 20) throw_bad_input(std::string(name) + "='" + v + "' is not a valid number");
-  return int(x);
-}
-
 std::string env_text(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
@@ -40,9 +31,9 @@ CommConfig env_comm_config(const ExecOptions& o, int rank, int world) {
   c.rank = rank;
   c.world = world;
   c.timeout = std::chrono::seconds(o.run.timeout_s);
-  c.master_addr = env_text("MASTER_ADDR");
-  if (c.master_addr.empty()) throw_bad_input("env mode (RANK and WORLD_SIZE set) needs MASTER_ADDR and MASTER_PORT");
-  c.master_port = env_int("MASTER_PORT");
+  const Rendezvous rendezvous = read_rendezvous(process_env());
+  c.master_addr = rendezvous.addr;
+  c.master_port = rendezvous.port;
   if (!o.run.bind_address.empty()) c.bind_address = o.run.bind_address;
   else if (!env_text("DOMINO_BIND_ADDR").empty()) c.bind_address = env_text("DOMINO_BIND_ADDR");
   else c.bind_address = local_address_towards(c.master_addr, c.master_port);

@@ -1,7 +1,7 @@
 // launch_env_test.cpp: env mode's reading of an outside launch (executor/job/launch_env.hpp): torchrun's,
 // Open MPI's and an srun step's spellings of rank, world and host-local ranks, which one wins when several
-// are set, Slurm's per-node task lists, bad values as bad input; and two ranks started with Open MPI's and
-// Slurm's names train together end to end.
+// are set, Slurm's per-node task lists, bad values as bad input, the rendezvous address (and torchrun's own
+// store on MASTER_PORT); and two ranks started with Open MPI's and Slurm's names train together end to end.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -122,6 +122,27 @@ TEST(LaunchEnv, SlurmTasksPerNodeLists) {
     }
   }
   EXPECT_THROW(slurm_tasks_on_node("2(x3),1", 4), Error);
+}
+
+TEST(LaunchEnv, RendezvousAtMasterAddrAndPort) {
+  const Rendezvous r = read_rendezvous(lookup({{"MASTER_ADDR", "node01"}, {"MASTER_PORT", "29500"}}));
+  EXPECT_EQ(r.addr, "node01");
+  EXPECT_EQ(r.port, 29500);
+  // torchrun's agent serves its own store on MASTER_PORT: ours goes on the next port.
+  EXPECT_EQ(read_rendezvous(lookup({{"MASTER_ADDR", "node01"}, {"MASTER_PORT", "29500"},
+                                    {"TORCHELASTIC_USE_AGENT_STORE", "True"}}))
+                .port,
+            29501);
+  for (const Vars& bad : {Vars{{"MASTER_PORT", "29500"}}, Vars{{"MASTER_ADDR", "node01"}},
+                          Vars{{"MASTER_ADDR", "node01"}, {"MASTER_PORT", "http"}},
+                          Vars{{"MASTER_ADDR", "node01"}, {"MASTER_PORT", "70000"}}}) {
+    try {
+      read_rendezvous(lookup(bad));
+      ADD_FAILURE() << "accepted " << bad.size() << " variables";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+    }
+  }
 }
 
 // Two ranks named the way mpirun or srun names them rendezvous at MASTER_ADDR:MASTER_PORT and train.
