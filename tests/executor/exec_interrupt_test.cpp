@@ -82,9 +82,12 @@ void expect_only_complete_outputs(const TempDir& dir) {
     if (!e.is_regular_file()) continue;
     const std::string name = e.path().filename().string();
     EXPECT_EQ(name.find(".tmp."), std::string::npos) << "a write cut short was left: " << e.path();
-    if (e.path().extension() == ".json")
+    if (e.path().extension() == ".json") {
       EXPECT_NO_THROW(nlohmann::json::parse(read_text(e.path().string()))) << e.path();
-    if (e.path().extension() == ".npy") EXPECT_TRUE(npy_complete(e.path())) << e.path();
+    }
+    if (e.path().extension() == ".npy") {
+      EXPECT_TRUE(npy_complete(e.path())) << e.path();
+    }
   }
 }
 
@@ -93,9 +96,11 @@ void expect_nothing_left(const TempDir& dir, const Proc& launcher, const std::ve
   EXPECT_TRUE(group_members(launcher.pid).empty()) << "a process of the launcher's group is left";
   EXPECT_TRUE(fs::is_empty(dir / "tmp")) << "the launch folder was left under TMPDIR";
   const std::string prefix = "dmn" + std::to_string(launcher.pid) + "-";
-  if (fs::exists("/run/netns"))
-    for (const auto& e : fs::directory_iterator("/run/netns"))
+  if (fs::exists("/run/netns")) {
+    for (const auto& e : fs::directory_iterator("/run/netns")) {
       EXPECT_NE(e.path().filename().string().rfind(prefix, 0), 0u) << "namespace left: " << e.path();
+    }
+  }
   expect_only_complete_outputs(dir);
 }
 
