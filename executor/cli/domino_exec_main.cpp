@@ -1,5 +1,6 @@
-// domino-exec: runs a plan's tensor-parallel training for real. Without RANK/WORLD_SIZE it is the launcher
-// (one forked process per rank); in env mode (torchrun, srun) this process is one rank.
+// domino-exec: runs a plan's tensor-parallel training for real. Without an outside launcher's rank variables
+// it is the launcher (one forked process per rank); in env mode (torchrun, srun, mpirun: launch_env.hpp)
+// this process is one rank. An interrupted launch ends the process by the interrupting signal.
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
