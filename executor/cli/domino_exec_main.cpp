@@ -1,5 +1,7 @@
-// domino-exec: runs a plan's tensor-parallel training for real. Without RANK/WORLD_SIZE it is the launcher
-// (one forked process per rank); in env mode (torchrun, srun) this process is one rank.
+// domino-exec: runs a plan's tensor-parallel training for real. Without an outside launcher's rank variables
+// it is the launcher (one forked process per rank); in env mode (torchrun, srun, mpirun: launch_env.hpp)
+// this process is one rank. An interrupted launch ends the process by the interrupting signal.
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 
@@ -7,6 +9,7 @@
 #include "executor/job/exec_options.hpp"
 #include "executor/job/launcher.hpp"
 #include "executor/job/rank_process.hpp"
+#include "executor/runtime/rank_launcher.hpp"
 #include "sim/base/error.hpp"
 
 int main(int argc, char** argv) {
@@ -27,6 +30,14 @@ int main(int argc, char** argv) {
     domino::run_rank_process(options);
     return 0;
   });
+  // Stopped by Ctrl-C or SIGTERM once the ranks were cleaned up: end by that signal, as the shell expects
+  // (exit status 130 for SIGINT, 143 for SIGTERM).
+  if (const int sig = domino::launch_interrupted_by()) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
   if (rank) {
     // A rank that failed may still have a worker thread blocked inside a collective: leave without
     // running destructors (the outside launcher stops the other ranks).

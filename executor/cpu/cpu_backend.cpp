@@ -7,8 +7,10 @@
 
 #include <Eigen/Core>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "executor/runtime/gloo_comm.hpp"
@@ -23,6 +25,39 @@ constexpr int64_t kAlignFloats = 16;  // 64-byte aligned buffers
 bool region_contiguous(const BufferDesc& b, const Region& r) {
   const bool full_rows = r.c0 == 0 && r.c1 == b.cols;
   return full_rows && (r.b1 - r.b0 <= 1 || (r.s0 == 0 && r.s1 == b.seq));
+}
+
+// The arena's layout: every buffer's offset in floats; returns the arena's size in bytes.
+int64_t arena_layout(const Schedule& schedule, std::vector<int64_t>* offsets) {
+  int64_t floats = 0;
+  for (const BufferDesc& b : schedule.buffers) {
+    if (offsets) offsets->push_back(floats);
+    floats += (b.elements() + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+  }
+  return std::max<int64_t>(floats, kAlignFloats) * int64_t(sizeof(float));
+}
+
+// Bytes of the largest AllReduce region that must be packed first (a stream driver keeps that copy).
+int64_t largest_packed_allreduce_bytes(const Schedule& schedule) {
+  int64_t most = 0;
+  for (const Op& op : schedule.ops) {
+    if (op.code != OpCode::AllReduce || op.n_in < 1 || !op.in[0].valid()) continue;
+    if (!region_contiguous(schedule.buffers.at(op.in[0].buffer), op.in[0]))
+      most = std::max(most, op.in[0].elements() * int64_t(sizeof(float)));
+  }
+  return most;
+}
+
+// The kernel's estimate of the memory new work can take without swapping; -1 when it cannot be read.
+int64_t mem_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  int64_t kib = 0;
+  while (in >> key >> kib) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return -1;
 }
 
 class CpuBackend;
@@ -60,13 +95,8 @@ class CpuBackend final : public Backend {
     schedule_ = &schedule;
     rank_ = ctx;
     Eigen::setNbThreads(std::max(1, ctx.threads));
-    int64_t floats = 0;
     std::vector<int64_t> offsets;
-    for (const BufferDesc& b : schedule.buffers) {
-      offsets.push_back(floats);
-      floats += (b.elements() + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
-    }
-    arena_bytes_ = std::max<int64_t>(floats, kAlignFloats) * int64_t(sizeof(float));
+    arena_bytes_ = arena_layout(schedule, &offsets);
     arena_ = static_cast<float*>(std::aligned_alloc(64, size_t(arena_bytes_)));
     if (!arena_)
       throw_runtime("rank " + std::to_string(ctx.rank) + ": cannot allocate " + std::to_string(arena_bytes_) +
@@ -98,6 +128,15 @@ class CpuBackend final : public Backend {
   }
 
   int64_t peak_memory_bytes() const override { return arena_bytes_; }
+  // Every rank of the host draws on the machine's memory; each keeps `threads` cores computing.
+  HostFootprint host_footprint(const Schedule& schedule, int threads, const HostRanks& ranks) const override {
+    HostFootprint f;
+    f.bytes_per_rank = arena_layout(schedule, nullptr) + largest_packed_allreduce_bytes(schedule);
+    f.busy_threads_per_rank = std::max(1, threads);
+    if (const int64_t available = mem_available_bytes(); available >= 0)
+      f.pools.push_back({"this machine", "available (MemAvailable)", available, ranks.local_ranks});
+    return f;
+  }
   // fp32 math; ops take milliseconds, so one op per sample and a generous time per probe.
   ProfilingTraits profiling_traits() const override {
     return {.gemm_dtype = DType::FP32, .min_chain = 1, .probe_budget_us = 600'000};

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "executor/cuda/cuda_device_state.hpp"
+#include "executor/cuda/cuda_gemm.hpp"
 #include "executor/runtime/check.hpp"
 #include "executor/runtime/gloo_comm.hpp"
 #include "executor/runtime/param_init.hpp"
@@ -107,6 +108,13 @@ class CudaBackend : public Backend {
   std::vector<float> read_region(const Region& region) override { return dev_.download(region); }
   bool region_finite(const Region& region) override { return dev_.finite(region); }
   int64_t peak_memory_bytes() const override { return dev_.allocated_bytes; }
+  // Each rank allocates on its own device (several only with --emulate-comm); its host thread only enqueues.
+  HostFootprint host_footprint(const Schedule& schedule, int, const HostRanks& ranks) const override {
+    HostFootprint f;
+    f.bytes_per_rank = device_bytes_lower_bound(schedule);
+    f.pools = cuda_memory_pools(ranks);
+    return f;
+  }
   // GPU models train in bf16; ops take microseconds: chains of 8 queued ops hide the launch gaps.
   ProfilingTraits profiling_traits() const override {
     return {.gemm_dtype = DType::BF16, .min_chain = 8, .probe_budget_us = 100'000, .gemms_in_op_dtype = true};
@@ -131,6 +139,18 @@ class CudaBackend : public Backend {
     ncclComm_t comm = nullptr;
     DOMINO_NCCL_CHECK(ncclCommInitRank(&comm, ctx.world, id, ctx.rank));
     dev_.nccl = comm;
+  }
+
+  // The buffers in their storage type, fp32 masters of 16-bit parameters, one cuBLAS workspace per stream
+  // (DeviceState::allocate); its scratch, NCCL's buffers and the CUDA context come on top.
+  int64_t device_bytes_lower_bound(const Schedule& schedule) const {
+    int64_t bytes = int64_t(kNumStreams) * int64_t(cuda::kCublasWorkspaceBytes);
+    for (const BufferDesc& b : schedule.buffers) {
+      const cuda::Elt elt = cuda::storage_elt(dev_.options, schedule.model, b.role);
+      bytes += b.elements() * cuda::elt_bytes(elt);
+      if (b.role == BufferRole::Param && elt != cuda::Elt::F32) bytes += b.elements() * int64_t(sizeof(float));
+    }
+    return bytes;
   }
 
   cuda::DeviceState dev_;

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "executor/runtime/backend.hpp"
 
@@ -38,6 +39,10 @@ std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options);
 // --emulate-latency-us, --cuda-dtype) to `app`, with their checks (a bad value is a parse error). Returns
 // the backend's factory: it makes a backend with the values `app` has parsed by the time it is called.
 std::function<std::unique_ptr<Backend>()> add_cuda_backend_flags(CLI::App& app);
+// Free memory of the devices the given local ranks use (local rank modulo the visible devices), asked from
+// a short-lived child process so that this one never holds a CUDA context; empty when there is no usable
+// device. With ranks.self set, only that rank's device.
+std::vector<MemoryPool> cuda_memory_pools(const HostRanks& ranks);
 // Number of visible CUDA devices; 0 (with the reason in *why) when there is no usable device.
 int cuda_device_count(std::string* why = nullptr);
 

@@ -13,7 +13,6 @@
 #include "executor/runtime/check.hpp"
 
 namespace domino::cuda {
-namespace {
 
 Elt storage_elt(const CudaOptions& o, const ModelSpec& m, BufferRole role) {
   // Token ids and optimizer states stay fp32 whatever the training dtype.
@@ -30,8 +29,6 @@ Elt storage_elt(const CudaOptions& o, const ModelSpec& m, BufferRole role) {
   }
   return Elt::F32;
 }
-
-}  // namespace
 
 void* DeviceState::track(size_t bytes) {
   void* p = nullptr;

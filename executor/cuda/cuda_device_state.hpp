@@ -68,6 +68,9 @@ struct DeviceState {
   void* track(size_t bytes);
 };
 
+// The element type a buffer of this role is stored in on the device (--cuda-dtype, else the model's).
+Elt storage_elt(const CudaOptions& options, const ModelSpec& model, BufferRole role);
+
 // Enqueues one op of the schedule on the stream `s` of the device.
 void run_op(DeviceState& dev, const Op& op, Stream s);
 

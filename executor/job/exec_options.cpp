@@ -66,6 +66,8 @@ void add_run_flags(CLI::App& app, RunSettings* r, NanFlags* nan) {
   app.add_flag("--no-nan-check", nan->off, "do not scan op outputs for NaN/Inf");
   app.add_option("--timeout", r->timeout_s, "seconds before a silent peer counts as dead (default 30)");
   app.add_flag("--quiet", r->quiet, "no per-iteration lines");
+  app.add_flag("--no-preflight{false}", r->preflight,
+               "start the ranks without first checking that the plan fits this host's memory and cores");
   app.add_option("--bind-address", r->bind_address, "address for Gloo's TCP device (env mode; default: the "
                                                     "address that reaches MASTER_ADDR)");
 }

@@ -52,6 +52,7 @@ struct RunSettings {
   bool quiet = false;      // no per-iteration loss lines (the --check runs)
   std::optional<bool> nan_check;  // --nan-check / --no-nan-check; unset: Backend::scans_for_nan_by_default()
   std::string bind_address;  // env mode: Gloo's TCP device address (default: the one that reaches MASTER_ADDR)
+  bool preflight = true;     // --no-preflight: start the ranks without checking memory and cores first
 };
 
 struct ExecOptions {

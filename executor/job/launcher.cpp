@@ -5,6 +5,7 @@
 #include "executor/job/backends.hpp"
 #include "executor/job/grad_check.hpp"
 #include "executor/job/multi_plan.hpp"
+#include "executor/job/preflight.hpp"
 #include "executor/job/rank_process.hpp"
 #include "executor/runtime/rank_launcher.hpp"
 #include "sim/base/error.hpp"
@@ -24,6 +25,7 @@ void launch_rank_bodies(const ExecOptions& options, int ranks, const std::functi
   lo.ranks = ranks;
   lo.link_gbps = options.run.link_gbps;
   lo.temp_prefix = "domino-exec";
+  lo.output_paths = {options.run.trace_path, options.run.json_path, options.run.dump_dir};
   launch_ranks(lo, [&](const RankSlot& slot) {
     CommConfig comm;
     comm.rank = slot.rank;
@@ -48,6 +50,7 @@ int run_exec(const ExecOptions& given) {
   if (runs_several_plans(options.job)) return run_several_plans(options);
   const Job job = resolve_job(options);  // bad input surfaces here, before any process starts
   make_backend(options.backend);          // an unknown or unavailable backend too (touches no device)
+  run_preflight(options, job, launcher_host_ranks(job.ranks));  // a job too big for this host too
   if (options.run.check) return run_gradient_check(options, job);
   if (options.run.link_gbps > 0 || options.run.link_latency_us > 0) {
     if (job.ranks < 2) throw_bad_input("--link-gbps/--link-latency-us need at least 2 ranks");

@@ -9,8 +9,10 @@
 #include "executor/job/backends.hpp"
 #include "executor/runtime/gloo_comm.hpp"
 #include "executor/job/job.hpp"
+#include "executor/job/launch_env.hpp"
 #include "executor/job/multi_plan.hpp"
 #include "executor/job/plan_set.hpp"
+#include "executor/job/preflight.hpp"
 #include "executor/runtime/rank_runner.hpp"
 #include "executor/runtime/results.hpp"
 #include "executor/runtime/tensor_dump.hpp"
@@ -19,15 +21,6 @@
 
 namespace domino {
 namespace {
-
-int env_int(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) throw_bad_input(std::string(name) + " is not set");
-  char* end = nullptr;
-  const long x = std::strtol(v, &end, 10);
-  if (*end != '\0' || x < 0 || x > 1 << 20) throw_bad_input(std::string(name) + "='" + v + "' is not a valid number");
-  return int(x);
-}
 
 std::string env_text(const char* name) {
   const char* v = std::getenv(name);
@@ -40,9 +33,9 @@ CommConfig env_comm_config(const ExecOptions& o, int rank, int world) {
   c.rank = rank;
   c.world = world;
   c.timeout = std::chrono::seconds(o.run.timeout_s);
-  c.master_addr = env_text("MASTER_ADDR");
-  if (c.master_addr.empty()) throw_bad_input("env mode (RANK and WORLD_SIZE set) needs MASTER_ADDR and MASTER_PORT");
-  c.master_port = env_int("MASTER_PORT");
+  const Rendezvous rendezvous = read_rendezvous(process_env());
+  c.master_addr = rendezvous.addr;
+  c.master_port = rendezvous.port;
   if (!o.run.bind_address.empty()) c.bind_address = o.run.bind_address;
   else if (!env_text("DOMINO_BIND_ADDR").empty()) c.bind_address = env_text("DOMINO_BIND_ADDR");
   else c.bind_address = local_address_towards(c.master_addr, c.master_port);
@@ -117,23 +110,26 @@ nlohmann::json run_meta(const ExecOptions& o) {
           {"link_gbps", r.link_gbps}, {"link_latency_us", r.link_latency_us}};
 }
 
-bool env_mode() { return !env_text("RANK").empty() && !env_text("WORLD_SIZE").empty(); }
+bool env_mode() { return read_launch_env(process_env()).has_value(); }
 
 void run_rank_process(const ExecOptions& o) {
-  const int rank = env_int("RANK"), world = env_int("WORLD_SIZE");
+  const std::optional<LaunchEnv> launch = read_launch_env(process_env());
+  if (!launch) throw_bad_input("env mode needs a rank and a world size (RANK and WORLD_SIZE, or Open MPI's or srun's)");
+  export_torchrun_names(*launch);  // the backends read LOCAL_RANK whichever launcher started us
   if (runs_several_plans(o.job)) {
     const PlanSet set = resolve_plan_set(o);
-    if (world != set.ranks)
-      throw_bad_input("WORLD_SIZE=" + std::to_string(world) + " but the plans have " + std::to_string(set.ranks) +
-                      " ranks (the TP degree)");
-    run_several_plans_rank(o, set, env_comm_config(o, rank, world));
+    if (launch->world != set.ranks)
+      throw_bad_input(launch->launcher + " started " + std::to_string(launch->world) + " ranks but the plans have " +
+                      std::to_string(set.ranks) + " (the TP degree)");
+    run_several_plans_rank(o, set, env_comm_config(o, launch->rank, launch->world));
     return;
   }
   const Job job = resolve_job(o);
-  if (world != job.ranks)
-    throw_bad_input("WORLD_SIZE=" + std::to_string(world) + " but the job has " + std::to_string(job.ranks) +
-                    " ranks (the TP degree)");
-  run_rank(o, job, env_comm_config(o, rank, world));
+  if (launch->world != job.ranks)
+    throw_bad_input(launch->launcher + " started " + std::to_string(launch->world) + " ranks but the job has " +
+                    std::to_string(job.ranks) + " (the TP degree)");
+  run_preflight(o, job, env_host_ranks(*launch));
+  run_rank(o, job, env_comm_config(o, launch->rank, launch->world));
 }
 
 void run_rank(const ExecOptions& o, const Job& job, const CommConfig& config, const std::string& snapshot_path) {

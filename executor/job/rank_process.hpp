@@ -1,7 +1,7 @@
 // rank_process.hpp: the body of one rank: join the group, prepare the backend, run the iterations, report.
-// Forked by the launcher (launcher.hpp) or, in env mode, started by an outside launcher such as torchrun
-// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); rank 0 gathers every rank's report through the rendezvous
-// store and writes the trace and the summary.
+// Forked by the launcher (launcher.hpp) or, in env mode, started by an outside launcher such as torchrun,
+// srun or mpirun (launch_env.hpp; rendezvous at MASTER_ADDR:MASTER_PORT); rank 0 gathers every rank's
+// report through the rendezvous store and writes the trace and the summary.
 #pragma once
 
 #include <memory>
@@ -17,7 +17,8 @@
 
 namespace domino {
 
-// True when RANK and WORLD_SIZE are set (this process is one rank of an outside launch).
+// True when an outside launcher's rank and world size are set (torchrun's, Open MPI's or an srun step's;
+// launch_env.hpp): this process is one rank of that launch.
 bool env_mode();
 
 // Env mode: resolves the job (or the plans of --plans) and runs this process's rank; throws domino::Error naming the rank on failure.

@@ -3,7 +3,6 @@
 
 #include <cmath>
 
-
 namespace domino {
 
 bool Backend::region_finite(const Region& region) {
@@ -14,6 +13,12 @@ bool Backend::region_finite(const Region& region) {
 
 std::vector<float> Backend::read_buffer(const Schedule& schedule, int32_t buffer) {
   return read_region(whole_buffer(schedule, buffer));
+}
+
+HostFootprint Backend::host_footprint(const Schedule& schedule, int, const HostRanks&) const {
+  HostFootprint f;
+  f.bytes_per_rank = schedule_memory_bytes(schedule);
+  return f;
 }
 
 Region whole_buffer(const Schedule& schedule, int32_t buffer) {

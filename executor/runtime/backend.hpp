@@ -66,6 +66,30 @@ struct ProfilingTraits {
   bool gemms_in_op_dtype = false;      // true: a GEMM computes in its op's dtype; false: always in fp32
 };
 
+// Where the ranks of one host allocate their memory and how much is free there now (one pool: the
+// machine's memory, or one device).
+struct MemoryPool {
+  std::string name;                // "this machine", "CUDA device 0"
+  std::string measure;             // how available_bytes was read: "available (MemAvailable)"
+  int64_t available_bytes = 0;
+  std::vector<int> local_ranks;    // the host's ranks that allocate here
+};
+
+// What the ranks of a schedule will take from their host, and what the host has: the facts of domino-exec's
+// preflight (executor/job/preflight.hpp), known before any rank starts.
+struct HostFootprint {
+  int64_t bytes_per_rank = 0;      // what one rank allocates for the schedule (a lower bound)
+  int busy_threads_per_rank = 1;   // host threads one rank keeps computing
+  std::vector<MemoryPool> pools;   // empty: what is free cannot be told here (memory is then not checked)
+};
+
+// Which of a host's ranks a footprint covers: every rank this process will start (self < 0), or one rank
+// of an outside launch (self: its local rank), where only the pools that rank allocates from matter.
+struct HostRanks {
+  std::vector<int> local_ranks;
+  int self = -1;
+};
+
 // Executes the ops of one stream. All calls for one driver come from one worker thread.
 class StreamDriver {
  public:
@@ -104,6 +128,10 @@ class Backend {
   virtual bool region_finite(const Region& region);
   // Bytes this rank allocated for the run (buffers + workspaces), constant after prepare().
   virtual int64_t peak_memory_bytes() const = 0;
+  // What the ranks of `schedule` will need on this host with `threads` math threads each, and what is free
+  // where they allocate. Must not initialise a device in this process (the launcher forks the ranks
+  // afterwards). The default: the schedule's own bytes (schedule_memory_bytes), nothing known to be free.
+  virtual HostFootprint host_footprint(const Schedule& schedule, int threads, const HostRanks& ranks) const;
   // What domino-profile needs to know to measure this backend; must not touch a device (called before fork).
   virtual ProfilingTraits profiling_traits() const { return {}; }
 

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -43,6 +44,45 @@ struct Child {
   bool running = true;
   int status = 0;
   bool stopped_by_us = false;  // we signalled it: its death is a consequence, not a cause
+};
+
+// ---- interruption (SIGINT, SIGTERM, SIGHUP while ranks run) ----------------------------------------
+
+constexpr int kInterruptSignals[] = {SIGINT, SIGTERM, SIGHUP};
+volatile sig_atomic_t g_interrupt = 0;  // the signal that asked the running launch to stop; 0 if none
+int g_interrupted_by = 0;               // the signal that ended the last interrupted launch
+
+void on_interrupt(int sig) {
+  if (!g_interrupt) g_interrupt = sig;
+}
+
+// For the length of one launch, an interrupting signal only asks the wait loop to stop the ranks: the
+// launch then reaps them and unwinds (namespaces and its folder removed) before the signal is passed on.
+// A signal ignored at the start (nohup) stays ignored.
+class InterruptGuard {
+ public:
+  InterruptGuard() {
+    g_interrupt = 0;
+    for (size_t i = 0; i < std::size(kInterruptSignals); ++i) {
+      ::sigaction(kInterruptSignals[i], nullptr, &previous_[i]);
+      if (previous_[i].sa_handler == SIG_IGN) continue;
+      struct sigaction action {};
+      action.sa_handler = on_interrupt;
+      sigemptyset(&action.sa_mask);
+      action.sa_flags = SA_RESTART;
+      ::sigaction(kInterruptSignals[i], &action, nullptr);
+    }
+  }
+  ~InterruptGuard() { restore(); }
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+  // What the process had before the launch; a forked rank calls it first, so that it dies of these signals.
+  void restore() const {
+    for (size_t i = 0; i < std::size(kInterruptSignals); ++i) ::sigaction(kInterruptSignals[i], &previous_[i], nullptr);
+  }
+
+ private:
+  struct sigaction previous_[std::size(kInterruptSignals)] {};
 };
 
 std::string read_text(const std::string& path) {
@@ -103,7 +143,7 @@ void present_as_rank(const RankSlot& slot) {
 }
 
 std::vector<Child> fork_ranks(const LaunchOptions& o, const std::string& dir, const LinkEmulation* link,
-                              const RankBody& body) {
+                              const InterruptGuard& interrupts, const RankBody& body) {
   std::fflush(stdout);  // or the children would print the parent's buffered output again
   std::fflush(stderr);
   const pid_t parent = ::getpid();
@@ -121,6 +161,7 @@ std::vector<Child> fork_ranks(const LaunchOptions& o, const std::string& dir, co
       // Die with the parent, whatever kills it; the check closes the race with a parent already gone.
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(1);
+      interrupts.restore();
       RankSlot slot{r, o.ranks, dir + "/store", link ? link->address_of(r) : "127.0.0.1"};
       rank_main(slot, dir, link, body);
     }
@@ -139,13 +180,19 @@ void reap(Child& c, std::vector<const Child*>* failures) {
   if (!(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) failures->push_back(&c);
 }
 
+// How the wait ended, when not by every rank ending on its own.
+struct WaitEnd {
+  bool late = false;  // the deadline passed
+  int interrupt = 0;  // the signal that interrupted the launch
+};
+
 // Reaps the children (only these: other children of the process are not ours to collect); on the first
-// failure, or at the deadline, stops the rest (SIGTERM, then SIGKILL after kStopGrace). Returns true when
-// the deadline passed before everything ended.
-bool wait_for_ranks(std::vector<Child>& children, std::vector<const Child*>* failures, int deadline_s) {
+// failure, at the deadline or when interrupted, stops the rest (SIGTERM, then SIGKILL after kStopGrace).
+WaitEnd wait_for_ranks(std::vector<Child>& children, std::vector<const Child*>* failures, int deadline_s) {
   const auto start = Clock::now();
   std::optional<Clock::time_point> stopping_since;
-  bool killed = false, late = false;
+  bool killed = false;
+  WaitEnd end;
   auto signal_running = [&](int sig) {
     for (Child& c : children)
       if (c.running) {
@@ -160,8 +207,9 @@ bool wait_for_ranks(std::vector<Child>& children, std::vector<const Child*>* fai
       any_running = any_running || c.running;
     }
     if (!any_running) break;
-    if (!stopping_since && deadline_s > 0 && Clock::now() - start > std::chrono::seconds(deadline_s)) late = true;
-    if ((!failures->empty() || late) && !stopping_since) {
+    if (!stopping_since && deadline_s > 0 && Clock::now() - start > std::chrono::seconds(deadline_s)) end.late = true;
+    if (!end.interrupt) end.interrupt = g_interrupt;
+    if ((!failures->empty() || end.late || end.interrupt) && !stopping_since) {
       stopping_since = Clock::now();
       signal_running(SIGTERM);
     }
@@ -171,7 +219,36 @@ bool wait_for_ranks(std::vector<Child>& children, std::vector<const Child*>* fai
     }
     std::this_thread::sleep_for(kPollInterval);
   }
-  return late;
+  if (!end.interrupt) end.interrupt = g_interrupt;  // a signal that came as the last rank ended
+  return end;
+}
+
+// Removes what the ranks of a launch that did not succeed left half-written under `outputs`: the temporary
+// files of write_file_atomic ("NAME.tmp.PID") whose PID is one of those ranks. Complete files stay.
+void remove_rank_temporaries(const std::vector<std::string>& outputs, const std::vector<Child>& children) {
+  std::vector<std::string> suffixes;
+  for (const Child& c : children) suffixes.push_back(".tmp." + std::to_string(c.pid));
+  const auto remove_if_ours = [&](const fs::path& file) {
+    const std::string name = file.filename().string();
+    for (const std::string& suffix : suffixes)
+      if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        std::error_code ignored;
+        fs::remove(file, ignored);
+      }
+  };
+  for (const std::string& output : outputs) {
+    std::error_code ec;
+    if (output.empty()) continue;
+    if (fs::is_directory(output, ec)) {
+      for (auto it = fs::recursive_directory_iterator(output, ec); !ec && it != fs::recursive_directory_iterator();
+           it.increment(ec))
+        if (it->is_regular_file(ec)) remove_if_ours(it->path());
+    } else if (const fs::path parent = fs::path(output).parent_path(); fs::is_directory(parent, ec)) {
+      for (const auto& entry : fs::directory_iterator(parent, ec))
+        if (entry.path().filename().string().rfind(fs::path(output).filename().string() + ".tmp.", 0) == 0)
+          remove_if_ours(entry.path());
+    }
+  }
 }
 
 // When a rank wrote its error (nanoseconds; max when it wrote none).
@@ -221,6 +298,8 @@ std::optional<LinkEmulation> make_link(const LaunchOptions& o) {
 
 }  // namespace
 
+int launch_interrupted_by() { return g_interrupted_by; }
+
 std::string describe_exit_status(int status) {
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
@@ -235,11 +314,19 @@ std::vector<std::string> launch_ranks(const LaunchOptions& o, const RankBody& bo
   TempDir dir(o.temp_prefix);  // Gloo's FileStore must start empty: a fresh folder per launch
   fs::create_directory(dir.path() + "/store");
   const std::optional<LinkEmulation> link = make_link(o);
-  std::vector<Child> children = fork_ranks(o, dir.path(), link ? &*link : nullptr, body);
+  const InterruptGuard interrupts;  // after the link: its own cleanup handler is what the guard restores
+  std::vector<Child> children = fork_ranks(o, dir.path(), link ? &*link : nullptr, interrupts, body);
   std::vector<const Child*> failures;
-  const bool late = wait_for_ranks(children, &failures, o.deadline_s);
+  const WaitEnd end = wait_for_ranks(children, &failures, o.deadline_s);
+  if (end.interrupt || !failures.empty() || end.late) remove_rank_temporaries(o.output_paths, children);
+  if (end.interrupt) {
+    g_interrupted_by = end.interrupt;
+    const char* abbrev = sigabbrev_np(end.interrupt);
+    throw_runtime(std::string("interrupted by SIG") + (abbrev ? abbrev : std::to_string(end.interrupt).c_str()) +
+                  ": the " + std::to_string(o.ranks) + " " + o.rank_label + " process(es) were stopped");
+  }
   const Child* cause = first_cause(failures, dir.path());
-  if (!cause && late)
+  if (!cause && end.late)
     throw_runtime("the " + o.rank_label + " processes took longer than " + std::to_string(o.deadline_s) +
                   " s; they were stopped");
   if (!failures.empty()) throw_failure(o, dir.path(), cause ? cause : failures.front(), failures);

@@ -1,11 +1,12 @@
 // exec_test_util.hpp: running build/bin/domino-exec from the end-to-end tests: start it with arguments and
-// extra environment, capture stdout+stderr in a file, wait with a deadline (a hung job fails the test
+// extra environment (and CPUs), capture stdout+stderr in a file, wait with a deadline (a hung job fails the test
 // instead of hanging ctest), and find the rank processes a launcher started (by their process name).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,18 +45,27 @@ struct Proc {
   std::string log;
 };
 
-inline Proc start(const std::vector<std::string>& args, const std::string& log,
-                  const std::vector<std::string>& env = {}) {
+// Starts argv (argv[0] a path) with extra environment; with `cpus`, on those CPUs only (its affinity mask);
+// with own_group, as the leader of a process group of its own (as a shell starts a job: Ctrl-C reaches the
+// whole group).
+inline Proc start_program(const std::vector<std::string>& argv, const std::string& log,
+                          const std::vector<std::string>& env = {}, const std::vector<int>& cpus = {},
+                          bool own_group = false) {
   Proc p;
   p.log = log;
-  std::vector<std::string> argv{exec_bin()};
-  argv.insert(argv.end(), args.begin(), args.end());
   p.pid = ::fork();
   if (p.pid == 0) {
+    if (own_group) ::setpgid(0, 0);
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
     for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
+    if (!cpus.empty()) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      for (int c : cpus) CPU_SET(c, &set);
+      if (::sched_setaffinity(0, sizeof set, &set) != 0) ::_exit(126);
+    }
     std::vector<char*> a;
     for (const std::string& s : argv) a.push_back(const_cast<char*>(s.c_str()));
     a.push_back(nullptr);
@@ -63,6 +73,13 @@ inline Proc start(const std::vector<std::string>& args, const std::string& log,
     ::_exit(127);
   }
   return p;
+}
+
+inline Proc start(const std::vector<std::string>& args, const std::string& log,
+                  const std::vector<std::string>& env = {}, const std::vector<int>& cpus = {}) {
+  std::vector<std::string> argv{exec_bin()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return start_program(argv, log, env, cpus);
 }
 
 inline std::string read_text(const std::string& path) {
@@ -74,6 +91,7 @@ inline std::string read_text(const std::string& path) {
 
 struct Outcome {
   int exit_code = -1;  // -1: killed by a signal or timed out
+  int signal = 0;      // the signal that ended it (not after a time-out)
   bool timed_out = false;
   double seconds = 0;
   std::string output;
@@ -96,6 +114,7 @@ inline Outcome finish(const Proc& p, int timeout_s) {
   }
   o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!o.timed_out && WIFEXITED(status)) o.exit_code = WEXITSTATUS(status);
+  if (!o.timed_out && WIFSIGNALED(status)) o.signal = WTERMSIG(status);
   o.output = read_text(p.log);
   return o;
 }

@@ -1,12 +1,13 @@
 // runtime_launcher_test.cpp: the one rank launcher (executor/runtime/rank_launcher.hpp) on its own: every
 // rank's result comes back by rank, with the rank's environment and a fresh rendezvous folder under $TMPDIR;
 // a rank that fails is named with how it died and its message while the others are stopped; bad input in
-// a rank is bad input for the launch; a launch past its deadline is stopped.
+// a rank is bad input for the launch; a launch past its deadline is stopped; an interrupted launch cleans up.
 #include <gtest/gtest.h>
 
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -137,6 +138,47 @@ TEST(RankLauncher, DeadlineStopsEveryRank) {
   const Error e = launch_expecting_error(o, [](const RankSlot&) -> std::string { sleep_until_stopped(); });
   EXPECT_EQ(e.kind(), ErrorKind::Runtime);
   EXPECT_NE(std::string(e.what()).find("took longer than 1 s"), std::string::npos) << e.what();
+}
+
+// A signal to the launching process while its ranks run: the ranks are stopped, the half-written files of
+// their outputs removed (complete ones kept), the launch folder removed, the process's own handling of the
+// signal restored; the launch says it was interrupted and by what.
+TEST(RankLauncher, InterruptStopsTheRanksAndRemovesTheirHalfWrittenFiles) {
+  TempDir out("launcher-out");
+  TempDir outer("launcher-test");
+  const ScopedTmpdir tmpdir(outer.path());
+  struct sigaction before {};
+  ::sigaction(SIGINT, nullptr, &before);
+  LaunchOptions o;
+  o.ranks = 2;
+  o.output_paths = {out.path() + "/summary.json", out.path() + "/dump"};
+  fs::create_directory(out.path() + "/dump");
+  const std::string other = out.path() + "/summary.json.tmp.1";  // not a rank's: stays
+  std::ofstream(other) << "x";
+  const Error e = launch_expecting_error(o, [&](const RankSlot& slot) -> std::string {
+    const std::string pid = std::to_string(::getpid());
+    if (slot.rank == 0) {
+      write_file_atomic(out.path() + "/summary.json", "{}");
+      std::ofstream(out.path() + "/summary.json.tmp." + pid) << "{\"cut";
+    } else {
+      std::ofstream(out.path() + "/dump/w.npy.tmp." + pid) << "half";
+      while (!fs::exists(out.path() + "/summary.json")) ::usleep(10'000);
+      ::kill(::getppid(), SIGINT);
+    }
+    sleep_until_stopped();
+  });
+  EXPECT_EQ(e.kind(), ErrorKind::Runtime);
+  EXPECT_EQ(std::string(e.what()).rfind("interrupted by SIGINT: the 2 rank process(es) were stopped", 0), 0u) << e.what();
+  EXPECT_EQ(launch_interrupted_by(), SIGINT);
+  std::vector<std::string> left;
+  for (const auto& f : fs::recursive_directory_iterator(out.path()))
+    if (f.is_regular_file()) left.push_back(f.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"summary.json", "summary.json.tmp.1"}));
+  EXPECT_TRUE(fs::is_empty(outer.path())) << "the launch folder was left";
+  struct sigaction after {};
+  ::sigaction(SIGINT, nullptr, &after);
+  EXPECT_EQ(after.sa_handler, before.sa_handler) << "SIGINT's handling was not restored";
 }
 
 TEST(RankLauncher, RefusesNoRanks) {

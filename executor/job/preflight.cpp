@@ -1,0 +1,107 @@
+// preflight.cpp: the facts (backend footprint, free memory, CPUs) and the judgement of domino-exec's preflight
+// (see preflight.hpp).
+#include "executor/job/preflight.hpp"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "executor/job/backends.hpp"
+#include "sim/base/error.hpp"
+
+namespace domino {
+namespace {
+
+std::string gib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GiB", bytes / double(int64_t(1) << 30));
+  return text;
+}
+
+std::string ranks_text(size_t n) { return std::to_string(n) + (n == 1 ? " rank" : " ranks"); }
+
+void judge_memory(const HostFootprint& f, PreflightVerdict* v) {
+  for (const MemoryPool& pool : f.pools) {
+    const size_t n = pool.local_ranks.size();
+    const double need = double(f.bytes_per_rank) * double(n);
+    if (n == 0 || need <= double(pool.available_bytes)) continue;
+    v->refusals.push_back("the plan needs " + ranks_text(n) + " x " + gib(double(f.bytes_per_rank)) + " = " +
+                          gib(need) + ", " + pool.name + " has " + gib(double(pool.available_bytes)) + " " +
+                          pool.measure);
+  }
+}
+
+void judge_cores(const PreflightFacts& facts, PreflightVerdict* v) {
+  const int ranks = facts.ranks_on_cores, threads = facts.footprint.busy_threads_per_rank;
+  if (ranks > facts.cpus) {
+    v->refusals.push_back("the plan runs " + ranks_text(size_t(ranks)) + " on " + std::to_string(facts.cpus) +
+                          " CPU(s) (" + facts.cpus_source + "): every rank needs a core of its own, or its "
+                          "compute and collectives wait for one and every measured time is wrong");
+    return;
+  }
+  if (int64_t(ranks) * threads > facts.cpus)
+    v->warnings.push_back(ranks_text(size_t(ranks)) + " x " + std::to_string(threads) + " threads = " +
+                          std::to_string(int64_t(ranks) * threads) + " busy threads on " +
+                          std::to_string(facts.cpus) + " CPU(s) (" + facts.cpus_source +
+                          "): the threads time-share cores, so the run is slower than this machine can be");
+}
+
+}  // namespace
+
+PreflightVerdict judge_preflight(const PreflightFacts& facts) {
+  PreflightVerdict v;
+  judge_memory(facts.footprint, &v);
+  judge_cores(facts, &v);
+  return v;
+}
+
+HostRanks launcher_host_ranks(int ranks) {
+  HostRanks h;
+  for (int r = 0; r < ranks; ++r) h.local_ranks.push_back(r);
+  return h;
+}
+
+HostRanks env_host_ranks(const LaunchEnv& launch) {
+  HostRanks h;
+  h.self = launch.local_rank >= 0 ? launch.local_rank : launch.rank;
+  if (launch.local_world > 0) {
+    for (int r = 0; r < launch.local_world; ++r) h.local_ranks.push_back(r);
+  } else {
+    h.local_ranks.push_back(h.self);
+  }
+  return h;
+}
+
+CpuMask cpu_mask() {
+  CpuMask m;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return m;
+  m.cpus = CPU_COUNT(&set);
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  m.bound = online > 0 && m.cpus < online;
+  return m;
+}
+
+void run_preflight(const ExecOptions& options, const Job& job, const HostRanks& ranks) {
+  if (!options.run.preflight) return;
+  const std::unique_ptr<Backend> backend = make_backend(options.backend);
+  PreflightFacts facts;
+  facts.footprint = backend->host_footprint(job.schedule, options.run.threads, ranks);
+  const CpuMask mask = cpu_mask();
+  facts.cpus = mask.cpus;
+  // A rank an outside launcher bound to its own cores shares them with no other rank.
+  const bool alone = ranks.self >= 0 && mask.bound;
+  facts.ranks_on_cores = alone ? 1 : int(ranks.local_ranks.size());
+  facts.cpus_source = alone ? "this rank's affinity mask" : "this process's affinity mask";
+  const PreflightVerdict verdict = judge_preflight(facts);
+  for (const std::string& w : verdict.warnings) std::fprintf(stderr, "domino-exec: warning: %s\n", w.c_str());
+  if (verdict.refusals.empty()) return;
+  std::string message = job.model.name + " (" + job.plan.strategy + ", tp " + std::to_string(job.model.tp) +
+                        ") on the " + backend->name() + " backend does not fit this host: ";
+  for (size_t i = 0; i < verdict.refusals.size(); ++i) message += (i ? "; " : "") + verdict.refusals[i];
+  throw_bad_input(message + " (--no-preflight skips this check)");
+}
+
+}  // namespace domino
