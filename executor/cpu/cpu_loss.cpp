@@ -20,8 +20,9 @@ void logit_max(const Op& op, const CpuOpContext& ctx) {
   const View logits = view_of(ctx, op.in[0]), max = view_of(ctx, op.out[0]);
   const int64_t n = real_columns(vocab_shard(op.attrs, ctx.rank, logits.cols));
   for (int64_t r = 0; r < logits.rows; ++r) {
-    // -inf for a shard of padding only: it never wins the max over the group.
-    max.row(r)[0] = n > 0 ? logits.row_array(r).head(n).maxCoeff() : -std::numeric_limits<float>::infinity();
+    // A shard of padding only (tiny vocabularies on many ranks) gives the lowest finite float: it never
+    // wins the max over the group, and the NaN/Inf scan of the outputs stays quiet.
+    max.row(r)[0] = n > 0 ? logits.row_array(r).head(n).maxCoeff() : std::numeric_limits<float>::lowest();
   }
 }
 

@@ -2,6 +2,7 @@
 // AllReduces: the per-token max over this shard's logits; the sum of exp(logit - global max) with the
 // target's logit when it lies in this shard; then the loss and this shard's dlogits from the global sums.
 // One warp per token row; statistics in fp32 whatever the logits' dtype.
+#include <cfloat>
 #include <cmath>
 #include <string>
 
@@ -37,7 +38,8 @@ __global__ void logit_max_kernel(View<T> logits, View<float> max, int64_t first,
   float m = -INFINITY;
   for (int64_t k = lane; k < n; k += 32) m = fmaxf(m, to_f(x[k]));
   m = lanes_max(m);
-  if (lane == 0) max.row(r)[0] = m;
+  // A shard of padding only: the lowest finite float (never the group's max; the NaN/Inf scan stays quiet).
+  if (lane == 0) max.row(r)[0] = n > 0 ? m : -FLT_MAX;
 }
 
 template <typename T>

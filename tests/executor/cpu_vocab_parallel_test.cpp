@@ -162,6 +162,34 @@ TEST(CpuVocabParallel, ShardedCrossEntropyEqualsTheWholeVocabularys) {
   }
 }
 
+// 5 ids over 4 ranks: shards of 2, the last rank's ids 6 and 7 are all padding. Its statistics are neutral
+// (a finite max below every logit, a zero sum, no target) and its dlogits zero.
+TEST(CpuVocabParallel, AShardOfPaddingOnlyContributesNothing) {
+  Bed t;
+  t.s.model.tp = 4;
+  t.rank = 3;
+  OpAttrs a;
+  a.vocab = 5;
+  const int32_t logits = t.buffer("logits", 1, 3, 2), targets = t.buffer("targets", 1, 3, 1);
+  const int32_t max = t.buffer("max", 1, 3, 1), sums = t.buffer("sums", 1, 3, 2);
+  const int32_t loss = t.buffer("loss", 1, 1, 1), dlogits = t.buffer("dlogits", 1, 3, 2);
+  for (int i = 0; i < 3; ++i) t.raw(targets)[size_t(i)] = float(i + 2);
+  t.run(t.make(OpCode::LogitMax, {t.whole(logits)}, {t.whole(max)}, a));
+  for (float m : t.raw(max)) {
+    EXPECT_TRUE(std::isfinite(m));
+    EXPECT_LT(m, -1e30f);
+  }
+  for (float& m : t.raw(max)) m = 0.5f;  // what the group's max-AllReduce brings back
+  t.run(t.make(OpCode::LogitSumExp, {t.whole(logits), t.whole(targets), t.whole(max)}, {t.whole(sums)}, a));
+  for (float v : t.raw(sums)) EXPECT_EQ(v, 0.0f);
+  for (size_t i = 0; i < 3; ++i) t.raw(sums)[2 * i] = 2.0f;  // the group's sum of exp
+  t.poison(t.whole(dlogits));
+  t.run(t.make(OpCode::CrossEntropy, {t.whole(logits), t.whole(targets), t.whole(max), t.whole(sums)},
+               {t.whole(loss), t.whole(dlogits)}, a));
+  for (float g : t.raw(dlogits)) EXPECT_EQ(g, 0.0f);
+  EXPECT_NEAR(t.raw(loss)[0], std::log(2.0) + 0.5, 1e-6);  // log(sum) + max - 0 (target elsewhere)
+}
+
 TEST(CpuVocabParallel, TargetOutsideTheVocabularyIsAnErrorNamingTheOp) {
   ShardBed t;
   const int32_t logits = t.buffer("logits", 1, 2, kShard), targets = t.buffer("targets", 1, 2, 1);
