@@ -103,6 +103,7 @@ class CpuBackend final : public Backend {
                     " bytes for the buffers");
     ops_ctx_.schedule = &schedule;
     ops_ctx_.hyper = ctx.hyper;
+    ops_ctx_.rank = ctx.rank;
     ops_ctx_.buffers.clear();
     for (size_t i = 0; i < schedule.buffers.size(); ++i) {
       float* p = arena_ + offsets[i];
@@ -153,13 +154,16 @@ class CpuBackend final : public Backend {
     const Region& r = op.in[0];
     const BufferDesc& b = schedule_->buffers.at(r.buffer);
     float* base = ops_ctx_.buffers[r.buffer];
+    const auto reduce = [&](float* data, size_t n) {
+      if (op.attrs.reduce == ReduceOp::Max) return rank_.comm->allreduce_max(data, n, uint32_t(op.index), op_id(op));
+      rank_.comm->allreduce_sum(data, n, uint32_t(op.index), op_id(op));
+    };
     if (region_contiguous(b, r)) {
-      float* start = base + (r.b0 * b.seq + r.s0) * b.cols;
-      rank_.comm->allreduce_sum(start, size_t(r.elements()), uint32_t(op.index), op_id(op));
+      reduce(base + (r.b0 * b.seq + r.s0) * b.cols, size_t(r.elements()));
       return;
     }
     driver.pack_ = read_region(r);
-    rank_.comm->allreduce_sum(driver.pack_.data(), driver.pack_.size(), uint32_t(op.index), op_id(op));
+    reduce(driver.pack_.data(), driver.pack_.size());
     const float* src = driver.pack_.data();
     for (int64_t bi = r.b0; bi < r.b1; ++bi)
       for (int64_t s = r.s0; s < r.s1; ++s, src += r.cols())

@@ -1,6 +1,6 @@
 // cpu_ops.cpp: entry points of the CPU backend: validation of ops against the IR's contract (the one
 // verifier, sim/ir/verify.hpp) and dispatch of each opcode to its kernel (cpu_gemm, cpu_norm,
-// cpu_activation, cpu_attention, cpu_elementwise, cpu_optimizer).
+// cpu_activation, cpu_attention, cpu_elementwise, cpu_embedding, cpu_loss, cpu_optimizer).
 #include "executor/cpu/cpu_ops.hpp"
 
 #include <fmt/format.h>
@@ -48,6 +48,9 @@ void run_cpu_op(const Op& op, const CpuOpContext& ctx) {
     case OpCode::ResidualAdd: return cpu::residual_add(op, ctx);
     case OpCode::EmbeddingFwd: return cpu::embedding_fwd(op, ctx);
     case OpCode::EmbeddingBwd: return cpu::embedding_bwd(op, ctx);
+    case OpCode::PositionAdd: return cpu::position_add(op, ctx);
+    case OpCode::LogitMax: return cpu::logit_max(op, ctx);
+    case OpCode::LogitSumExp: return cpu::logit_sum_exp(op, ctx);
     case OpCode::CrossEntropy: return cpu::cross_entropy(op, ctx);
     case OpCode::AdamStep: return cpu::adam_step(op, ctx);
     case OpCode::SgdStep: return cpu::sgd_step(op, ctx);

@@ -16,6 +16,7 @@ struct CpuOpContext {
   std::vector<float*> buffers;  // one per schedule->buffers[i]: elements() floats, row-major [batch][seq][cols]
   OptimizerHyper hyper;
   int64_t step = 1;  // 1-based optimizer step (Adam bias correction)
+  int rank = 0;      // rank in the tensor-parallel group: which vocabulary shard the vocab-parallel ops see
 };
 
 // Runs one compute op (every OpCode except AllReduce, which throws) on fp32 data. Throws domino::Error

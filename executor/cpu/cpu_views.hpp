@@ -91,8 +91,14 @@ void rope(const Op& op, const CpuOpContext& ctx, bool inverse);
 void attn_fwd(const Op& op, const CpuOpContext& ctx);
 void attn_bwd(const Op& op, const CpuOpContext& ctx);
 void residual_add(const Op& op, const CpuOpContext& ctx);
+// The id stored at row r of `ids` (token or target ids as floats) as an index below `limit`; anything
+// else is a runtime error naming the op.
+int64_t token_at(const Op& op, const View& ids, int64_t r, int64_t limit, const char* what);
 void embedding_fwd(const Op& op, const CpuOpContext& ctx);
 void embedding_bwd(const Op& op, const CpuOpContext& ctx);
+void position_add(const Op& op, const CpuOpContext& ctx);
+void logit_max(const Op& op, const CpuOpContext& ctx);
+void logit_sum_exp(const Op& op, const CpuOpContext& ctx);
 void cross_entropy(const Op& op, const CpuOpContext& ctx);
 void adam_step(const Op& op, const CpuOpContext& ctx);
 void sgd_step(const Op& op, const CpuOpContext& ctx);

@@ -48,12 +48,14 @@ void DeviceState::allocate(const Schedule& s) {
   elt.assign(n, Elt::F32);
   master.assign(n, nullptr);
   int64_t max_h = 1, max_attn = 1;
-  // Norm statistics and the loss stay fp32 as on the CPU: a 16-bit mean/rstd makes the backward rebuild
-  // another xhat than the forward used, and a bf16 loss moves in steps of 0.03.
+  // Norm statistics, the loss and its per-token statistics stay fp32 as on the CPU: a 16-bit mean/rstd
+  // makes the backward rebuild another xhat than the forward used, a bf16 loss moves in steps of 0.03, and
+  // a bf16 sum of exp would round every token's loss.
   std::vector<bool> keep_fp32(n, false);
   for (const Op& op : s.ops) {
     if (op.code == OpCode::LayerNormFwd || op.code == OpCode::RmsNormFwd) keep_fp32[size_t(op.out[1].buffer)] = true;
-    if (op.code == OpCode::CrossEntropy) keep_fp32[size_t(op.out[0].buffer)] = true;
+    if (op.code == OpCode::CrossEntropy || op.code == OpCode::LogitMax || op.code == OpCode::LogitSumExp)
+      keep_fp32[size_t(op.out[0].buffer)] = true;
   }
   for (size_t b = 0; b < n; ++b) {
     const BufferDesc& d = s.buffers[b];

@@ -59,9 +59,17 @@ void rope(const DevView& x, int heads, int head_dim, bool inverse, StreamHandle 
 void residual_add(const DevView& a, const DevView& b, const DevView* bias, const DevView& out, StreamHandle s);
 void add_bias(const DevView& out, const DevView& bias, StreamHandle s);
 void bias_grad(const DevView& dy, const DevView& dbias, bool accumulate, float* scratch, StreamHandle s);
-void embedding_fwd(const DevView& tokens, const DevView& table, const DevView* pos, const DevView& out, StreamHandle s);
+// Vocabulary-parallel embedding: the table holds ids [first, first + its rows); other tokens give zeros.
+struct EmbeddingFwdArgs {
+  DevView tokens, table, out;
+  const DevView* pos = nullptr;  // added to every row when present
+  int64_t first = 0;
+};
+void embedding_fwd(const EmbeddingFwdArgs& a, StreamHandle s);
+void position_add(const DevView& x, const DevView& pos, const DevView& out, StreamHandle s);
 struct EmbeddingBwdArgs {
   DevView tokens, dy, dtable;
+  int64_t first = 0;              // the table's first vocabulary id
   const DevView* dpos = nullptr;  // GPT's positional table gradient
   bool accumulate = false;
   float* fp32_scratch = nullptr;  // dtable's and dpos's elements as fp32 sums; needed when dtable is 16-bit
@@ -74,6 +82,21 @@ struct CrossEntropyArgs {
   float* scratch = nullptr;                 // one float
 };
 void cross_entropy(const CrossEntropyArgs& a, StreamHandle s);
+
+// Vocabulary-parallel cross-entropy (cuda_vocab_loss.cu), see LogitMax / LogitSumExp / CrossEntropy in
+// sim/ir/schedule.hpp. The logits' columns are ids [first, first + ncols), those at or beyond limit
+// padding; max and sums are fp32 [rows,1] and [rows,2].
+struct VocabLossArgs {
+  DevView logits, targets, max, sums;
+  int64_t first = 0, limit = 0;
+  DevView loss, dlogits;     // CrossEntropy only; loss fp32
+  double tokens = 1;         // the mean is over this many tokens
+  bool accumulate = false;   // loss
+  float* scratch = nullptr;  // one float
+};
+void logit_max(const VocabLossArgs& a, StreamHandle s);
+void logit_sum_exp(const VocabLossArgs& a, StreamHandle s);
+void vocab_cross_entropy(const VocabLossArgs& a, StreamHandle s);
 
 // Attention pieces (the GEMMs go through cuBLAS). P is [rows, heads*key_stride] of one batch block.
 struct SoftmaxShape {

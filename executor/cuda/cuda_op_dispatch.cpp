@@ -59,7 +59,8 @@ void all_reduce(const Launch& l) {
     throw_runtime("rank " + std::to_string(dev.rank) + ": op " + op_id(l.op) +
                   ": the NCCL communicator was aborted (" + dev.abort_reason() + ")");
   }
-  DOMINO_NCCL_CHECK(ncclAllReduce(v.base, v.base, size_t(count), nccl_type(v.elt), ncclSum,
+  const ncclRedOp_t reduce = l.op.attrs.reduce == ReduceOp::Max ? ncclMax : ncclSum;
+  DOMINO_NCCL_CHECK(ncclAllReduce(v.base, v.base, size_t(count), nccl_type(v.elt), reduce,
                                   static_cast<ncclComm_t>(comm), l.s));
 }
 
@@ -149,12 +150,18 @@ void run_residual_add(const Launch& l) {
 
 void run_embedding(const Launch& l) {
   const Op& op = l.op;
+  if (op.code == OpCode::PositionAdd) return position_add(l.in(0), l.in(1), l.out(0), l.s);
+  const int64_t table_rows = op.code == OpCode::EmbeddingFwd ? op.in[1].rows() : op.out[0].rows();
+  const int64_t first = vocab_shard(op.attrs, l.dev.rank, table_rows).first;
   if (op.code == OpCode::EmbeddingFwd) {
+    EmbeddingFwdArgs a;
+    a.tokens = l.in(0), a.table = l.in(1), a.out = l.out(0), a.first = first;
     const DevView pos = op.n_in > 2 ? l.in(2) : DevView{};
-    return embedding_fwd(l.in(0), l.in(1), op.n_in > 2 ? &pos : nullptr, l.out(0), l.s);
+    a.pos = op.n_in > 2 ? &pos : nullptr;
+    return embedding_fwd(a, l.s);
   }
   EmbeddingBwdArgs a;
-  a.tokens = l.in(0), a.dy = l.in(1), a.dtable = l.out(0);
+  a.tokens = l.in(0), a.dy = l.in(1), a.dtable = l.out(0), a.first = first;
   const DevView dpos = op.n_out > 1 ? l.out(1) : DevView{};
   a.dpos = op.n_out > 1 ? &dpos : nullptr;
   a.accumulate = l.accumulate();
@@ -162,15 +169,28 @@ void run_embedding(const Launch& l) {
   embedding_bwd(a, l.s);
 }
 
-void run_cross_entropy(const Launch& l) {
-  CrossEntropyArgs a;
-  a.logits = l.in(0), a.targets = l.in(1), a.loss = l.out(0), a.dlogits = l.out(1);
+// LogitMax, LogitSumExp, CrossEntropy: this rank's vocabulary shard of the logits.
+void run_loss(const Launch& l) {
+  const Op& op = l.op;
+  const VocabShard shard = vocab_shard(op.attrs, l.dev.rank, op.in[0].cols());
+  VocabLossArgs a;
+  a.logits = l.in(0), a.first = shard.first, a.limit = shard.limit;
+  if (op.code == OpCode::LogitMax) {
+    a.max = l.out(0);
+    return logit_max(a, l.s);
+  }
+  a.targets = l.in(1), a.max = l.in(2);
+  if (op.code == OpCode::LogitSumExp) {
+    a.sums = l.out(0);
+    return logit_sum_exp(a, l.s);
+  }
+  a.sums = l.in(3), a.loss = l.out(0), a.dlogits = l.out(1);
   // Averaged over every token of the logits buffer (a sliced op holds only part of them), as the CPU.
-  const BufferDesc& b = l.dev.schedule->buffers[size_t(l.op.in[0].buffer)];
+  const BufferDesc& b = l.dev.schedule->buffers[size_t(op.in[0].buffer)];
   a.tokens = double(b.batch * b.seq);
   a.accumulate = l.accumulate();
   a.scratch = l.dev.reduce_scratch;
-  cross_entropy(a, l.s);
+  vocab_cross_entropy(a, l.s);
 }
 
 void run_optimizer(const Launch& l) {
@@ -217,8 +237,11 @@ void run_op(DeviceState& dev, const Op& op, Stream stream) {
     case OpCode::AttnBwd: return run_attention(l);
     case OpCode::ResidualAdd: return run_residual_add(l);
     case OpCode::EmbeddingFwd:
-    case OpCode::EmbeddingBwd: return run_embedding(l);
-    case OpCode::CrossEntropy: return run_cross_entropy(l);
+    case OpCode::EmbeddingBwd:
+    case OpCode::PositionAdd: return run_embedding(l);
+    case OpCode::LogitMax:
+    case OpCode::LogitSumExp:
+    case OpCode::CrossEntropy: return run_loss(l);
     case OpCode::AllReduce: return all_reduce(l);
     case OpCode::AdamStep:
     case OpCode::SgdStep: return run_optimizer(l);

@@ -1,5 +1,6 @@
 // cuda_pointwise.cu: element-wise kernels: activations, rotary embedding, residual add, bias gradient,
-// embedding lookup and its gradient, poisoning, conversion and NaN scans.
+// embedding lookup (of one vocabulary shard) and its gradient, positional add, poisoning, conversion and NaN
+// scans.
 #include "executor/cuda/cuda_common.cuh"
 
 namespace domino::cuda {
@@ -101,26 +102,36 @@ __global__ void store_colsum_kernel(const float* scratch, View<T> out, bool accu
     out.base[i] = from_f<T>(scratch[i] + (accumulate ? to_f(out.base[i]) : 0.f));
   }
 }
+// Rows whose token lies outside this rank's vocabulary shard [first, first + width) get zeros (+ position).
 template <typename T>
-__global__ void embedding_fwd_kernel(View<float> tok, View<T> table, View<T> pos, bool has_pos, View<T> out) {
+__global__ void embedding_fwd_kernel(View<float> tok, View<T> table, int64_t first, View<T> pos, bool has_pos,
+                                     View<T> out) {
   DOMINO_FOR_EACH(out.rows() * out.ncols) {
     const int64_t r = i / out.ncols, c = i % out.ncols;
-    const int64_t id = static_cast<int64_t>(tok.row(r)[0]);
-    float v = to_f(table.base[id * table.row_stride + c]);
+    const int64_t id = static_cast<int64_t>(tok.row(r)[0]) - first;
+    float v = id >= 0 && id < table.rows() ? to_f(table.base[id * table.row_stride + c]) : 0.f;
     if (has_pos) v += to_f(pos.base[out.pos(r) * pos.row_stride + c]);
     out.row(r)[c] = from_f<T>(v);
   }
 }
+template <typename T>
+__global__ void position_add_kernel(View<T> x, View<T> pos, View<T> out) {
+  DOMINO_FOR_EACH(out.rows() * out.ncols) {
+    const int64_t r = i / out.ncols, c = i % out.ncols;
+    out.row(r)[c] = from_f<T>(to_f(x.row(r)[c]) + to_f(pos.base[x.pos(r) * pos.row_stride + c]));
+  }
+}
 // Several rows may hold the same token: the scatter-add is atomic, into fp32 sums (A = float) for 16-bit
 // gradients, which a frequent token would otherwise round at every addition.
+// Only rows whose token lies in this rank's shard [first, first + table_rows) reach the table.
 template <typename T, typename A>
-__global__ void embedding_bwd_kernel(View<float> tok, View<T> dy, A* dtable, int64_t table_stride, A* dpos,
-                                     int64_t pos_stride, bool has_pos) {
+__global__ void embedding_bwd_kernel(View<float> tok, View<T> dy, A* dtable, int64_t table_stride, int64_t first,
+                                     int64_t table_rows, A* dpos, int64_t pos_stride, bool has_pos) {
   DOMINO_FOR_EACH(dy.rows() * dy.ncols) {
     const int64_t r = i / dy.ncols, c = i % dy.ncols;
-    const int64_t id = static_cast<int64_t>(tok.row(r)[0]);
+    const int64_t id = static_cast<int64_t>(tok.row(r)[0]) - first;
     const T g = dy.row(r)[c];
-    atomicAdd(&dtable[id * table_stride + c], A(to_f(g)));
+    if (id >= 0 && id < table_rows) atomicAdd(&dtable[id * table_stride + c], A(to_f(g)));
     if (has_pos) atomicAdd(&dpos[dy.pos(r) * pos_stride + c], A(to_f(g)));
   }
 }
@@ -206,9 +217,14 @@ void bias_grad(const DevView& dy, const DevView& dbias, bool accumulate, float* 
   });
   DOMINO_CUDA_LAUNCHED("bias_grad");
 }
-void embedding_fwd(const DevView& tokens, const DevView& table, const DevView* pos, const DevView& out, StreamHandle s) {
-  DOMINO_DISPATCH_ELT(out.elt, embedding_fwd_kernel<T><<<grid_for(out.rows() * out.ncols), 256, 0, stream_of(s)>>>(view_of<float>(tokens), view_of<T>(table), pos ? view_of<T>(*pos) : view_of<T>(table), pos != nullptr, view_of<T>(out)));
+void embedding_fwd(const EmbeddingFwdArgs& a, StreamHandle s) {
+  const DevView &tokens = a.tokens, &table = a.table, &out = a.out, *pos = a.pos;
+  DOMINO_DISPATCH_ELT(out.elt, embedding_fwd_kernel<T><<<grid_for(out.rows() * out.ncols), 256, 0, stream_of(s)>>>(view_of<float>(tokens), view_of<T>(table), a.first, pos ? view_of<T>(*pos) : view_of<T>(table), pos != nullptr, view_of<T>(out)));
   DOMINO_CUDA_LAUNCHED("embedding_fwd_kernel");
+}
+void position_add(const DevView& x, const DevView& pos, const DevView& out, StreamHandle s) {
+  DOMINO_DISPATCH_ELT(out.elt, position_add_kernel<T><<<grid_for(out.rows() * out.ncols), 256, 0, stream_of(s)>>>(view_of<T>(x), view_of<T>(pos), view_of<T>(out)));
+  DOMINO_CUDA_LAUNCHED("position_add_kernel");
 }
 void embedding_bwd(const EmbeddingBwdArgs& a, StreamHandle s) {
   const DevView &tokens = a.tokens, &dy = a.dy, &dtable = a.dtable, *dpos = a.dpos;
@@ -223,8 +239,8 @@ void embedding_bwd(const EmbeddingBwdArgs& a, StreamHandle s) {
       if (dpos) DOMINO_CUDA_CHECK(cudaMemsetAsync(dpos->base, 0, sizeof(float) * pos_n, stream_of(s)));
     }
     embedding_bwd_kernel<float, float><<<grid, 256, 0, stream_of(s)>>>(
-        view_of<float>(tokens), view_of<float>(dy), static_cast<float*>(dtable.base), dtable.row_stride,
-        dpos ? static_cast<float*>(dpos->base) : nullptr, pos_stride, dpos != nullptr);
+        view_of<float>(tokens), view_of<float>(dy), static_cast<float*>(dtable.base), dtable.row_stride, a.first,
+        dtable.rows(), dpos ? static_cast<float*>(dpos->base) : nullptr, pos_stride, dpos != nullptr);
     DOMINO_CUDA_LAUNCHED("embedding_bwd_kernel");
     return;
   }
@@ -233,8 +249,9 @@ void embedding_bwd(const EmbeddingBwdArgs& a, StreamHandle s) {
   DOMINO_CUDA_CHECK(cudaMemsetAsync(fp32_scratch, 0, sizeof(float) * (table_n + pos_n), stream_of(s)));
   DOMINO_DISPATCH_ELT(dy.elt, {
     embedding_bwd_kernel<T, float><<<grid, 256, 0, stream_of(s)>>>(view_of<float>(tokens), view_of<T>(dy),
-                                                                   fp32_scratch, dtable.row_stride, pos_sums,
-                                                                   pos_stride, dpos != nullptr);
+                                                                   fp32_scratch, dtable.row_stride, a.first,
+                                                                   dtable.rows(), pos_sums, pos_stride,
+                                                                   dpos != nullptr);
     store_sums_kernel<T><<<grid_for(dtable.rows() * dtable.ncols), 256, 0, stream_of(s)>>>(
         fp32_scratch, view_of<T>(dtable), accumulate);
     if (dpos) {

@@ -179,6 +179,7 @@ std::vector<float> assemble_full(const Job& job, int32_t grad_buffer, const std:
     for (int64_t r = 0; r < buf.seq; ++r)
       for (int64_t c = 0; c < buf.cols; ++c) {
         const ParamCoord at = shard_of(job.model, buf, snap.rank, r, c);
+        if (vocab_padding(job.model, buf, at)) continue;  // the last vocabulary shard's padding
         if (at.row < 0 || at.row >= shape[0] || at.col < 0 || at.col >= shape[1])
           throw_runtime("shard_of maps " + buf.name + " (" + std::to_string(r) + ", " + std::to_string(c) +
                         ") outside the full tensor");

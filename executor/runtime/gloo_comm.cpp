@@ -72,13 +72,20 @@ GlooComm::GlooComm(const CommConfig& config) : config_(config) {
 GlooComm::~GlooComm() = default;
 
 void GlooComm::allreduce_sum(float* data, size_t elements, uint32_t tag, const std::string& what) {
+  // gloo::sum<float> is overloaded: pick the (out, in1, in2, n) form explicitly.
+  allreduce(data, elements, &gloo::sum<float>, tag, what);
+}
+
+void GlooComm::allreduce_max(float* data, size_t elements, uint32_t tag, const std::string& what) {
+  allreduce(data, elements, &gloo::max<float>, tag, what);
+}
+
+void GlooComm::allreduce(float* data, size_t elements, ReduceFn reduce, uint32_t tag, const std::string& what) {
   if (config_.world == 1) return;
   gloo::AllreduceOptions opts(context_);
   opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
   opts.setOutput(data, elements);
-  // gloo::sum<float> is overloaded: pick the (out, in1, in2, n) form explicitly.
-  void (*sum)(void*, const void*, const void*, size_t) = &gloo::sum<float>;
-  opts.setReduceFunction(sum);
+  opts.setReduceFunction(reduce);
   opts.setTag(tag);
   opts.setTimeout(config_.timeout);
   DOMINO_GLOO_CHECK(gloo::allreduce(opts), what, config_.rank);

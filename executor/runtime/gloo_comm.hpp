@@ -1,5 +1,5 @@
 // gloo_comm.hpp: one rank's tensor-parallel group over Gloo's TCP transport: rendezvous (a FileStore in a
-// fresh folder for local launches, the TCP store for several hosts), barrier, in-place float AllReduce.
+// fresh folder for local launches, the TCP store for several hosts), barrier, in-place float AllReduce (sum or max).
 // Every Gloo call goes through DOMINO_GLOO_CHECK (check.hpp): a dead or stuck peer becomes a domino::Error
 // naming the op and the rank after the timeout.
 #pragma once
@@ -48,6 +48,8 @@ class GlooComm {
   // In-place sum over the group. `what` names the op in errors; `tag` must differ between collectives that
   // can be in flight at once (the runtime passes the op index).
   void allreduce_sum(float* data, size_t elements, uint32_t tag, const std::string& what);
+  // In-place element-wise maximum over the group (the vocab-parallel cross-entropy's per-token max).
+  void allreduce_max(float* data, size_t elements, uint32_t tag, const std::string& what);
   void barrier(const std::string& what);
   // Byte blobs exchanged through the rendezvous store (results, other backends' ids). Keys get a per-run
   // prefix; get waits for the key up to the timeout.
@@ -55,6 +57,9 @@ class GlooComm {
   std::string store_get(const std::string& key);
 
  private:
+  using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+  void allreduce(float* data, size_t elements, ReduceFn reduce, uint32_t tag, const std::string& what);
+
   CommConfig config_;
   std::unique_ptr<TcpStoreServer> server_;  // rank 0 in TCP-store mode
   std::unique_ptr<gloo::rendezvous::Store> store_;

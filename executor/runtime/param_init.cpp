@@ -50,7 +50,10 @@ void init_param(const Schedule& s, const BufferDesc& buf, int rank, uint64_t see
   for (int64_t r = 0; r < buf.seq; ++r) {
     for (int64_t c = 0; c < buf.cols; ++c) {
       const ParamCoord full = shard_of(s.model, buf, rank, r, c);
-      out[r * buf.cols + c] = scale * symmetric_unit(hash_of(seed, kind, layer, uint64_t(full.row), uint64_t(full.col)));
+      // Padding of the last vocabulary shard stays zero: never looked up, its logits never counted.
+      out[r * buf.cols + c] = vocab_padding(s.model, buf, full)
+                                  ? 0.0f
+                                  : scale * symmetric_unit(hash_of(seed, kind, layer, uint64_t(full.row), uint64_t(full.col)));
     }
   }
 }

@@ -5,7 +5,11 @@
 //   rank r uses KV head r / (tp/kv_heads) (the group of its query heads).
 // - proj [h, h] and fc2 [ffn, h]: row-parallel, rank r holds its rows.
 // - fc1 [h, ffn] (GeLU) or [h, 2*ffn] = [gate | up] (SwiGLU): rank r holds [gate_r | up_r].
-// - Column-parallel biases follow their columns; row-parallel biases, norms, embeddings, head: replicated.
+// - Token embedding [V, h]: rank r holds rows [r*n, r*n + n); head [h, V]: columns [r*n, r*n + n), with
+//   n = ModelSpec::vocab_per_rank() (vocab-parallel). When tp does not divide V the last shard's ids at or
+//   beyond V are padding: zero, never looked up, never a target (vocab_padding).
+// - Column-parallel biases follow their columns; row-parallel biases, norms, positional embedding:
+//   replicated.
 #include "sim/base/error.hpp"
 #include "sim/ir/schedule.hpp"
 
@@ -73,6 +77,12 @@ std::array<int64_t, 2> full_shape(const ModelSpec& m, const BufferDesc& buf) {
   throw_runtime("full_shape: buffer '" + buf.name + "' holds no parameter");
 }
 
+bool vocab_padding(const ModelSpec& m, const BufferDesc& buf, const ParamCoord& at) {
+  if (buf.param == ParamKind::TokenEmbedding) return at.row >= m.vocab;
+  if (buf.param == ParamKind::HeadWeight) return at.col >= m.vocab;
+  return false;
+}
+
 ParamCoord shard_of(const ModelSpec& m, const BufferDesc& buf, int rank, int64_t row, int64_t col) {
   if (rank < 0 || rank >= m.tp) {
     throw_runtime("shard_of: rank " + std::to_string(rank) + " outside tp group of " + std::to_string(m.tp));
@@ -93,6 +103,10 @@ ParamCoord shard_of(const ModelSpec& m, const BufferDesc& buf, int rank, int64_t
       return {row, fc1_full_col(m, rank, col)};
     case ParamKind::Fc2Weight:
       return {int64_t(rank) * m.ffn_per_rank() + row, col};
+    case ParamKind::TokenEmbedding:
+      return {int64_t(rank) * m.vocab_per_rank() + row, col};
+    case ParamKind::HeadWeight:
+      return {row, int64_t(rank) * m.vocab_per_rank() + col};
     case ParamKind::None:
       throw_runtime("shard_of: buffer '" + buf.name + "' holds no parameter");
     default:

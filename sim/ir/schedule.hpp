@@ -79,16 +79,32 @@ enum class OpCode : uint8_t {
   AttnBwd,
   // out[0] = in[0] + in[1] (+ in[2], a [1,1,n] bias broadcast over rows, if present).
   ResidualAdd,
-  // out[0] = embedding rows: in[0] = token ids [B,S,1] (stored as floats), in[1] = table [1,V,h];
-  // GPT family adds in[2] = positional table [1,seq_len,h] (row = seq index).
+  // Vocabulary-parallel ops (embedding, loss) see one shard of the vocabulary (see vocab_shard() below):
+  // the rank holds ids [rank*n, rank*n + n), n = the table's rows or the logits' columns; ids at or beyond
+  // attrs.vocab are padding (the last shard when tp does not divide the vocabulary). Token ids are floats.
+  //
+  // out[0] = the table row of each token id in[0] [B,S,1] that lies in this rank's shard of the table
+  // in[1] [1,n,h], zero for the others (an AllReduce sums the shards); in[2] = positional table
+  // [1,seq_len,h] (row = seq index), if present, is added to every row.
   EmbeddingFwd,
-  // in[0] = token ids, in[1] = dy [B,S,h]; out[0] (+)= scatter-add into the table gradient [1,V,h];
-  // GPT: out[1] (+)= positional gradient [1,seq_len,h].
+  // in[0] = token ids, in[1] = dy [B,S,h]; out[0] (+)= scatter-add of the rows whose token lies in this
+  // rank's shard into the table gradient [1,n,h]; GPT: out[1] (+)= positional gradient [1,seq_len,h].
   EmbeddingBwd,
-  // in[0] = logits [B,S,V], in[1] = target ids [B,S,1]; out[0] = mean cross-entropy loss [1,1,1],
-  // out[1] = dlogits = (softmax - onehot) / (B*S).
+  // out[0] = in[0] + the row of the positional table in[1] [1,seq_len,h] at each row's seq index.
+  PositionAdd,
+  // in[0] = logits shard [B,S,n]; out[0] [B,S,1] = the row's largest logit among this shard's real ids.
+  LogitMax,
+  // in[0] = logits shard, in[1] = target ids [B,S,1], in[2] = the row's max over every shard [B,S,1];
+  // out[0] [B,S,2] = (sum over this shard's real ids of exp(logit - max), the target's logit when the
+  // target lies in this shard, else 0).
+  LogitSumExp,
+  // in[0] = logits shard, in[1] = target ids, in[2] = max, in[3] = (sum of exp, target logit) summed over
+  // every shard; out[0] (+)= mean over N tokens of log(sum) + max - target logit [1,1,1] (N = batch * seq of
+  // the logits buffer), out[1] = dlogits of the shard = (exp(logit - max) / sum - onehot(target)) / N
+  // (padding columns 0).
   CrossEntropy,
-  // In place, contiguous over ranks: out[0] = sum over the tensor-parallel group of in[0] (same region).
+  // In place, contiguous over ranks: out[0] = attrs.reduce (sum or max) over the tensor-parallel group of
+  // in[0] (same region).
   AllReduce,
   // in[0] = gradient; out[0] = parameter, out[1] = first moment / momentum, out[2] = second moment
   // (Adam only). Hyper-parameters come from the executor's options; the step count from the runtime.
@@ -138,6 +154,9 @@ struct Region {
   bool operator==(const Region&) const = default;
 };
 
+enum class ReduceOp : uint8_t { Sum, Max };
+const char* to_string(ReduceOp r);
+
 struct OpAttrs {
   bool accumulate = false;         // see "(+)=" above
   bool accumulate_params = false;  // norm backward: gamma/beta gradients
@@ -145,7 +164,20 @@ struct OpAttrs {
   int16_t chunks = 1;
   float eps = 1e-5f;
   bool weight_decay = false;       // optimizer: this parameter decays (matrices; not biases or norm gains)
+  ReduceOp reduce = ReduceOp::Sum; // AllReduce: how the group combines its elements
+  int32_t vocab = 0;               // vocabulary-parallel ops: the full vocabulary; 0: unsharded
 };
+
+// The vocabulary ids a vocabulary-parallel op sees on `rank`: [first, first + width), of which those
+// below `limit` are real. attrs.vocab == 0 means the op holds the whole vocabulary (first 0, limit width).
+struct VocabShard {
+  int64_t first = 0, width = 0, limit = 0;
+  bool holds(int64_t id) const { return id >= first && id < first + width && id < limit; }
+};
+inline VocabShard vocab_shard(const OpAttrs& attrs, int rank, int64_t width) {
+  if (attrs.vocab <= 0) return {0, width, width};
+  return {int64_t(rank) * width, width, attrs.vocab};
+}
 
 constexpr int kMaxIn = 8;
 constexpr int kMaxOut = 4;
@@ -203,5 +235,8 @@ int64_t schedule_memory_bytes(const Schedule& s);
 struct ParamCoord { int64_t row, col; };
 ParamCoord shard_of(const ModelSpec& model, const BufferDesc& buf, int rank, int64_t row, int64_t col);
 std::array<int64_t, 2> full_shape(const ModelSpec& model, const BufferDesc& buf);
+// True for the padding of a vocabulary shard: an element shard_of maps beyond the full tensor's vocabulary
+// (the last rank's shard when tp does not divide the vocabulary). It holds zeros and is never compared.
+bool vocab_padding(const ModelSpec& model, const BufferDesc& buf, const ParamCoord& at);
 
 }  // namespace domino

@@ -9,45 +9,13 @@ namespace domino::detail {
 
 void Builder::backward() {
   const int L = m_.layers;
-  const int32_t x_last = L > 0 ? lb_[size_t(L - 1)].x_out : gb_.x0;
-  const Phase BW = Phase::Backward;
-  {
-    Op& op = emit(-1, BW, Block::Head, "logits.dgrad", -1, -1, OpCode::MatMulDgrad);
-    in(op, whole(gb_.dlogits));
-    in(op, whole(gb_.param[HeadW]));
-    out(op, whole(gb_.dxf));
-    op.m = B_ * S_, op.n = h_, op.k = V_;
-  }
-  {
-    Op& op = emit(-1, BW, Block::Head, "logits.wgrad", -1, -1, OpCode::MatMulWgrad);
-    in(op, whole(gb_.xf));
-    in(op, whole(gb_.dlogits));
-    out(op, whole(gb_.grad[HeadW]));
-    op.m = h_, op.n = V_, op.k = B_ * S_;
-  }
-  {
-    // First writer of the residual-stream gradient: "=".
-    Op& op = emit(-1, BW, Block::Head, "norm", -1, -1, rms_ ? OpCode::RmsNormBwd : OpCode::LayerNormBwd);
-    in(op, whole(x_last));
-    in(op, whole(gb_.stf));
-    in(op, whole(gb_.param[FinG]));
-    in(op, whole(gb_.dxf));
-    out(op, whole(gb_.dresid));
-    out(op, whole(gb_.grad[FinG]));
-    if (layernorm_) out(op, whole(gb_.grad[FinB]));
-  }
+  head_backward(L > 0 ? lb_[size_t(L - 1)].x_out : gb_.x0);
   for (int l = L - 1; l >= 0; --l) {
     backward_block(l, Block::Mlp, &plan_.layers[size_t(l)].attn);
     backward_block(l, Block::Attn, l > 0 ? &plan_.layers[size_t(l - 1)].mlp : nullptr);
   }
   flush_deferred_backward();
-  {
-    Op& op = emit(-1, BW, Block::Embedding, "", -1, -1, OpCode::EmbeddingBwd);
-    in(op, whole(gb_.tokens));
-    in(op, whole(gb_.dresid));
-    out(op, whole(gb_.grad[TokEmb]));
-    if (gb_.grad[PosEmb] >= 0) out(op, whole(gb_.grad[PosEmb]));
-  }
+  embedding_backward();
 }
 
 void Builder::backward_block(int l, Block block, const BlockPlan* next_plan) {

@@ -46,15 +46,16 @@ void Builder::make_buffers() {
   for (auto& l : lb_) l.param.fill(-1), l.grad.fill(-1), l.state1.fill(-1), l.state2.fill(-1);
   gb_.param.fill(-1), gb_.grad.fill(-1), gb_.state1.fill(-1), gb_.state2.fill(-1);
 
-  // Global parameters (replicated on every rank).
+  // Global parameters: the token embedding and the head hold this rank's vocabulary shard (V_l_ ids);
+  // the positional embedding and the final norm are replicated.
   using GP = std::array<int32_t, kLayerParams>;
   GP gp{}, gg{}, gs1{}, gs2{};
   gp.fill(-1), gg.fill(-1), gs1.fill(-1), gs2.fill(-1);
-  add_param(&gp, &gg, &gs1, &gs2, TokEmb, "emb.tok", -1, V_, h_, ParamKind::TokenEmbedding);
+  add_param(&gp, &gg, &gs1, &gs2, TokEmb, "emb.tok", -1, V_l_, h_, ParamKind::TokenEmbedding);
   if (!llama_) add_param(&gp, &gg, &gs1, &gs2, PosEmb, "emb.pos", -1, S_, h_, ParamKind::PositionEmbedding);
   add_param(&gp, &gg, &gs1, &gs2, FinG, "head.norm.g", -1, 1, h_, ParamKind::FinalNormGamma);
   if (layernorm_) add_param(&gp, &gg, &gs1, &gs2, FinB, "head.norm.b", -1, 1, h_, ParamKind::FinalNormBeta);
-  add_param(&gp, &gg, &gs1, &gs2, HeadW, "head.w", -1, h_, V_, ParamKind::HeadWeight);
+  add_param(&gp, &gg, &gs1, &gs2, HeadW, "head.w", -1, h_, V_l_, ParamKind::HeadWeight);
   for (int i = 0; i < kGlobalParams; ++i) {
     gb_.param[i] = gp[i], gb_.grad[i] = gg[i], gb_.state1[i] = gs1[i], gb_.state2[i] = gs2[i];
   }
@@ -102,8 +103,10 @@ void Builder::make_buffers() {
 
   gb_.xf = add_buffer("head.norm.y", BufferRole::Activation, -1, B_, S_, h_);
   gb_.stf = add_buffer("head.norm.stats", BufferRole::Activation, -1, B_, S_, 2);
-  gb_.logits = add_buffer("logits", BufferRole::Activation, -1, B_, S_, V_);
-  gb_.dlogits = add_buffer("logits.grad", BufferRole::Workspace, -1, B_, S_, V_);
+  gb_.logits = add_buffer("logits", BufferRole::Activation, -1, B_, S_, V_l_);
+  gb_.dlogits = add_buffer("logits.grad", BufferRole::Workspace, -1, B_, S_, V_l_);
+  gb_.loss_max = add_buffer("loss.max", BufferRole::Activation, -1, B_, S_, 1);
+  gb_.loss_sums = add_buffer("loss.sums", BufferRole::Activation, -1, B_, S_, 2);
   gb_.loss = add_buffer("loss", BufferRole::Activation, -1, 1, 1, 1);
   gb_.dresid = add_buffer("grad.resid", BufferRole::Workspace, -1, B_, S_, h_);
   gb_.dxf = add_buffer("grad.head.norm.y", BufferRole::Workspace, -1, B_, S_, h_);

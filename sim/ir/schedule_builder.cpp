@@ -19,6 +19,7 @@ Builder::Builder(const ModelSpec& m, const Plan& plan, const BuildOptions& optio
   d_ = m.head_dim();
   f_l_ = m.ffn_per_rank();
   V_ = m.vocab;
+  V_l_ = m.vocab_per_rank();
   llama_ = m.family == Family::Llama;
   rms_ = m.norm == NormKind::RmsNorm;
   layernorm_ = !rms_;
@@ -31,7 +32,7 @@ Builder::Builder(const ModelSpec& m, const Plan& plan, const BuildOptions& optio
 void Builder::run() {
   make_buffers();
   // Upper bound of the op count, so that emission never reallocates (Op is large).
-  size_t n = 64 + size_t(m_.layers) * 16;
+  size_t n = 80 + size_t(m_.layers) * 16;
   for (const LayerPlan& lp : plan_.layers) {
     for (const BlockPlan* bp : {&lp.attn, &lp.mlp}) n += size_t(bp->p) * size_t(16 + 8 * bp->q);
   }
@@ -122,12 +123,13 @@ void Builder::flush_deferred_backward() {
 
 // Rough FLOPs per output element of the memory-bound ops (they are timed by bytes; FLOPs only inform), by
 // opcode in declaration order; GEMMs, attention and AllReduce count their FLOPs elsewhere (0 here).
-constexpr std::array<double, 22> kFlopsPerElement = {
+constexpr std::array<double, 25> kFlopsPerElement = {
     0, 0, 0,       // MatMul, MatMulDgrad, MatMulWgrad
     8, 8, 14, 14,  // LayerNormFwd, RmsNormFwd, LayerNormBwd, RmsNormBwd
     12, 16, 8, 6,  // GeluFwd, GeluBwd, SwigluFwd, SwigluBwd
     3, 3, 0, 0,    // RopeFwd, RopeBwd, AttnFwd, AttnBwd
-    2, 1, 1, 6,    // ResidualAdd, EmbeddingFwd, EmbeddingBwd, CrossEntropy
+    2, 1, 1, 1,    // ResidualAdd, EmbeddingFwd, EmbeddingBwd, PositionAdd
+    1, 3, 4,       // LogitMax, LogitSumExp, CrossEntropy
     0, 12, 4};     // AllReduce, AdamStep, SgdStep
 static_assert(size_t(OpCode::SgdStep) + 1 == kFlopsPerElement.size(), "one figure per OpCode");
 static double flops_per_element(OpCode c) { return kFlopsPerElement[size_t(c)]; }
@@ -151,8 +153,8 @@ void fill_costs(Schedule& s) {
     if (op.kind == OpKind::Gemm) {
       op.flops = 2.0 * double(op.m) * double(op.n) * double(op.k);
     } else if (op.kind != OpKind::Attention) {
-      // CrossEntropy's and the embedding's work scales with their input, not the tiny loss output.
-      const Region& r = op.code == OpCode::CrossEntropy   ? op.in[0]
+      // The loss ops' and the embedding's work scales with their input, not the small loss outputs.
+      const Region& r = op.kind == OpKind::Loss           ? op.in[0]
                         : op.code == OpCode::EmbeddingBwd ? op.in[1]
                                                           : op.out[0];
       if (op.m == 0) op.m = r.rows(), op.n = r.cols();

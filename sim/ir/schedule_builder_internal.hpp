@@ -35,6 +35,8 @@ struct LayerBuffers {
 struct GlobalBuffers {
   std::array<int32_t, kGlobalParams> param{}, grad{}, state1{}, state2{};
   int32_t tokens = -1, targets = -1, x0 = -1, xf = -1, stf = -1, logits = -1, dlogits = -1, loss = -1;
+  // Vocab-parallel cross-entropy: per token the max logit [B,S,1], then (sum of exp, target logit) [B,S,2].
+  int32_t loss_max = -1, loss_sums = -1;
   // Gradient workspaces shared by all layers: the backward pass runs them one after another on the
   // compute stream, so sharing costs no cross-stream waits.
   int32_t dresid = -1, dxf = -1, dctx = -1, dqkv = -1, dact = -1, dhpre = -1;
@@ -109,6 +111,13 @@ class Builder {
   void fwd_mlp_front(int l, int i);
   void fwd_residual(int l, Block block, int i);
 
+  // schedule_head.cpp: the vocab-parallel ends of the model (embedding; final norm, head and loss).
+  void embedding_forward();
+  void head_forward(int32_t x_last);
+  void head_backward(int32_t x_last);
+  void embedding_backward();
+  int32_t vocab_allreduce(Phase phase, Block block, const char* name, int32_t buf, ReduceOp reduce);
+
   // schedule_backward.cpp
   void backward();
   void backward_block(int layer, Block block, const BlockPlan* next_plan);
@@ -126,7 +135,7 @@ class Builder {
   BuildOptions options_;
   Schedule& s_;
 
-  int64_t B_, S_, h_, a_l_, kv_l_, d_, f_l_, V_, qkv_cols_, fc1_cols_;
+  int64_t B_, S_, h_, a_l_, kv_l_, d_, f_l_, V_, V_l_, qkv_cols_, fc1_cols_;
   bool llama_, rms_, swiglu_, bias_, layernorm_;
 
   std::vector<LayerBuffers> lb_;

@@ -7,45 +7,15 @@
 namespace domino::detail {
 
 void Builder::forward() {
-  {
-    Op& op = emit(-1, Phase::Forward, Block::Embedding, "", -1, -1, OpCode::EmbeddingFwd);
-    in(op, whole(gb_.tokens));
-    in(op, whole(gb_.param[TokEmb]));
-    if (gb_.param[PosEmb] >= 0) in(op, whole(gb_.param[PosEmb]));
-    out(op, whole(gb_.x0));
-  }
+  embedding_forward();
   const int L = m_.layers;
   for (int l = 0; l < L; ++l) {
     forward_block(l, Block::Attn, &plan_.layers[size_t(l)].mlp);
     forward_block(l, Block::Mlp, l + 1 < L ? &plan_.layers[size_t(l + 1)].attn : nullptr);
   }
   flush_deferred_forward();
-
   // Head: needs every row, so nothing crosses into it.
-  const int32_t x_last = L > 0 ? lb_[size_t(L - 1)].x_out : gb_.x0;
-  {
-    Op& op = emit(-1, Phase::Forward, Block::Head, "norm", -1, -1,
-                  rms_ ? OpCode::RmsNormFwd : OpCode::LayerNormFwd);
-    in(op, whole(x_last));
-    in(op, whole(gb_.param[FinG]));
-    if (layernorm_) in(op, whole(gb_.param[FinB]));
-    out(op, whole(gb_.xf));
-    out(op, whole(gb_.stf));
-  }
-  {
-    Op& op = emit(-1, Phase::Forward, Block::Head, "logits", -1, -1, OpCode::MatMul);
-    in(op, whole(gb_.xf));
-    in(op, whole(gb_.param[HeadW]));
-    out(op, whole(gb_.logits));
-    op.m = B_ * S_, op.k = h_, op.n = V_;
-  }
-  {
-    Op& op = emit(-1, Phase::Forward, Block::Head, "loss", -1, -1, OpCode::CrossEntropy);
-    in(op, whole(gb_.logits));
-    in(op, whole(gb_.targets));
-    out(op, whole(gb_.loss));
-    out(op, whole(gb_.dlogits));
-  }
+  head_forward(L > 0 ? lb_[size_t(L - 1)].x_out : gb_.x0);
 }
 
 void Builder::forward_block(int l, Block block, const BlockPlan* next_plan) {

@@ -25,14 +25,19 @@ constexpr std::array<const char*, 10> kOpKindNames = {"gemm",        "attention"
 static_assert(size_t(OpKind::Loss) + 1 == kOpKindNames.size(), "one name per OpKind, in declaration order");
 const char* to_string(OpKind k) { return enum_name(k, kOpKindNames); }
 
-constexpr std::array<const char*, 22> kOpCodeNames = {
-    "MatMul",       "MatMulDgrad", "MatMulWgrad", "LayerNormFwd", "RmsNormFwd",   "LayerNormBwd",
-    "RmsNormBwd",   "GeluFwd",     "GeluBwd",     "SwigluFwd",    "SwigluBwd",    "RopeFwd",
-    "RopeBwd",      "AttnFwd",     "AttnBwd",     "ResidualAdd",  "EmbeddingFwd", "EmbeddingBwd",
-    "CrossEntropy", "AllReduce",   "AdamStep",    "SgdStep"};
+constexpr std::array<const char*, 25> kOpCodeNames = {
+    "MatMul",       "MatMulDgrad", "MatMulWgrad",  "LayerNormFwd", "RmsNormFwd",   "LayerNormBwd",
+    "RmsNormBwd",   "GeluFwd",     "GeluBwd",      "SwigluFwd",    "SwigluBwd",    "RopeFwd",
+    "RopeBwd",      "AttnFwd",     "AttnBwd",      "ResidualAdd",  "EmbeddingFwd", "EmbeddingBwd",
+    "PositionAdd",  "LogitMax",    "LogitSumExp",  "CrossEntropy", "AllReduce",    "AdamStep",
+    "SgdStep"};
 static_assert(size_t(OpCode::SgdStep) + 1 == kOpCodeNames.size(),
               "one name per OpCode, in declaration order");
 const char* to_string(OpCode c) { return enum_name(c, kOpCodeNames); }
+
+constexpr std::array<const char*, 2> kReduceOpNames = {"sum", "max"};
+static_assert(size_t(ReduceOp::Max) + 1 == kReduceOpNames.size(), "one name per ReduceOp, in declaration order");
+const char* to_string(ReduceOp r) { return enum_name(r, kReduceOpNames); }
 
 OpKind kind_of(OpCode c) {
   switch (c) {
@@ -59,7 +64,10 @@ OpKind kind_of(OpCode c) {
       return OpKind::Attention;
     case OpCode::EmbeddingFwd:
     case OpCode::EmbeddingBwd:
+    case OpCode::PositionAdd:
       return OpKind::Embedding;
+    case OpCode::LogitMax:
+    case OpCode::LogitSumExp:
     case OpCode::CrossEntropy:
       return OpKind::Loss;
     case OpCode::AllReduce:

@@ -137,29 +137,74 @@ void check_residual_add(Checker& c, const Op& op) {
   if (op.n_in == 3) c.shape(op.in[2], "bias", 1, i0.cols());
 }
 
-void check_embedding(Checker& c, const Op& op) {
+// A vocabulary-parallel op's shard is `width` ids wide: ceil(vocab / tp), the split every rank shares.
+void check_vocab(Checker& c, const Schedule& s, const Op& op, int64_t width) {
+  const int64_t vocab = op.attrs.vocab, tp = s.model.tp;
+  if (vocab < 0 || (vocab > 0 && width != (vocab + tp - 1) / tp)) {
+    c.fail(fmt::format("has vocab={} for shards of {} ids on {} ranks", vocab, width, tp));
+  }
+}
+
+void check_embedding(Checker& c, const Schedule& s, const Op& op) {
   const bool fwd = op.code == OpCode::EmbeddingFwd;
   if (!c.arity(2, fwd ? 3 : 2, 1, fwd ? 1 : 2)) return;
   const Region& tokens = op.in[0];
   const Region& rows = fwd ? op.out[0] : op.in[1];   // [B,S,h] activations
-  const Region& table = fwd ? op.in[1] : op.out[0];  // [1,V,h]
+  const Region& table = fwd ? op.in[1] : op.out[0];  // [1,n,h]: this rank's vocabulary shard
   const Region* pos = fwd ? (op.n_in == 3 ? &op.in[2] : nullptr) : (op.n_out == 2 ? &op.out[1] : nullptr);
   c.shape(tokens, "token ids", rows.rows(), 1);
   c.same_rows(rows, tokens, "token ids");
   if (c.uniform(table, "table")) c.shape(table, "table", -1, rows.cols());
+  check_vocab(c, s, op, table.rows());
   if (pos && c.uniform(*pos, "positional table") && c.shape(*pos, "positional table", -1, rows.cols()) &&
       (pos->s0 > rows.s0 || pos->s1 < rows.s1)) {
     c.fail(fmt::format("positional table does not cover seq [{},{})", rows.s0, rows.s1));
   }
 }
 
-void check_cross_entropy(Checker& c, const Op& op) {
-  const Region &logits = op.in[0], &targets = op.in[1];
-  if (!c.arity(2, 2, 2, 2)) return;
-  c.shape(targets, "targets", logits.rows(), 1);
-  c.same_rows(logits, targets, "targets");
-  c.shape(op.out[0], "loss", 1, 1);
-  c.shape(op.out[1], "dlogits", logits.rows(), logits.cols());
+void check_position_add(Checker& c, const Op& op) {
+  const Region &x = op.in[0], &pos = op.in[1], &y = op.out[0];
+  if (!c.arity(2, 2, 1, 1)) return;
+  c.shape(y, "out[0]", x.rows(), x.cols());
+  c.same_rows(x, y, "out[0]");
+  if (c.uniform(pos, "positional table") && c.shape(pos, "positional table", -1, x.cols()) &&
+      (pos.s0 > x.s0 || pos.s1 < x.s1)) {
+    c.fail(fmt::format("positional table does not cover seq [{},{})", x.s0, x.s1));
+  }
+}
+
+// LogitMax, LogitSumExp and CrossEntropy: per-token statistics of one vocabulary shard of the logits.
+void check_loss(Checker& c, const Schedule& s, const Op& op) {
+  const Region& logits = op.in[0];
+  const int n_in = op.code == OpCode::LogitMax ? 1 : op.code == OpCode::LogitSumExp ? 3 : 4;
+  const int n_out = op.code == OpCode::CrossEntropy ? 2 : 1;
+  if (!c.arity(n_in, n_in, n_out, n_out)) return;
+  check_vocab(c, s, op, logits.cols());
+  if (n_in > 1) {
+    c.shape(op.in[1], "targets", logits.rows(), 1);
+    c.same_rows(logits, op.in[1], "targets");
+    c.shape(op.in[2], "max", logits.rows(), 1);
+    c.same_rows(logits, op.in[2], "max");
+  }
+  if (n_in > 3) {
+    c.shape(op.in[3], "sums", logits.rows(), 2);
+    c.same_rows(logits, op.in[3], "sums");
+  }
+  switch (op.code) {
+    case OpCode::LogitMax:
+      c.shape(op.out[0], "max", logits.rows(), 1);
+      c.same_rows(logits, op.out[0], "max");
+      return;
+    case OpCode::LogitSumExp:
+      c.shape(op.out[0], "sums", logits.rows(), 2);
+      c.same_rows(logits, op.out[0], "sums");
+      return;
+    default:
+      c.shape(op.out[0], "loss", 1, 1);
+      c.shape(op.out[1], "dlogits", logits.rows(), logits.cols());
+      c.same_rows(logits, op.out[1], "dlogits");
+      return;
+  }
 }
 
 void check_optimizer(Checker& c, const Op& op) {
@@ -172,7 +217,7 @@ void check_optimizer(Checker& c, const Op& op) {
   }
 }
 
-void check_operands(Checker& c, const Op& op) {
+void check_operands(Checker& c, const Schedule& s, const Op& op) {
   switch (op.code) {
     case OpCode::MatMul:
     case OpCode::MatMulDgrad:
@@ -199,15 +244,21 @@ void check_operands(Checker& c, const Op& op) {
       return check_residual_add(c, op);
     case OpCode::EmbeddingFwd:
     case OpCode::EmbeddingBwd:
-      return check_embedding(c, op);
+      return check_embedding(c, s, op);
+    case OpCode::PositionAdd:
+      return check_position_add(c, op);
+    case OpCode::LogitMax:
+    case OpCode::LogitSumExp:
     case OpCode::CrossEntropy:
-      return check_cross_entropy(c, op);
+      return check_loss(c, s, op);
     case OpCode::AdamStep:
     case OpCode::SgdStep:
       return check_optimizer(c, op);
     case OpCode::AllReduce:
       // In place: every backend reduces in[0] into itself, so out[0] must name that very region.
       if (c.arity(1, 1, 1, 1) && !(op.in[0] == op.out[0])) c.fail("reduces in[0] but writes a different out[0]");
+      if (op.attrs.reduce != ReduceOp::Sum && op.attrs.reduce != ReduceOp::Max)
+        c.fail(fmt::format("has an unknown reduction {}", int(op.attrs.reduce)));
       return;
   }
   c.fail(fmt::format("has an unknown opcode {}", int(op.code)));
@@ -224,7 +275,7 @@ std::string op_contract_problem(const Schedule& s, const Op& op) {
   if (!c.problem().empty()) return c.problem();
   if (op.n_in == 0 && op.code != OpCode::RopeFwd && op.code != OpCode::RopeBwd) return "has no inputs";
   if (op.n_out == 0) return "has no outputs";
-  verify::check_operands(c, op);
+  verify::check_operands(c, s, op);
   return c.problem();
 }
 

@@ -4,7 +4,9 @@
 // Conventions (docs/model-format.md repeats them):
 // - Parameters are Megatron-style: QKV, output projection, FC1 (doubled for SwiGLU), FC2, their biases when
 //   `bias`, two norms per layer; token embedding (+ learned positions of seq_len rows for the gpt family);
-//   an untied output head with its final norm.
+//   an untied output head with its final norm. Per rank, the layers, the token embedding and the head are
+//   sharded by tp (the last two over the vocabulary, Megatron's vocab-parallel layers: vocab_per_rank rows
+//   or columns each); the positional embedding and the final norm are replicated.
 // - Training FLOPs per token = 6 x GEMM weights (forward 2, backward 4) + 12 x layers x seq_len x hidden for
 //   attention scores and values (causal masking NOT halved: the kernels we time compute the full square)
 //   + 6 x hidden x vocab for the head.
@@ -67,7 +69,9 @@ ModelFacts derive_facts(const ModelSpec& m) {
   f.embedding_params = int64_t(m.vocab) * h + (m.family == Family::Gpt ? int64_t(m.seq_len) * h : 0);
   f.head_params = norm_params + h * m.vocab;
   f.total_params = m.layers * f.params_per_layer + f.embedding_params + f.head_params;
-  f.params_per_rank = m.layers * rank.total() + f.embedding_params + f.head_params;
+  const int64_t vocab_shard = m.vocab_per_rank();
+  const int64_t positions = f.embedding_params - int64_t(m.vocab) * h;
+  f.params_per_rank = m.layers * rank.total() + vocab_shard * h + positions + norm_params + h * vocab_shard;
   f.train_flops_per_token = 6.0 * double(m.layers) * double(whole.gemm_weights) +
                             12.0 * double(m.layers) * double(m.seq_len) * double(h) +
                             6.0 * double(h) * double(m.vocab);
@@ -109,17 +113,21 @@ std::string model_summary(const ModelSpec& m) {
                    m.tokens(), to_string(m.dtype));
   s += fmt::format("  tensor parallel: tp {} on {} node{} of {} GPUs\n", m.tp, nodes, nodes > 1 ? "s" : "",
                    m.gpus_per_node);
-  s += fmt::format("  per rank: {} heads, {} kv heads{}, ffn {}\n", m.heads_per_rank(), m.kv_heads_per_rank(),
-                   m.kv_heads < m.tp ? " (replicated)" : "", m.ffn_per_rank());
+  s += fmt::format("  per rank: {} heads, {} kv heads{}, ffn {}, vocab {}{}\n", m.heads_per_rank(),
+                   m.kv_heads_per_rank(), m.kv_heads < m.tp ? " (replicated)" : "", m.ffn_per_rank(),
+                   m.vocab_per_rank(), m.vocab % m.tp != 0 ? " (last shard padded)" : "");
   s += fmt::format("  parameters: {} total ({} per layer, embedding {}, head {}), {} per rank\n",
                    count_str(double(f.total_params)), count_str(double(f.params_per_layer)),
                    count_str(double(f.embedding_params)), count_str(double(f.head_params)),
                    count_str(double(f.params_per_rank)));
   s += fmt::format("  training FLOPs: {}FLOP per token, {}FLOP per rank per iteration\n",
                    count_str(f.train_flops_per_token), count_str(flops_iter));
-  s += fmt::format("  AllReduce: {} per layer of {} each ({} per iteration)\n", f.allreduces_per_layer,
-                   bytes_str(double(f.allreduce_bytes)),
-                   bytes_str(double(f.allreduce_bytes) * f.allreduces_per_layer * m.layers));
+  // Outside the layers: the embedding's forward and the head's backward AllReduce of that size, and the
+  // cross-entropy's two per-token ones (max, then sum of exp and target logit: 3 values per token).
+  const double ends = 2.0 * double(f.allreduce_bytes) + 3.0 * double(m.tokens()) * dtype_bytes(m.dtype);
+  s += fmt::format("  AllReduce: {} per layer of {} each, 2 more of that size and 2 for the loss ({} per iteration)\n",
+                   f.allreduces_per_layer, bytes_str(double(f.allreduce_bytes)),
+                   bytes_str(double(f.allreduce_bytes) * f.allreduces_per_layer * m.layers + ends));
   s += fmt::format("  fingerprint {}\n", model_fingerprint(m));
   return s;
 }

@@ -42,6 +42,9 @@ struct ModelSpec {
   // KV heads each rank holds: kv_heads/tp, or 1 (replicated) when tp is a multiple of kv_heads.
   int kv_heads_per_rank() const { return kv_heads >= tp ? kv_heads / tp : 1; }
   int ffn_per_rank() const { return ffn_hidden / tp; }
+  // Vocabulary rows of the token embedding and columns of the head each rank holds (Megatron's
+  // vocab-parallel layers); the last rank's shard is padded when tp does not divide the vocabulary.
+  int vocab_per_rank() const { return (vocab + tp - 1) / tp; }
   int64_t tokens() const { return int64_t(micro_batch) * seq_len; }
 };
 
@@ -51,7 +54,7 @@ struct ModelFacts {
   int64_t embedding_params = 0;   // token embedding (positional embedding for GPT included)
   int64_t head_params = 0;        // final norm + output projection (untied)
   int64_t total_params = 0;
-  int64_t params_per_rank = 0;    // layers sharded by tp; embedding and head replicated
+  int64_t params_per_rank = 0;    // layers, token embedding and head sharded by tp; positions, norms replicated
   double train_flops_per_token = 0;  // forward + backward, GEMMs and attention, whole model
   int64_t allreduce_bytes = 0;    // one block's AllReduce: micro_batch * seq_len * hidden * dtype bytes
   int allreduces_per_layer = 4;   // 2 forward (attention, MLP), 2 backward

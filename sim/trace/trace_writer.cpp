@@ -14,18 +14,20 @@ namespace {
 using nlohmann::json;
 
 json op_args(const Op& op) {
-  return json{{"op", op.index},
-              {"layer", op.layer},
-              {"phase", to_string(op.phase)},
-              {"block", to_string(op.block)},
-              {"slice", op.slice},
-              {"chunk", op.chunk},
-              {"code", to_string(op.code)},
-              {"m", op.m},
-              {"n", op.n},
-              {"k", op.k},
-              {"flops", op.flops},
-              {"bytes", op.bytes}};
+  json args{{"op", op.index},
+            {"layer", op.layer},
+            {"phase", to_string(op.phase)},
+            {"block", to_string(op.block)},
+            {"slice", op.slice},
+            {"chunk", op.chunk},
+            {"code", to_string(op.code)},
+            {"m", op.m},
+            {"n", op.n},
+            {"k", op.k},
+            {"flops", op.flops},
+            {"bytes", op.bytes}};
+  if (op.kind == OpKind::AllReduce) args["reduce"] = to_string(op.attrs.reduce);
+  return args;
 }
 
 json metadata_event(const char* what, int32_t pid, int32_t tid, const std::string& name) {

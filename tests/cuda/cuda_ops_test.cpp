@@ -62,19 +62,23 @@ double rel_error(const std::vector<float>& got, const std::vector<float>& want) 
   return std::sqrt(num / std::max(den, 1e-30));
 }
 
-void check_schedule_on_gpu(const ModelSpec& model, const Plan& plan, double tolerance) {
+// `rank`: the rank of the TP group both sides play (its vocabulary shard; AllReduces are skipped, so the
+// values are that rank's own, the same on both sides).
+void check_schedule_on_gpu(const ModelSpec& model, const Plan& plan, double tolerance, int rank = 0) {
   const Schedule s = build_schedule(model, plan);
   verify_schedule(s);  // run_op is called directly below, without the rank runner that verifies
   std::vector<std::vector<float>> host(s.buffers.size());
   for (size_t b = 0; b < s.buffers.size(); ++b) {
     host[b].resize(size_t(s.buffers[b].elements()));
-    initial_values(s, int32_t(b), 0, 7, host[b].data());
+    initial_values(s, int32_t(b), rank, 7, host[b].data());
   }
   CpuOpContext cpu;
   cpu.schedule = &s;
+  cpu.rank = rank;
   for (auto& b : host) cpu.buffers.push_back(b.data());
 
   cuda::DeviceState dev;
+  dev.rank = rank;
   struct Release {  // device memory goes back even when an assertion or a CUDA error ends the test
     cuda::DeviceState& d;
     ~Release() { d.release(); }
@@ -145,6 +149,20 @@ TEST_F(CudaOps, LlamaFp32SlicedMatchesCpu) {
   BlockPlan seq{SplitDim::Sequence, 4, 2, OverlapMode::Inter, true};
   BlockPlan batch{SplitDim::Batch, 2, 2, OverlapMode::Intra, true};
   check_schedule_on_gpu(m, make_uniform_plan(m, seq, batch, "custom"), 1e-4);
+}
+
+// The last rank's vocabulary shard, padded (130 ids over 4 ranks: 33 each, 2 of padding): the embedding,
+// the head's loss statistics and the cross-entropy see the same shard on both sides.
+TEST_F(CudaOps, GptFp32LastVocabShardMatchesCpu) {
+  ModelSpec m = tiny_model(Family::Gpt, DType::FP32);
+  m.tp = 4, m.vocab = 130;
+  check_schedule_on_gpu(m, make_strategy_plan("megatron-async", m), 1e-4, 3);
+}
+
+TEST_F(CudaOps, LlamaBf16VocabShardMatchesCpuWithinBf16Error) {
+  ModelSpec m = tiny_model(Family::Llama, DType::BF16);
+  m.tp = 2;
+  check_schedule_on_gpu(m, make_strategy_plan("megatron-sync", m), 3e-2, 1);
 }
 
 TEST_F(CudaOps, LlamaFp16SlicedMatchesCpuWithinFp16Error) {

@@ -71,6 +71,7 @@ class Bed {
     for (auto& d : data_) ctx.buffers.push_back(d.data());
     ctx.hyper = hyper;
     ctx.step = step;
+    ctx.rank = rank;
     return ctx;
   }
   void run(const Op& op) { run_cpu_op(op, context()); }
@@ -116,6 +117,7 @@ class Bed {
   Schedule s;
   OptimizerHyper hyper;
   int64_t step = 1;
+  int rank = 0;  // the vocabulary shard vocab-parallel ops see
 
  private:
   std::mt19937 rng_;

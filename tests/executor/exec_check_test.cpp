@@ -2,7 +2,9 @@
 // column splits (and their 2-D combination), and the comparison it rests on detects differences.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <fstream>
 
 #include "exec_test_util.hpp"
 #include "executor/job/grad_check.hpp"
@@ -53,6 +55,67 @@ INSTANTIATE_TEST_SUITE_P(Plans, ExecCheck,
                            return std::string(info.param.model == std::string("tiny-gpt") ? "Gpt" : "Llama") +
                                   std::to_string(info.index);
                          });
+
+// Every named strategy on both shipped CPU models, shrunk to a short sequence so that the three runs of a
+// check take seconds: the vocab-parallel embedding, head and cross-entropy agree with megatron-sync and with
+// tp 1 (where the whole vocabulary sits on one rank). no-comm skips every AllReduce, so its ranks cannot
+// agree with a reference beyond one rank: it is checked at tp 1, where it must equal megatron-sync.
+struct StrategyCase {
+  const char* model;
+  const char* strategy;
+  int tp;
+};
+
+void PrintTo(const StrategyCase& c, std::ostream* os) { *os << c.model << " " << c.strategy << " tp " << c.tp; }
+
+class ExecCheckStrategy : public ::testing::TestWithParam<StrategyCase> {};
+
+TEST_P(ExecCheckStrategy, NamedStrategyOnACpuModelMatchesTheReferences) {
+  const StrategyCase& c = GetParam();
+  TempDir dir;
+  const std::string model = std::string(DOMINO_SOURCE_DIR) + "/configs/models/" + c.model + ".yaml";
+  const Outcome out = run({model, "--strategy", c.strategy, "--tp", std::to_string(c.tp), "--seq-len", "32",
+                           "--micro-batch", "2", "--check"},
+                          dir / "log", 240);
+  EXPECT_EQ(out.exit_code, 0) << out.output;
+  EXPECT_NE(out.output.find("check passed"), std::string::npos) << out.output;
+  for (const char* grad : {"emb.tok.grad", "head.w.grad"})
+    EXPECT_NE(out.output.find(grad), std::string::npos) << "the table lists the vocab-parallel gradients";
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, ExecCheckStrategy,
+                         ::testing::Values(StrategyCase{"cpu-gpt", "megatron-sync", 2},
+                                           StrategyCase{"cpu-gpt", "megatron-async", 2},
+                                           StrategyCase{"cpu-gpt", "domino-ds", 2},
+                                           StrategyCase{"cpu-gpt", "no-comm", 1},
+                                           StrategyCase{"cpu-llama", "megatron-sync", 2},
+                                           StrategyCase{"cpu-llama", "megatron-async", 2},
+                                           StrategyCase{"cpu-llama", "domino-ds", 2},
+                                           StrategyCase{"cpu-llama", "no-comm", 1}),
+                         [](const auto& info) {
+                           std::string name = std::string(info.param.model) + "_" + info.param.strategy;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+// A sliced plan on 4 ranks with a vocabulary 4 does not divide: the last shard's padding ids take no part
+// in the loss, so loss and gradients still equal the tp 1 run's.
+TEST(ExecCheckVocab, FourRanksWithAPaddedVocabularyMatchSingleRank) {
+  TempDir dir;
+  std::string yaml = read_text(model_file("tiny-gpt"));
+  const size_t at = yaml.find("vocab: 96");
+  ASSERT_NE(at, std::string::npos);
+  yaml.replace(at, 9, "vocab: 94");  // 4 shards of 24 ids, the last ending in 2 of padding
+  std::ofstream(dir / "gpt94.yaml") << yaml;
+  ModelOverrides o;
+  o.tp = 4;
+  const ModelSpec m = load_model(dir / "gpt94.yaml", o);
+  ASSERT_EQ(m.vocab_per_rank(), 24);
+  save_plan(make_uniform_plan(m, kSeq2Col2, kBatch2, "custom"), dir / "plan.yaml");
+  const Outcome out = run({dir / "plan.yaml", "--model", dir / "gpt94.yaml", "--check"}, dir / "log", 240);
+  EXPECT_EQ(out.exit_code, 0) << out.output;
+  EXPECT_NE(out.output.find("check passed"), std::string::npos) << out.output;
+}
 
 TEST(ExecCheckMetric, RelativeErrorSeesDifferencesAtTheTensorsScale) {
   const std::vector<float> ref{1.0f, -2.0f, 0.5f, 1e-6f};

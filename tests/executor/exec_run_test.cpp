@@ -13,6 +13,7 @@
 #include "exec_test_util.hpp"
 #include "executor/runtime/link_emulation.hpp"
 #include "executor/runtime/tcp_store.hpp"
+#include "executor/runtime/tensor_dump.hpp"
 #include "sim/trace/timeline.hpp"
 
 namespace domino {
@@ -197,6 +198,49 @@ TEST(ExecRun, DumpTensorsWritesEveryRanksOutputs) {
       EXPECT_TRUE(fs::exists(rank_dir + "/" + b.name + ".npy")) << b.name;
     }
   }
+}
+
+// The vocab-parallel layout docs/tensor-dumps.md describes: each rank dumps its vocabulary shard of the
+// token embedding, the head and the logits; in rank order they are the tp 1 run's tensors; the lookups of
+// the ranks sum to the all-reduced embedding; the per-token max after its AllReduce is the whole row's.
+TEST(ExecRun, DumpedVocabShardsAssembleTheSingleRankTensors) {
+  TempDir dir;
+  for (const char* tp : {"1", "2"}) {
+    const Outcome o = run({model_file("tiny-gpt"), "--strategy", "megatron-sync", "--tp", tp, "--iters", "1",
+                           "--warmup", "0", "--dump-tensors", dir / ("tp" + std::string(tp))},
+                          dir / "log");
+    ASSERT_EQ(o.exit_code, 0) << o.output;
+  }
+  const ModelSpec m = tiny("tiny-gpt", 2);
+  const int64_t n = m.vocab_per_rank(), h = m.hidden, rows = m.tokens();
+  const auto load = [&](const std::string& tp_dir, int rank, const std::string& file, std::vector<int64_t> shape) {
+    std::vector<int64_t> got;
+    const std::vector<float> v = read_npy(dir / (tp_dir + "/rank" + std::to_string(rank) + "/" + file), &got);
+    EXPECT_EQ(got, shape) << file;
+    return v;
+  };
+  const std::vector<float> table = load("tp1", 0, "emb.tok.npy", {m.vocab, h});
+  const std::vector<float> head = load("tp1", 0, "head.w.npy", {h, m.vocab});
+  const std::vector<float> logits = load("tp1", 0, "head.fwd.logits.out0.npy", {m.micro_batch, m.seq_len, m.vocab});
+  const std::vector<float> max1 = load("tp1", 0, "head.fwd.loss.max.ar.out0.npy", {m.micro_batch, m.seq_len, 1});
+  const std::vector<float> x0 = load("tp2", 0, "emb.fwd.ar.out0.npy", {m.micro_batch, m.seq_len, h});
+  std::vector<float> lookup_sum(x0.size(), 0.0f);
+  for (int r = 0; r < 2; ++r) {
+    const std::vector<float> t = load("tp2", r, "emb.tok.npy", {n, h});
+    const std::vector<float> w = load("tp2", r, "head.w.npy", {h, n});
+    const std::vector<float> l = load("tp2", r, "head.fwd.logits.out0.npy", {m.micro_batch, m.seq_len, n});
+    for (int64_t i = 0; i < n * h; ++i) ASSERT_EQ(t[size_t(i)], table[size_t(r * n * h + i)]) << "emb.tok rank " << r;
+    for (int64_t i = 0; i < h; ++i)
+      for (int64_t c = 0; c < n; ++c) ASSERT_EQ(w[size_t(i * n + c)], head[size_t(i * m.vocab + r * n + c)]);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t c = 0; c < n; ++c)
+        ASSERT_NEAR(l[size_t(i * n + c)], logits[size_t(i * m.vocab + r * n + c)], 1e-4) << "logits rank " << r;
+    const std::vector<float> part = load("tp2", r, "emb.fwd.out0.npy", {m.micro_batch, m.seq_len, h});
+    for (size_t i = 0; i < part.size(); ++i) lookup_sum[i] += part[i];
+    const std::vector<float> mx = load("tp2", r, "head.fwd.loss.max.ar.out0.npy", {m.micro_batch, m.seq_len, 1});
+    for (int64_t i = 0; i < rows; ++i) ASSERT_NEAR(mx[size_t(i)], max1[size_t(i)], 1e-4) << "max rank " << r;
+  }
+  for (size_t i = 0; i < x0.size(); ++i) ASSERT_EQ(lookup_sum[i], x0[i]) << "the sum of the shards' lookups";
 }
 
 TEST(ExecRun, EmulatedLinkRunsAndCleansUp) {

@@ -18,10 +18,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Schedule schedule_for(const char* name, int tp) {
+// vocab > 0 replaces the model's vocabulary (one tp does not divide: the last shard is padded).
+Schedule schedule_for(const char* name, int tp, int vocab = 0) {
   ModelOverrides o;
   o.tp = tp;
-  const ModelSpec m = load_model(std::string(DOMINO_TEST_DATA) + "/data/executor/" + name + ".yaml", o);
+  ModelSpec m = load_model(std::string(DOMINO_TEST_DATA) + "/data/executor/" + name + ".yaml", o);
+  if (vocab > 0) m.vocab = vocab;
   Schedule s = build_schedule(m, make_strategy_plan("megatron-sync", m));
   verify_schedule(s);
   return s;
@@ -33,32 +35,53 @@ std::vector<float> values(const Schedule& s, size_t buffer, int rank, uint64_t s
   return v;
 }
 
+// Every shard (the vocabulary-parallel token embedding and head included) equals the same rows/columns of
+// the tp=1 tensor; the padding of an uneven vocabulary shard is zero.
 TEST(ParamInit, ShardsOfEveryTpDegreeMatchTheFullTensor) {
   for (const char* model : {"tiny-gpt", "tiny-llama"}) {
-    const Schedule full = schedule_for(model, 1);
-    std::map<std::string, size_t> full_index;
-    for (size_t i = 0; i < full.buffers.size(); ++i) full_index[full.buffers[i].name] = i;
-    for (int tp : {2, 4}) {
-      const Schedule s = schedule_for(model, tp);
-      int params = 0;
-      for (size_t i = 0; i < s.buffers.size(); ++i) {
-        const BufferDesc& b = s.buffers[i];
-        if (b.role != BufferRole::Param) continue;
-        ASSERT_TRUE(full_index.count(b.name)) << b.name;
-        const BufferDesc& fb = full.buffers[full_index[b.name]];
-        const std::vector<float> reference = values(full, full_index[b.name], 0);
-        ++params;
-        for (int rank = 0; rank < tp; ++rank) {
-          const std::vector<float> mine = values(s, i, rank);
-          for (int64_t r = 0; r < b.seq; ++r)
-            for (int64_t c = 0; c < b.cols; ++c) {
-              const ParamCoord at = shard_of(s.model, b, rank, r, c);
-              ASSERT_EQ(mine[size_t(r * b.cols + c)], reference[size_t(at.row * fb.cols + at.col)])
-                  << model << " tp " << tp << " rank " << rank << " " << b.name << " (" << r << ", " << c << ")";
-            }
+    for (const int vocab : {0, 94}) {  // the model's 96, and 94: 4 shards of 24, the last with 2 padding rows
+      const Schedule full = schedule_for(model, 1, vocab);
+      std::map<std::string, size_t> full_index;
+      for (size_t i = 0; i < full.buffers.size(); ++i) full_index[full.buffers[i].name] = i;
+      for (int tp : {2, 4}) {
+        const Schedule s = schedule_for(model, tp, vocab);
+        int vocab_sharded = 0, padding = 0;
+        int params = 0;
+        for (size_t i = 0; i < s.buffers.size(); ++i) {
+          const BufferDesc& b = s.buffers[i];
+          if (b.role != BufferRole::Param) continue;
+          ASSERT_TRUE(full_index.count(b.name)) << b.name;
+          const BufferDesc& fb = full.buffers[full_index[b.name]];
+          const std::vector<float> reference = values(full, full_index[b.name], 0);
+          ++params;
+          const bool vocab_param = b.param == ParamKind::TokenEmbedding || b.param == ParamKind::HeadWeight;
+          if (vocab_param) {
+            ++vocab_sharded;
+            EXPECT_EQ(b.param == ParamKind::TokenEmbedding ? b.seq : b.cols, s.model.vocab_per_rank())
+                << b.name;
+          }
+          for (int rank = 0; rank < tp; ++rank) {
+            const std::vector<float> mine = values(s, i, rank);
+            for (int64_t r = 0; r < b.seq; ++r)
+              for (int64_t c = 0; c < b.cols; ++c) {
+                const ParamCoord at = shard_of(s.model, b, rank, r, c);
+                if (vocab_padding(s.model, b, at)) {
+                  ++padding;
+                  ASSERT_EQ(mine[size_t(r * b.cols + c)], 0.0f) << b.name << " padding";
+                  continue;
+                }
+                ASSERT_EQ(mine[size_t(r * b.cols + c)], reference[size_t(at.row * fb.cols + at.col)])
+                    << model << " tp " << tp << " rank " << rank << " " << b.name << " (" << r << ", " << c
+                    << ")";
+              }
+          }
         }
+        EXPECT_GT(params, 10) << model;
+        EXPECT_EQ(vocab_sharded, 2) << "token embedding and head";
+        // 94 over 4 ranks: 24 ids each, 2 padding ids on the last, in a table of 64 columns and a head of 64
+        // rows.
+        EXPECT_EQ(padding, vocab == 94 && tp == 4 ? 2 * 2 * 64 : 0) << model << " tp " << tp;
       }
-      EXPECT_GT(params, 10) << model;
     }
   }
 }

@@ -57,14 +57,29 @@ TEST(ModelSpec, LlamaLayerWithGroupedQueryAttention) {
   EXPECT_EQ(f.head_params, h + h * m.vocab);
 }
 
-TEST(ModelSpec, PerRankParamsShardLayersAndReplicateEmbeddings) {
+TEST(ModelSpec, PerRankParamsShardLayersTokenEmbeddingAndHead) {
   const ModelSpec m = default_model();  // tp 2
   const int64_t h = m.hidden;
   const ModelFacts f = derive_facts(m);
   // Sharded GEMM weights and column-parallel biases halve; projection/FC2 biases and norms stay whole.
   const int64_t rank_layer = 12 * h * h / 2 + (3 * h + 4 * h) / 2 + 2 * h + 4 * h;
-  EXPECT_EQ(f.params_per_rank, m.layers * rank_layer + f.embedding_params + f.head_params);
+  // Vocab-parallel: half the token embedding and half the head; positions and the final norm whole.
+  const int64_t ends = m.vocab / 2 * h + int64_t(m.seq_len) * h + 2 * h + h * m.vocab / 2;
+  EXPECT_EQ(f.params_per_rank, m.layers * rank_layer + ends);
   EXPECT_LT(f.params_per_rank, f.total_params);
+}
+
+TEST(ModelSpec, UnevenVocabularyShardsArePadded) {
+  ModelSpec m = default_model();
+  m.vocab = 50257;
+  m.tp = 8;
+  EXPECT_EQ(m.vocab_per_rank(), 6283);  // 8 x 6283 = 50264: 7 padding ids on the last rank
+  const ModelFacts f = derive_facts(m);
+  ModelSpec even = m;
+  even.vocab = 8 * 6283;
+  // A rank holds its padded shard: the same as with a vocabulary tp divides, whatever the padding.
+  EXPECT_EQ(f.params_per_rank, derive_facts(even).params_per_rank);
+  EXPECT_NE(model_summary(m).find("vocab 6283 (last shard padded)"), std::string::npos) << model_summary(m);
 }
 
 TEST(ModelSpec, KvHeadsSplitOrReplicated) {
@@ -173,7 +188,7 @@ TEST(ModelSpec, FingerprintCoversScheduleFieldsButNotName) {
 TEST(ModelSpec, SummaryShowsShapesAndFacts) {
   const std::string s = model_summary(default_model());
   for (const char* part : {"model cpu-gpt (gpt family) from <embedded>", "layers 4, hidden 384, heads 8",
-                           "tp 2", "per rank: 4 heads, 4 kv heads, ffn 768", "1.50 MiB", "fingerprint"}) {
+                           "tp 2", "per rank: 4 heads, 4 kv heads, ffn 768, vocab 512", "1.50 MiB", "fingerprint"}) {
     EXPECT_NE(s.find(part), std::string::npos) << "missing '" << part << "' in:\n" << s;
   }
   ModelSpec m = llama_like();

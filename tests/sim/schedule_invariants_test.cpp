@@ -33,7 +33,7 @@ double expected_gemm_flops(const ModelSpec& m) {
   const double qkv = (m.heads_per_rank() + 2.0 * m.kv_heads_per_rank()) * d;
   const double fc1 = (m.activation == Activation::Swiglu ? 2.0 : 1.0) * m.ffn_per_rank();
   const double layer = 2 * B * S * (h * qkv + m.heads_per_rank() * d * h + h * fc1 + m.ffn_per_rank() * h);
-  const double head = 2 * B * S * h * m.vocab;
+  const double head = 2 * B * S * h * m.vocab_per_rank();  // vocab-parallel: this rank's columns
   return 3 * (m.layers * layer + head);
 }
 
@@ -42,9 +42,11 @@ void check_invariants(const ModelSpec& m, const NamedPlan& np) {
   const Schedule s = test::build_verified(m, np.plan);
   ASSERT_FALSE(s.ops.empty());
   EXPECT_DOUBLE_EQ(gemm_flops(s), expected_gemm_flops(m));
-  const double ar_expected = np.plan.comm_enabled ? 4.0 * m.layers * double(m.micro_batch) * m.seq_len *
-                                                        m.hidden * dtype_bytes(m.dtype)
-                                                  : 0.0;
+  // 4 per layer of [B, S, h]; outside the layers 2 more of that size (embedding, head input gradient) and
+  // the cross-entropy's [B, S, 1] max and [B, S, 2] sums.
+  const double tokens = double(m.micro_batch) * m.seq_len, eb = dtype_bytes(m.dtype);
+  const double ar_expected =
+      np.plan.comm_enabled ? (4.0 * m.layers + 2.0) * tokens * m.hidden * eb + 3.0 * tokens * eb : 0.0;
   EXPECT_DOUBLE_EQ(allreduce_bytes(s), ar_expected);
 
   static const std::regex layer_id(R"(L\d+\.(fwd|bwd)\.(attn|mlp)\.[a-z0-9.]+\.s\d+(\.c\d+)?)");
@@ -121,7 +123,8 @@ TEST(ScheduleInvariants, NoCommHasNoAllReduceAndSameCompute) {
   const Schedule bound = test::build_verified(m, make_strategy_plan("no-comm", m));
   size_t ars = 0;
   for (const Op& op : sync.ops) ars += op.code == OpCode::AllReduce;
-  EXPECT_EQ(ars, 4u * size_t(m.layers));
+  // 4 per layer; the embedding's, the head's input gradient's and the cross-entropy's two.
+  EXPECT_EQ(ars, 4u * size_t(m.layers) + 4u);
   EXPECT_EQ(bound.ops.size(), sync.ops.size() - ars);
   for (const Op& op : bound.ops) {
     EXPECT_NE(op.code, OpCode::AllReduce);

@@ -152,5 +152,24 @@ TEST(Trace, BuiltScheduleHasNoOverlapOnATrack) {
   EXPECT_FALSE(events_with(trace, "s").empty());
 }
 
+// Every AllReduce names its reduction; only the cross-entropy's per-token maximum is not a sum.
+TEST(Trace, AllReducesNameTheirReduction) {
+  const ModelSpec m = default_model();
+  const Schedule s = test::build_verified(m, make_strategy_plan("megatron-sync", m));
+  const CostModel cm(load_profile((std::filesystem::path(DOMINO_SOURCE_DIR) / "profiles" / "cpu-dev.yaml").string()));
+  const json trace = trace_json(s, simulate(s, cm).timeline);
+  std::map<std::string, int> reductions;
+  for (const json& e : events_with(trace, "X")) {
+    const bool allreduce = e.at("cat") == "allreduce";
+    EXPECT_EQ(e.at("args").contains("reduce"), allreduce) << e.at("name");
+    if (!allreduce) continue;
+    const std::string reduce = e.at("args").at("reduce");
+    ++reductions[reduce];
+    EXPECT_EQ(reduce == "max", e.at("name") == "head.fwd.loss.max.ar") << e.at("name");
+  }
+  EXPECT_EQ(reductions["max"], 1);
+  EXPECT_EQ(reductions["sum"], 4 * m.layers + 3);
+}
+
 }  // namespace
 }  // namespace domino

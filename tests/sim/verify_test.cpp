@@ -252,12 +252,22 @@ TEST(Verify, ElementwiseEmbeddingLossAndOptimizerShapes) {
   expect_op_rejected(
       {false, OpCode::EmbeddingFwd}, [](Schedule&, Op& op) { op.in[0].c1 = 0; }, "token ids");
   expect_op_rejected(
-      {false, OpCode::EmbeddingFwd}, [](Schedule&, Op& op) { op.in[2].s1 -= 1; },
+      {false, OpCode::PositionAdd}, [](Schedule&, Op& op) { op.in[1].s1 -= 1; },
       "positional table does not cover seq");
   expect_op_rejected(
       {false, OpCode::EmbeddingBwd}, [](Schedule&, Op& op) { op.out[0].c1 -= 1; }, "table");
   expect_op_rejected(
+      {false, OpCode::EmbeddingFwd}, [](Schedule&, Op& op) { op.attrs.vocab = -1; }, "has vocab=-1");
+  expect_op_rejected(
       {false, OpCode::CrossEntropy}, [](Schedule&, Op& op) { op.out[1].c1 -= 1; }, "dlogits");
+  expect_op_rejected(
+      {true, OpCode::CrossEntropy}, [](Schedule&, Op& op) { op.in[3].c1 -= 1; }, "sums");
+  expect_op_rejected(
+      {true, OpCode::LogitSumExp}, [](Schedule&, Op& op) { op.in[2].b1 -= 1; }, "max");
+  expect_op_rejected(
+      {false, OpCode::LogitMax}, [](Schedule&, Op& op) { op.out[0] = op.in[0]; }, "max");
+  expect_op_rejected(
+      {false, OpCode::AllReduce}, [](Schedule&, Op& op) { op.attrs.reduce = ReduceOp(7); }, "unknown reduction");
   expect_op_rejected(
       {false, OpCode::AdamStep}, [](Schedule&, Op& op) { op.out[2].c1 -= 1; }, "out[2]");
   expect_op_rejected(

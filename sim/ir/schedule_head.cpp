@@ -1,0 +1,136 @@
+// schedule_head.cpp: the two ends of the model, vocabulary-parallel as in Megatron-LM. Each rank holds
+// V/tp rows of the token embedding and V/tp columns of the output head (ModelSpec::vocab_per_rank):
+// - embedding: each rank looks up the tokens of its shard (zeros for the others), an AllReduce sums the
+//   shards, then the replicated positional embedding (GPT) is added; backward scatters the replicated
+//   input gradient into the shard's rows, without a collective;
+// - head: a column-parallel GEMM leaves the logits sharded [B, S, V/tp]; the cross-entropy combines the
+//   shards with an AllReduce(max) of the per-token max and an AllReduce(sum) of (sum of exp, target logit);
+//   backward all-reduces the partial input gradient of the head's GEMM before the final norm's backward,
+//   with the head's weight gradient behind it (as bwd_overlap does for QKV and FC1).
+#include "sim/ir/schedule_builder_internal.hpp"
+
+namespace domino::detail {
+
+// An in-place AllReduce of a whole buffer on the communication stream (none when the plan switches
+// communication off); returns its op index, or -1.
+int32_t Builder::vocab_allreduce(Phase phase, Block block, const char* name, int32_t buf, ReduceOp reduce) {
+  if (!plan_.comm_enabled) return -1;
+  Op& op = emit(-1, phase, block, name, -1, -1, OpCode::AllReduce, Stream::Comm);
+  in(op, whole(buf));
+  out(op, whole(buf));
+  op.attrs.reduce = reduce;
+  return op.index;
+}
+
+void Builder::embedding_forward() {
+  const Phase FW = Phase::Forward;
+  {
+    Op& op = emit(-1, FW, Block::Embedding, "", -1, -1, OpCode::EmbeddingFwd);
+    in(op, whole(gb_.tokens));
+    in(op, whole(gb_.param[TokEmb]));
+    out(op, whole(gb_.x0));
+    op.attrs.vocab = int32_t(V_);
+  }
+  vocab_allreduce(FW, Block::Embedding, "ar", gb_.x0, ReduceOp::Sum);
+  if (gb_.param[PosEmb] >= 0) {
+    // After the sum, so that the replicated positions are counted once.
+    Op& op = emit(-1, FW, Block::Embedding, "pos", -1, -1, OpCode::PositionAdd);
+    in(op, whole(gb_.x0));
+    in(op, whole(gb_.param[PosEmb]));
+    out(op, whole(gb_.x0));
+  }
+}
+
+void Builder::head_forward(int32_t x_last) {
+  const Phase FW = Phase::Forward;
+  const Block H = Block::Head;
+  {
+    Op& op = emit(-1, FW, H, "norm", -1, -1, rms_ ? OpCode::RmsNormFwd : OpCode::LayerNormFwd);
+    in(op, whole(x_last));
+    in(op, whole(gb_.param[FinG]));
+    if (layernorm_) in(op, whole(gb_.param[FinB]));
+    out(op, whole(gb_.xf));
+    out(op, whole(gb_.stf));
+  }
+  {
+    Op& op = emit(-1, FW, H, "logits", -1, -1, OpCode::MatMul);
+    in(op, whole(gb_.xf));
+    in(op, whole(gb_.param[HeadW]));
+    out(op, whole(gb_.logits));
+    op.m = B_ * S_, op.k = h_, op.n = V_l_;
+  }
+  {
+    Op& op = emit(-1, FW, H, "loss.max", -1, -1, OpCode::LogitMax);
+    in(op, whole(gb_.logits));
+    out(op, whole(gb_.loss_max));
+    op.attrs.vocab = int32_t(V_);
+  }
+  vocab_allreduce(FW, H, "loss.max.ar", gb_.loss_max, ReduceOp::Max);
+  {
+    Op& op = emit(-1, FW, H, "loss.sum", -1, -1, OpCode::LogitSumExp);
+    in(op, whole(gb_.logits));
+    in(op, whole(gb_.targets));
+    in(op, whole(gb_.loss_max));
+    out(op, whole(gb_.loss_sums));
+    op.attrs.vocab = int32_t(V_);
+  }
+  vocab_allreduce(FW, H, "loss.sum.ar", gb_.loss_sums, ReduceOp::Sum);
+  {
+    Op& op = emit(-1, FW, H, "loss", -1, -1, OpCode::CrossEntropy);
+    in(op, whole(gb_.logits));
+    in(op, whole(gb_.targets));
+    in(op, whole(gb_.loss_max));
+    in(op, whole(gb_.loss_sums));
+    out(op, whole(gb_.loss));
+    out(op, whole(gb_.dlogits));
+    op.attrs.vocab = int32_t(V_);
+  }
+}
+
+// The head is no block of the plan: its AllReduce follows the bwd_overlap of the block its backward
+// hands over to, the last layer's MLP.
+void Builder::head_backward(int32_t x_last) {
+  const Phase BW = Phase::Backward;
+  const Block H = Block::Head;
+  {
+    Op& op = emit(-1, BW, H, "logits.dgrad", -1, -1, OpCode::MatMulDgrad);
+    in(op, whole(gb_.dlogits));
+    in(op, whole(gb_.param[HeadW]));
+    out(op, whole(gb_.dxf));
+    op.m = B_ * S_, op.n = h_, op.k = V_l_;
+  }
+  // Partial over the vocabulary shards (Megatron's "f" operator on the head's input).
+  const int32_t ar = vocab_allreduce(BW, H, "logits.ar", gb_.dxf, ReduceOp::Sum);
+  {
+    Op& op = emit(-1, BW, H, "logits.wgrad", -1, -1, OpCode::MatMulWgrad);
+    in(op, whole(gb_.xf));
+    in(op, whole(gb_.dlogits));
+    out(op, whole(gb_.grad[HeadW]));
+    op.m = h_, op.n = V_l_, op.k = B_ * S_;
+    const bool overlap = m_.layers > 0 && plan_.layers.back().mlp.bwd_overlap;
+    if (ar >= 0 && !overlap) op.deps.push_back(ar);
+  }
+  {
+    // First writer of the residual-stream gradient: "=".
+    Op& op = emit(-1, BW, H, "norm", -1, -1, rms_ ? OpCode::RmsNormBwd : OpCode::LayerNormBwd);
+    in(op, whole(x_last));
+    in(op, whole(gb_.stf));
+    in(op, whole(gb_.param[FinG]));
+    in(op, whole(gb_.dxf));
+    out(op, whole(gb_.dresid));
+    out(op, whole(gb_.grad[FinG]));
+    if (layernorm_) out(op, whole(gb_.grad[FinB]));
+  }
+}
+
+// The residual gradient is replicated: each rank keeps its shard's rows, no collective.
+void Builder::embedding_backward() {
+  Op& op = emit(-1, Phase::Backward, Block::Embedding, "", -1, -1, OpCode::EmbeddingBwd);
+  in(op, whole(gb_.tokens));
+  in(op, whole(gb_.dresid));
+  out(op, whole(gb_.grad[TokEmb]));
+  if (gb_.grad[PosEmb] >= 0) out(op, whole(gb_.grad[PosEmb]));
+  op.attrs.vocab = int32_t(V_);
+}
+
+}  // namespace domino::detail
