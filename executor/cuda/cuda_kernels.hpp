@@ -75,13 +75,6 @@ struct EmbeddingBwdArgs {
   float* fp32_scratch = nullptr;  // dtable's and dpos's elements as fp32 sums; needed when dtable is 16-bit
 };
 void embedding_bwd(const EmbeddingBwdArgs& a, StreamHandle s);
-struct CrossEntropyArgs {
-  DevView logits, targets, loss, dlogits;  // loss: fp32
-  double tokens = 1;                        // the mean is over this many tokens
-  bool accumulate = false;                  // loss
-  float* scratch = nullptr;                 // one float
-};
-void cross_entropy(const CrossEntropyArgs& a, StreamHandle s);
 
 // Vocabulary-parallel cross-entropy (cuda_vocab_loss.cu), see LogitMax / LogitSumExp / CrossEntropy in
 // sim/ir/schedule.hpp. The logits' columns are ids [first, first + ncols), those at or beyond limit
