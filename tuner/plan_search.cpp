@@ -32,7 +32,7 @@ class Searcher {
     }
   }
 
-  // Keeps, per (split dim, p, overlap) group, the choices with the lowest weighted per-block cost, plus
+  // Keeps, per (split dim, p, overlap, order) group, the choices with the lowest weighted per-block cost, plus
   // the pinned (baseline) choices and the reference.
   void screen(int per_group, int ref_attn, int ref_mlp) {
     std::vector<double> weight(2 * costs_.probe_layers(), 0.0);
@@ -44,9 +44,10 @@ class Searcher {
         const BlockPlan& b = t == 0 ? l.attn : l.mlp;
         kept.insert(int(std::find(list.begin(), list.end(), b) - list.begin()));
       }
-      // Group key (dim, p, overlap): what decides whether neighbours' slices line up and overlap; the
-      // per-block score ranks q and backward overlap inside a group.
-      std::vector<std::tuple<int, int, int, double, int>> scored;  // dim, p, overlap, score, index
+      // Group key (dim, p, overlap, order): what decides whether neighbours' slices line up and overlap
+      // (the order decides what a held-back add runs behind); the per-block score ranks q and backward
+      // overlap inside a group.
+      std::vector<std::tuple<int, int, int, int, double, int>> scored;  // dim, p, overlap, order, score, index
       const auto& other = t == 0 ? space_.mlp : space_.attn;
       for (int c = 0; c < int(list.size()); ++c) {
         double score = 0;
@@ -59,16 +60,17 @@ class Searcher {
           else if (costs_.probe_layers() > 1) score += (n_ / 2 - 1) * costs_.pair(1, c, mirror);
           else score += costs_.pair(0, mirror, c);
         }
-        scored.emplace_back(int(list[c].dim), list[c].p, int(list[c].overlap), score, c);
+        scored.emplace_back(int(list[c].dim), list[c].p, int(list[c].overlap), int(list[c].order), score, c);
       }
       std::sort(scored.begin(), scored.end());
       int run = 0;
       for (size_t j = 0; j < scored.size(); ++j) {
         const bool same = j > 0 && std::get<0>(scored[j]) == std::get<0>(scored[j - 1]) &&
                           std::get<1>(scored[j]) == std::get<1>(scored[j - 1]) &&
-                          std::get<2>(scored[j]) == std::get<2>(scored[j - 1]);
+                          std::get<2>(scored[j]) == std::get<2>(scored[j - 1]) &&
+                          std::get<3>(scored[j]) == std::get<3>(scored[j - 1]);
         run = same ? run + 1 : 0;
-        if (run < per_group) kept.insert(std::get<4>(scored[j]));
+        if (run < per_group) kept.insert(std::get<5>(scored[j]));
       }
       kept.erase(int(list.size()));  // a pinned choice missing from the list (cannot happen) is ignored
       keep[t].assign(kept.begin(), kept.end());

@@ -13,7 +13,8 @@ namespace domino {
 namespace {
 
 auto order_key(const BlockPlan& b) {
-  return std::make_tuple(b.p, b.q, static_cast<int>(b.dim), static_cast<int>(b.overlap), b.bwd_overlap);
+  return std::make_tuple(b.p, b.q, static_cast<int>(b.dim), static_cast<int>(b.overlap), b.bwd_overlap,
+                         static_cast<int>(b.order));
 }
 
 bool fits(const ModelSpec& model, const BlockPlan& b, Block block) {
@@ -44,7 +45,7 @@ double SearchSpace::plans(int layers) const {
 
 BlockPlan canonical(const BlockPlan& b) {
   BlockPlan c = b;
-  if (c.p == 1) c.dim = SplitDim::Batch;
+  if (c.p == 1) c.dim = SplitDim::Batch, c.order = SliceOrder::Deep;
   if (c.p == 1 && c.q == 1 && c.overlap == OverlapMode::Intra) c.overlap = OverlapMode::None;
   return c;
 }
@@ -54,8 +55,8 @@ bool simpler(const BlockPlan& a, const BlockPlan& b) { return order_key(a) < ord
 SearchSpace make_search_space(const ModelSpec& model, const SearchOptions& o) {
   if (o.splits.empty()) throw_bad_input("search space: no split dimension allowed (--splits batch,sequence)");
   if (o.max_p < 1 || o.max_q < 1) throw_bad_input(fmt::format("search space: --max-p {} / --max-q {} must be at least 1", o.max_p, o.max_q));
-  if (o.p_values.empty() || o.q_values.empty() || o.overlaps.empty() || o.bwd_overlaps.empty())
-    throw_bad_input("search space: an empty list of choices (p, q, overlap or backward overlap)");
+  if (o.p_values.empty() || o.q_values.empty() || o.overlaps.empty() || o.bwd_overlaps.empty() || o.orders.empty())
+    throw_bad_input("search space: an empty list of choices (p, q, overlap, backward overlap or order)");
 
   SearchSpace space;
   bool any_slicing = false;
@@ -68,10 +69,12 @@ SearchSpace make_search_space(const ModelSpec& model, const SearchOptions& o) {
           if (q > o.max_q) continue;
           for (OverlapMode ov : o.overlaps) {
             for (bool bwd : o.bwd_overlaps) {
-              const BlockPlan b = canonical(BlockPlan{dim, p, q, ov, bwd});
-              if (!fits(model, b, block)) continue;
-              if (b.p > 1) any_slicing = true;
-              add_unique(list, b);
+              for (SliceOrder order : o.orders) {
+                const BlockPlan b = canonical(BlockPlan{dim, p, q, ov, bwd, order});
+                if (!fits(model, b, block)) continue;
+                if (b.p > 1) any_slicing = true;
+                add_unique(list, b);
+              }
             }
           }
         }
@@ -88,7 +91,7 @@ SearchSpace make_search_space(const ModelSpec& model, const SearchOptions& o) {
         o.max_p, dims, model.name, model.micro_batch, model.seq_len));
   }
   if (o.include_baselines) {
-    for (const char* name : {"megatron-sync", "megatron-async", "domino-ds"}) {
+    for (const char* name : {"megatron-sync", "megatron-async", "domino-ds", "domino-deep"}) {
       try {
         const Plan plan = make_strategy_plan(name, model);
         for (const LayerPlan& l : plan.layers) {
@@ -100,7 +103,8 @@ SearchSpace make_search_space(const ModelSpec& model, const SearchOptions& o) {
             space.notes.push_back(fmt::format("added {}'s choice {}", name, layer_label(l)));
         }
       } catch (const Error&) {
-        // A baseline the model cannot run (domino-ds needs an even micro-batch) adds nothing.
+        // A baseline the model cannot run (domino-ds: an odd micro-batch, or a model DeepSpeed's Domino does
+        // not support) adds nothing.
       }
     }
   }
@@ -113,21 +117,24 @@ SearchSpace make_search_space(const ModelSpec& model, const SearchOptions& o) {
 }
 
 std::string describe(const SearchSpace& space, const SearchOptions& o) {
-  std::string dims, ps, qs;
+  std::string dims, ps, qs, orders;
   for (SplitDim d : o.splits) dims += fmt::format("{}{}", dims.empty() ? "" : ",", to_string(d));
+  for (SliceOrder r : o.orders) orders += fmt::format("{}{}", orders.empty() ? "" : ",", to_string(r));
   for (int p : o.p_values)
     if (p <= o.max_p) ps += fmt::format("{}{}", ps.empty() ? "" : ",", p);
   for (int q : o.q_values)
     if (q <= o.max_q) qs += fmt::format("{}{}", qs.empty() ? "" : ",", q);
-  return fmt::format("attn {} x mlp {} choices per layer (splits {}; p {}; q {}; overlap {}; bwd overlap {}{})",
-                     space.attn.size(), space.mlp.size(), dims, ps, qs, o.overlaps.size(), o.bwd_overlaps.size(),
-                     o.include_baselines ? "; baselines' choices included" : "");
+  return fmt::format(
+      "attn {} x mlp {} choices per layer (splits {}; p {}; q {}; overlap {}; bwd overlap {}; orders {}{})",
+      space.attn.size(), space.mlp.size(), dims, ps, qs, o.overlaps.size(), o.bwd_overlaps.size(), orders,
+      o.include_baselines ? "; baselines' choices included" : "");
 }
 
 std::string block_label(const BlockPlan& b) {
   std::string s = b.p == 1 ? std::string("p1") : fmt::format("{} p{}", b.dim == SplitDim::Batch ? "bat" : "seq", b.p);
   s += fmt::format(" q{} {}", b.q, to_string(b.overlap));
   if (b.bwd_overlap) s += "+bwd";
+  if (b.order == SliceOrder::DeepSpeed) s += " ds";
   return s;
 }
 
@@ -142,6 +149,23 @@ std::vector<SplitDim> parse_splits(const std::string& text) {
     if (word == "batch") out.push_back(SplitDim::Batch);
     else if (word == "sequence" || word == "seq") out.push_back(SplitDim::Sequence);
     else throw_bad_input(fmt::format("--splits: unknown split dimension '{}' (expected batch, sequence)", word));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<SliceOrder> parse_orders(const std::string& text) {
+  std::vector<SliceOrder> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const std::string word = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (word == "deep") out.push_back(SliceOrder::Deep);
+    else if (word == "deepspeed") out.push_back(SliceOrder::DeepSpeed);
+    else throw_bad_input(fmt::format("--orders: unknown slice order '{}' (expected deep, deepspeed)", word));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }

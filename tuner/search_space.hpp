@@ -1,4 +1,4 @@
-// search_space.hpp: the per-block choices the tuner considers (split dimension, p, q, overlap modes),
+// search_space.hpp: the per-block choices the tuner considers (split dimension, p, q, overlap modes, order),
 // with equivalent choices folded together and the baselines' own choices always included.
 #pragma once
 
@@ -18,9 +18,10 @@ struct SearchOptions {
   std::vector<int> q_values = {1, 2, 4};
   std::vector<OverlapMode> overlaps = {OverlapMode::None, OverlapMode::Intra, OverlapMode::Inter};
   std::vector<bool> bwd_overlaps = {false, true};
+  std::vector<SliceOrder> orders = {SliceOrder::Deep, SliceOrder::DeepSpeed};
   int max_p = 8;
   int max_q = 4;
-  bool include_baselines = true;  // add megatron-sync/-async and domino-ds choices (never slower than them)
+  bool include_baselines = true;  // add megatron-sync/-async, domino-ds and domino-deep choices (never slower than them)
 };
 
 // Candidate choices per block type, in tie-break order (simpler choices first), no duplicates.
@@ -35,11 +36,12 @@ struct SearchSpace {
   double plans(int layers) const;
 };
 
-// The representative of a choice's equivalence class: p == 1 has no split dimension (batch), and with
-// a single slice and a single chunk intra-block overlap has nothing to overlap (none).
+// The representative of a choice's equivalence class: p == 1 has no split dimension (batch) and no slice
+// order (deep: one slice emits the same ops in both orders), and with a single slice and a single chunk
+// intra-block overlap has nothing to overlap (none).
 BlockPlan canonical(const BlockPlan& b);
 
-// Orders choices: p, q, dim, overlap, bwd_overlap ascending (BlockPlan's own order is dim-first).
+// Orders choices: p, q, dim, overlap, bwd_overlap, order ascending (BlockPlan's own order is dim-first).
 bool simpler(const BlockPlan& a, const BlockPlan& b);
 
 // Builds the space for one model (tp included). BadInput when the options are malformed or when no
@@ -49,11 +51,13 @@ SearchSpace make_search_space(const ModelSpec& model, const SearchOptions& optio
 // One-line description for reports and plan provenance ("attn 70 x mlp 70 choices: ...").
 std::string describe(const SearchSpace& space, const SearchOptions& options);
 
-// "seq p4 q2 inter+bwd": a short label of one block's choice for tables.
+// "seq p4 q2 inter+bwd" ("... ds" in the deepspeed order): a short label of one block's choice for tables.
 std::string block_label(const BlockPlan& b);
 std::string layer_label(const LayerPlan& l);
 
 // Parses "batch,sequence" (CLI). BadInput on an unknown name.
 std::vector<SplitDim> parse_splits(const std::string& text);
+// Parses "deep,deepspeed" (CLI). BadInput on an unknown name.
+std::vector<SliceOrder> parse_orders(const std::string& text);
 
 }  // namespace domino

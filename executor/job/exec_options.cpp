@@ -24,7 +24,7 @@ struct ShapeFlags {
 void add_job_flags(CLI::App& app, JobRequest* j, ShapeFlags* shape) {
   app.add_option("target", j->target, "plan file, or a model name/file together with --strategy");
   app.add_option("--model", j->model, "the model of the plan (default: the model the plan names)");
-  app.add_option("--strategy", j->strategy, "named strategy: megatron-sync, megatron-async, domino-ds, no-comm");
+  app.add_option("--strategy", j->strategy, "named strategy: megatron-sync, megatron-async, domino-ds, domino-deep, no-comm");
   app.add_option("--tp", shape->tp, "tensor-parallel degree (default: the plan's or the model's)");
   app.add_option("--seq-len", shape->seq_len, "override the model's sequence length");
   app.add_option("--micro-batch", shape->micro_batch, "override the model's micro-batch");

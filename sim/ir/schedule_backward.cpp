@@ -1,8 +1,26 @@
 // schedule_backward.cpp: backward and optimizer ops in program order. Blocks run in reverse (head, layer
-// L-1 MLP, L-1 attention, ..., embedding), and each block's slices in reverse (p-1 .. 0) as a pipeline
-// BG(p-1), BG(p-2), BR(p-1), ...: BG_i computes the slice's gradients up to its input-gradient AllReduce
-// launches, BR_i is the norm backward that consumes the reduced gradient. The AllReduce of slice i thus
-// runs behind the weight-gradient GEMM (bwd_overlap) and slice i-1's gradients (intra/inter overlap).
+// L-1 MLP, L-1 attention, ..., embedding), and each block's slices in reverse (p-1 .. 0). For slice i,
+// B'_i is the backward of its back (row-parallel dgrad, then wgrad, per chunk), F'_i the backward of its
+// front (attention or activation backward, then per chunk the column-parallel dgrad into a partial buffer
+// and its AllReduce launch, then the column-parallel wgrad, which runs behind those AllReduces with
+// bwd_overlap), and N'_i the norm backward that waits for them and adds the reduced gradient into the
+// residual gradient. Two orders (BlockPlan::order):
+// - deep: B'(p-1) F'(p-1), B'(p-2) F'(p-2), N'(p-1), ..., N'0: slice i's AllReduces run behind its wgrad and
+//   slice i-1's whole backward. With inter-layer overlap N'0 comes after the next-processed block's first
+//   B' F' pair.
+// - deepspeed: the reverse of the forward's program order (what PyTorch's autograd runs for DeepSpeed's two
+//   slice branches), with residual adds contributing nothing:
+//     [N''(p-1)]  B'(p-1) [N''(p-2)] F'(p-1)  B'(p-2) [N'(p-1)] [N''(p-3)] F'(p-2)  ...
+//     B'1 [N'2] [N''0] F'1  B'0 [N'1] [N'(p-1)*] F'0 [N'0]
+//   where N''j is the next block's (processed just before) norm backward of slice j, present when that
+//   norm ran early in the forward (after this block's R_j); N''(p-1) stands first only when this block's
+//   R(p-1) was not held back (with the hold-back it sits in the next block's own order, as N'(p-1)*);
+//   N'j in brackets is this block's own norm backward where its forward norm was not early, and
+//   N'(p-1)* is present when the norm ran early right after the previous block's held-back R. Early
+//   norms' backwards run in the previous block's order (its N''). So slice i's column AllReduces run
+//   behind its own wgrad and the other slice's B' (for p = 2: F'1's behind B'0, F'0's behind the
+//   previous block's B'1), and N' waits for them just before it runs: DeepSpeed's rule.
+//   A deep next-processed block's held-back N'0 comes after this block's first B'.
 #include "sim/ir/schedule_builder_internal.hpp"
 
 namespace domino::detail {
@@ -20,13 +38,14 @@ void Builder::backward() {
 
 void Builder::backward_block(int l, Block block, const BlockPlan* next_plan) {
   const BlockPlan& bp = block_plan(l, block);
+  if (bp.order == SliceOrder::DeepSpeed) {
+    backward_block_deepspeed(l, block);
+    return;
+  }
   for (int j = 0; j < bp.p; ++j) {
     const int i = bp.p - 1 - j;
-    if (block == Block::Mlp) {
-      bwd_mlp_grads(l, i);
-    } else {
-      bwd_attn_grads(l, i);
-    }
+    bwd_back(l, block, i);
+    bwd_front(l, block, i);
     if (j == 0) flush_deferred_backward();
     if (j > 0) bwd_norm(l, block, i + 1);
   }
@@ -38,6 +57,34 @@ void Builder::backward_block(int l, Block block, const BlockPlan* next_plan) {
   } else {
     bwd_norm(l, block, 0);
   }
+}
+
+// Mirrors forward_block_deepspeed op for op (see the header).
+void Builder::backward_block_deepspeed(int l, Block block) {
+  const BlockPlan& bp = block_plan(l, block);
+  int nl = 0, pl = 0;
+  Block nb = Block::None, pb = Block::None;
+  const bool has_next = next_block(l, block, &nl, &nb);
+  const auto next_norm = [&](int i) {
+    if (i >= 0 && has_next && early_norm(nl, nb, i)) bwd_norm(nl, nb, i);
+  };
+  const auto own_norm = [&](int i) {
+    if (i < bp.p && !early_norm(l, block, i)) bwd_norm(l, block, i);
+  };
+  if (!defers_residual(l, block)) next_norm(bp.p - 1);
+  for (int i = bp.p - 1; i >= 0; --i) {
+    bwd_back(l, block, i);
+    if (i == bp.p - 1) flush_deferred_backward();
+    own_norm(i + 1);
+    if (i > 0) {
+      next_norm(i - 1);
+      bwd_front(l, block, i);
+    }
+  }
+  if (prev_block(l, block, &pl, &pb) && defers_residual(pl, pb) && early_norm(l, block, bp.p - 1))
+    bwd_norm(l, block, bp.p - 1);
+  bwd_front(l, block, 0);
+  own_norm(0);
 }
 
 // The waits of a column-parallel layer's AllReduces follow bwd_overlap (its wgrad waits or not) and the
@@ -110,53 +157,55 @@ void Builder::bwd_column_parallel(int l, Block block, int i, const LinearBwd& li
   after_input_grad_allreduces(op, ars, bp, &blocking_);
 }
 
-void Builder::bwd_mlp_grads(int l, int i) {
-  const BlockPlan& bp = plan_.layers[size_t(l)].mlp;
-  const Box box = slice_box(bp, i);
+void Builder::bwd_back(int l, Block block, int i) {
   const LayerBuffers& b = lb_[size_t(l)];
-  bwd_row_parallel(l, Block::Mlp, i, {"fc2.dgrad", "fc2.wgrad", Fc2W, b.act, gb_.dresid, gb_.dact, f_l_, h_});
-  {
-    Op& op = emit(l, Phase::Backward, Block::Mlp, "act.bwd", i, -1, swiglu_ ? OpCode::SwigluBwd : OpCode::GeluBwd);
-    in(op, rows(b.hpre, box));
-    in(op, rows(gb_.dact, box));
-    out(op, rows(gb_.dhpre, box));
+  if (block == Block::Mlp) {
+    bwd_row_parallel(l, block, i, {"fc2.dgrad", "fc2.wgrad", Fc2W, b.act, gb_.dresid, gb_.dact, f_l_, h_});
+  } else {
+    bwd_row_parallel(l, block, i, {"proj.dgrad", "proj.wgrad", ProjW, b.ctx, gb_.dresid, gb_.dctx, a_l_ * d_, h_});
   }
-  bwd_column_parallel(l, Block::Mlp, i, {"fc1.dgrad", "fc1.wgrad", Fc1W, b.xn2, gb_.dhpre, -1, h_, fc1_cols_});
 }
 
-void Builder::bwd_attn_grads(int l, int i) {
-  const BlockPlan& bp = plan_.layers[size_t(l)].attn;
+void Builder::bwd_front(int l, Block block, int i) {
+  const BlockPlan& bp = block_plan(l, block);
   const Box box = slice_box(bp, i);
   const LayerBuffers& b = lb_[size_t(l)];
   const Phase BW = Phase::Backward;
-  const Block A = Block::Attn;
-  const bool first_slice = i == bp.p - 1;
-  bwd_row_parallel(l, A, i, {"proj.dgrad", "proj.wgrad", ProjW, b.ctx, gb_.dresid, gb_.dctx, a_l_ * d_, h_});
+  if (block == Block::Mlp) {
+    {
+      Op& op = emit(l, BW, block, "act.bwd", i, -1, swiglu_ ? OpCode::SwigluBwd : OpCode::GeluBwd);
+      in(op, rows(b.hpre, box));
+      in(op, rows(gb_.dact, box));
+      out(op, rows(gb_.dhpre, box));
+    }
+    bwd_column_parallel(l, block, i, {"fc1.dgrad", "fc1.wgrad", Fc1W, b.xn2, gb_.dhpre, -1, h_, fc1_cols_});
+    return;
+  }
   const int64_t k_end = (a_l_ + kv_l_) * d_;  // end of the key columns: rope turns queries and keys
   const Box keys{box.b0, box.b1, 0, box.s1};
   {
-    Op& op = emit(l, BW, A, "core.bwd", i, -1, OpCode::AttnBwd);
+    Op& op = emit(l, BW, block, "core.bwd", i, -1, OpCode::AttnBwd);
     qkv_operands(op, b.qkv, box, keys, false);
     in(op, rows(b.probs, box));
     in(op, rows(gb_.dctx, box));
     qkv_operands(op, gb_.dqkv, box, keys, true);
     // Sequence slices share keys: the last slice (processed first) covers them all and writes "=",
     // earlier slices add their share.
-    op.attrs.accumulate = bp.dim == SplitDim::Sequence && !first_slice;
+    op.attrs.accumulate = bp.dim == SplitDim::Sequence && i != bp.p - 1;
     op.attrs.heads = int16_t(a_l_), op.attrs.kv_heads = int16_t(kv_l_), op.attrs.head_dim = int16_t(d_);
     // dV, dP, dQ and dK: four products over the causal (query, key) pairs.
     op.flops = 8.0 * causal_pairs(box) * double(d_) * double(a_l_);
   }
   if (llama_) {
-    Op& op = emit(l, BW, A, "rope.bwd", i, -1, OpCode::RopeBwd);
+    Op& op = emit(l, BW, block, "rope.bwd", i, -1, OpCode::RopeBwd);
     in(op, rows(gb_.dqkv, box, 0, k_end));
     out(op, rows(gb_.dqkv, box, 0, k_end));
     op.attrs.heads = int16_t(a_l_ + kv_l_), op.attrs.head_dim = int16_t(d_);
   }
-  bwd_column_parallel(l, A, i, {"qkv.dgrad", "qkv.wgrad", QkvW, b.xn1, gb_.dqkv, -1, h_, qkv_cols_});
+  bwd_column_parallel(l, block, i, {"qkv.dgrad", "qkv.wgrad", QkvW, b.xn1, gb_.dqkv, -1, h_, qkv_cols_});
 }
 
-// BR_i: the norm backward adds the reduced input gradient (q chunks) into the residual gradient, which
+// N'_i: the norm backward adds the reduced input gradient (q chunks) into the residual gradient, which
 // already holds the pass-through part.
 void Builder::bwd_norm(int l, Block block, int i) {
   const BlockPlan& bp = block_plan(l, block);

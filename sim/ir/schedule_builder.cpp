@@ -112,13 +112,51 @@ const BlockPlan& Builder::block_plan(int layer, Block block) const {
 void Builder::flush_deferred_forward() {
   if (!deferred_.valid) return;
   deferred_.valid = false;
-  fwd_residual(deferred_.layer, deferred_.block, deferred_.slice);
+  residual_then_next_norm(deferred_.layer, deferred_.block, deferred_.slice);
 }
 
 void Builder::flush_deferred_backward() {
   if (!deferred_.valid) return;
   deferred_.valid = false;
   bwd_norm(deferred_.layer, deferred_.block, deferred_.slice);
+}
+
+bool Builder::next_block(int l, Block block, int* next_l, Block* next) const {
+  if (block == Block::Attn) {
+    *next_l = l, *next = Block::Mlp;
+    return true;
+  }
+  *next_l = l + 1, *next = Block::Attn;
+  return l + 1 < m_.layers;
+}
+
+bool Builder::prev_block(int l, Block block, int* prev_l, Block* prev) const {
+  if (block == Block::Mlp) {
+    *prev_l = l, *prev = Block::Attn;
+    return true;
+  }
+  *prev_l = l - 1, *prev = Block::Mlp;
+  return l > 0;
+}
+
+// Only when the next block's first slice shares no rows with this block's last one: that slice reads the
+// rows the held-back add writes.
+bool Builder::defers_residual(int l, Block block) const {
+  const BlockPlan& bp = block_plan(l, block);
+  int nl = 0;
+  Block nb = Block::None;
+  return bp.overlap == OverlapMode::Inter && next_block(l, block, &nl, &nb) &&
+         !slice_box(bp, bp.p - 1).intersects(slice_box(block_plan(nl, nb), 0));
+}
+
+// The rows must be the same, not merely covered: the norm reads exactly what the one add wrote.
+bool Builder::early_norm(int l, Block block, int i) const {
+  const BlockPlan& bp = block_plan(l, block);
+  int pl = 0;
+  Block pb = Block::None;
+  if (bp.order != SliceOrder::DeepSpeed || i >= bp.p || !prev_block(l, block, &pl, &pb)) return false;
+  const BlockPlan& prev = block_plan(pl, pb);
+  return prev.order == SliceOrder::DeepSpeed && i < prev.p && slice_box(prev, i) == slice_box(bp, i);
 }
 
 // Rough FLOPs per output element of the memory-bound ops (they are timed by bytes; FLOPs only inform), by

@@ -16,6 +16,7 @@ struct Box {
   int64_t b0 = 0, b1 = 0, s0 = 0, s1 = 0;
   int64_t rows() const { return (b1 - b0) * (s1 - s0); }
   bool intersects(const Box& o) const { return b0 < o.b1 && o.b0 < b1 && s0 < o.s1 && o.s0 < s1; }
+  bool operator==(const Box&) const = default;
 };
 
 // Per-layer parameters, indexed the same way for Param, Grad and optimizer-state buffers.
@@ -94,10 +95,20 @@ class Builder {
   bool chunked(const BlockPlan& bp) const { return bp.q > 1; }
   void flush_deferred_forward();
   void flush_deferred_backward();
+  // The blocks in forward order (attn 0, mlp 0, attn 1, ...): the one after / before (l, block), false at
+  // the ends (the head and the embedding are not blocks).
+  bool next_block(int l, Block block, int* next_l, Block* next) const;
+  bool prev_block(int l, Block block, int* prev_l, Block* prev) const;
+  // Inter-layer overlap: the block's last residual add waits for the next block's first slice.
+  bool defers_residual(int l, Block block) const;
+  // DeepSpeed order: the block's norm of slice i runs right after the previous block's residual add of the
+  // same rows (both blocks in that order) instead of at the start of the block's own slice.
+  bool early_norm(int l, Block block, int i) const;
 
   // schedule_forward.cpp
   void forward();
   void forward_block(int layer, Block block, const BlockPlan* next_plan);
+  void forward_block_deepspeed(int layer, Block block);
   // Buffers of a block's norm and the column-parallel GEMM after it (beta and bias: -1 when absent).
   struct NormColumnGemm {
     int32_t x, gamma, beta, xn, stats;
@@ -105,11 +116,16 @@ class Builder {
     int32_t weight, bias, y;
     int64_t cols;
   };
-  void fwd_norm_column_gemm(int l, Block block, int i);
+  NormColumnGemm norm_column_gemm(int l, Block block) const;
+  // A block's slice in three parts: the norm; the front (column-parallel GEMM, then attention or the
+  // activation); the back (row-parallel GEMM and its AllReduce launches).
+  void fwd_norm(int l, Block block, int i);
+  void fwd_front(int l, Block block, int i);
+  void fwd_back(int l, Block block, int i);
   void fwd_row_parallel_gemm(int l, Block block, int i, const char* name, int32_t x, int32_t w, int64_t k);
-  void fwd_attn_front(int l, int i);
-  void fwd_mlp_front(int l, int i);
   void fwd_residual(int l, Block block, int i);
+  // R_i, then the next block's norm of the same rows when it runs early (DeepSpeed order).
+  void residual_then_next_norm(int l, Block block, int i);
 
   // schedule_head.cpp: the vocab-parallel ends of the model (embedding; final norm, head and loss).
   void embedding_forward();
@@ -121,10 +137,13 @@ class Builder {
   // schedule_backward.cpp
   void backward();
   void backward_block(int layer, Block block, const BlockPlan* next_plan);
+  void backward_block_deepspeed(int layer, Block block);
   void bwd_row_parallel(int l, Block block, int i, const LinearBwd& lin);
   void bwd_column_parallel(int l, Block block, int i, const LinearBwd& lin);
-  void bwd_mlp_grads(int l, int i);
-  void bwd_attn_grads(int l, int i);
+  // The backward of a slice's back (row-parallel dgrad and wgrad) and front (attention or activation
+  // backward, column-parallel dgrad, its AllReduce launches, column-parallel wgrad).
+  void bwd_back(int l, Block block, int i);
+  void bwd_front(int l, Block block, int i);
   void bwd_norm(int l, Block block, int i);
   void optimizer();
   void optimizer_step(int layer, Block block, const char* name, int32_t param, int32_t grad, int32_t s1,

@@ -18,8 +18,12 @@ constexpr std::array<const char*, 3> kOverlapModeNames = {"none", "intra", "inte
 static_assert(size_t(OverlapMode::Inter) + 1 == kOverlapModeNames.size(), "one name per OverlapMode, in declaration order");
 const char* to_string(OverlapMode o) { return enum_name(o, kOverlapModeNames); }
 
+constexpr std::array<const char*, 2> kSliceOrderNames = {"deep", "deepspeed"};
+static_assert(size_t(SliceOrder::DeepSpeed) + 1 == kSliceOrderNames.size(), "one name per SliceOrder, in declaration order");
+const char* to_string(SliceOrder o) { return enum_name(o, kSliceOrderNames); }
+
 std::vector<std::string> strategy_names() {
-  return {"megatron-sync", "megatron-async", "domino-ds", "no-comm"};
+  return {"megatron-sync", "megatron-async", "domino-ds", "domino-deep", "no-comm"};
 }
 
 Plan make_uniform_plan(const ModelSpec& model, const BlockPlan& attn, const BlockPlan& mlp,
@@ -60,6 +64,36 @@ static BlockPlan parse_slices_strategy(const std::string& name) {
   return b;
 }
 
+// domino-ds and domino-deep halve the micro-batch; domino-ds also runs only what DeepSpeed's released Domino
+// code supports (LayerNorm, GeLU, multi-head attention with learned positions). Each missing feature is
+// named: running such a model in DeepSpeed's order would predict a system that does not exist.
+static void refuse_two_batch_slices(const std::string& name, const ModelSpec& model) {
+  std::vector<std::string> missing;
+  if (name == "domino-ds") {
+    if (model.norm == NormKind::RmsNorm) missing.push_back("RMSNorm (DeepSpeed's Domino has LayerNorm only)");
+    if (model.activation == Activation::Swiglu)
+      missing.push_back("SwiGLU (DeepSpeed's Domino has GeLU only)");
+    if (model.kv_heads < model.heads) {
+      missing.push_back(fmt::format("grouped-query attention (kv_heads {} < heads {}; DeepSpeed's Domino has "
+                                    "multi-head attention only)",
+                                    model.kv_heads, model.heads));
+    }
+    if (model.family == Family::Llama)
+      missing.push_back("rotary embeddings (Llama family; DeepSpeed's Domino has none)");
+  }
+  if (model.micro_batch % 2 != 0) {
+    missing.push_back(fmt::format("micro_batch {} (odd), which 2 batch slices cannot split (use an even "
+                                  "micro-batch)",
+                                  model.micro_batch));
+  }
+  if (missing.empty()) return;
+  std::string list;
+  for (const std::string& m : missing) list += (list.empty() ? "" : "; ") + m;
+  const bool deep_runs = name == "domino-ds" && model.micro_batch % 2 == 0;
+  throw_bad_input(fmt::format("strategy '{}' cannot run model '{}', which has {}{}", name, model.name, list,
+                              deep_runs ? "; 'domino-deep' runs the same slicing in the project's order" : ""));
+}
+
 Plan make_strategy_plan(const std::string& name, const ModelSpec& model) {
   BlockPlan b;  // batch, p = q = 1, every AllReduce blocks
   if (name.rfind("slices:", 0) == 0) {
@@ -70,14 +104,10 @@ Plan make_strategy_plan(const std::string& name, const ModelSpec& model) {
   } else if (name == "megatron-sync" || name == "no-comm") {
   } else if (name == "megatron-async") {
     b.bwd_overlap = true;
-  } else if (name == "domino-ds") {
-    if (model.micro_batch % 2 != 0) {
-      throw_bad_input(
-          fmt::format("strategy 'domino-ds' splits the micro-batch into 2 slices, but model '{}' has "
-                      "micro_batch {} (odd); use an even micro-batch",
-                      model.name, model.micro_batch));
-    }
-    b = BlockPlan{SplitDim::Batch, 2, 1, OverlapMode::Inter, true};
+  } else if (name == "domino-ds" || name == "domino-deep") {
+    refuse_two_batch_slices(name, model);
+    const SliceOrder order = name == "domino-ds" ? SliceOrder::DeepSpeed : SliceOrder::Deep;
+    b = BlockPlan{SplitDim::Batch, 2, 1, OverlapMode::Inter, true, order};
   } else {
     std::string list;
     for (const auto& s : strategy_names()) list += (list.empty() ? "" : ", ") + s;

@@ -15,8 +15,15 @@ enum class SplitDim { Batch, Sequence };
 // ends when all are done. Inter: additionally the last AllReduce crosses into the next block/layer.
 enum class OverlapMode { None, Intra, Inter };
 
+// The program order of a block's slices (docs/plan-format.md). Deep: the project's pipeline, where slice
+// i's AllReduce runs behind slice i+1's whole compute up to its own AllReduce launch. DeepSpeed: the order
+// of DeepSpeed's released Domino code, where slice i's AllReduce runs behind slice i+1's first GEMM and
+// attention (or activation) only, and the next block's norm follows each residual add.
+enum class SliceOrder { Deep, DeepSpeed };
+
 const char* to_string(SplitDim d);
 const char* to_string(OverlapMode o);
+const char* to_string(SliceOrder o);
 
 // One block (attention or MLP) of one layer.
 struct BlockPlan {
@@ -25,6 +32,7 @@ struct BlockPlan {
   int q = 1;  // column chunks of the row-parallel weight's output: 1, 2, 4
   OverlapMode overlap = OverlapMode::None;
   bool bwd_overlap = false;  // input-gradient AllReduce runs behind the weight-gradient GEMM
+  SliceOrder order = SliceOrder::Deep;
   auto operator<=>(const BlockPlan&) const = default;
 };
 
@@ -48,7 +56,7 @@ struct Plan {
   std::map<std::string, std::string> provenance;
 };
 
-std::vector<std::string> strategy_names();  // megatron-sync, megatron-async, domino-ds, no-comm
+std::vector<std::string> strategy_names();  // megatron-sync, megatron-async, domino-ds, domino-deep, no-comm
 // Expands a named strategy; BadInput for an unknown name (closest suggested) or one the model cannot run.
 Plan make_strategy_plan(const std::string& name, const ModelSpec& model);
 // Uniform plan: every layer gets the same blocks.

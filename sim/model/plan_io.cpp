@@ -77,7 +77,7 @@ std::vector<int> parse_layer_selection(const YAML::Node& n, const std::string& f
 BlockPlan parse_block(const YAML::Node& n, const std::string& file, const std::string& context,
                       const ModelSpec& m) {
   YamlMap y(n, file, context);
-  expect_keys(y, {"split", "p", "q", "overlap", "bwd_overlap"});
+  expect_keys(y, {"split", "p", "q", "overlap", "bwd_overlap", "order"});
   BlockPlan b;
   b.dim = y.opt_enum("split", {"batch", "sequence"}).value_or("batch") == "batch" ? SplitDim::Batch
                                                                                   : SplitDim::Sequence;
@@ -86,6 +86,8 @@ BlockPlan parse_block(const YAML::Node& n, const std::string& file, const std::s
   const std::string ov = y.opt_enum("overlap", {"none", "intra", "inter"}).value_or("none");
   b.overlap = ov == "none" ? OverlapMode::None : ov == "intra" ? OverlapMode::Intra : OverlapMode::Inter;
   b.bwd_overlap = y.opt_bool("bwd_overlap").value_or(false);
+  const std::string order = y.opt_enum("order", {"deep", "deepspeed"}).value_or("deep");
+  b.order = order == "deep" ? SliceOrder::Deep : SliceOrder::DeepSpeed;
   std::string key;
   const std::string why = detail::block_problem(b, m, &key);
   if (!why.empty()) y.fail(key, why);
@@ -115,7 +117,9 @@ std::string quoted(const std::string& s) {
 std::string block_yaml(const BlockPlan& b) {
   return std::string("{split: ") + to_string(b.dim) + ", p: " + std::to_string(b.p) +
          ", q: " + std::to_string(b.q) + ", overlap: " + to_string(b.overlap) +
-         ", bwd_overlap: " + (b.bwd_overlap ? "true" : "false") + "}";
+         ", bwd_overlap: " + (b.bwd_overlap ? "true" : "false") +
+         // Written only when not the default, so that plans in the deep order keep their bytes.
+         (b.order == SliceOrder::Deep ? std::string() : std::string(", order: ") + to_string(b.order)) + "}";
 }
 
 }  // namespace

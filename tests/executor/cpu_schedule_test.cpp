@@ -113,6 +113,11 @@ TEST_P(CpuSchedule, SlicedPlansMatchMegatronSync) {
        {SplitDim::Sequence, 4, 2, OverlapMode::Inter, true}},
       {"batch4-col4", {SplitDim::Batch, 4, 4, OverlapMode::Intra, true},
        {SplitDim::Sequence, 2, 4, OverlapMode::None, false}},
+      // DeepSpeed's order: the same ops in another program order compute the same gradients.
+      {"deepspeed-order", {SplitDim::Batch, 2, 1, OverlapMode::Inter, true, SliceOrder::DeepSpeed},
+       {SplitDim::Batch, 2, 1, OverlapMode::Inter, true, SliceOrder::DeepSpeed}},
+      {"deepspeed-seq4-col2", {SplitDim::Sequence, 4, 2, OverlapMode::Inter, true, SliceOrder::DeepSpeed},
+       {SplitDim::Sequence, 4, 1, OverlapMode::Intra, false, SliceOrder::DeepSpeed}},
   };
   for (const PlanCase& pc : cases) {
     SCOPED_TRACE(pc.name);

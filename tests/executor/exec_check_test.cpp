@@ -21,7 +21,8 @@ struct CheckCase {
 
 void PrintTo(const CheckCase& c, std::ostream* os) {
   auto block = [](const BlockPlan& b) {
-    return std::string(to_string(b.dim)) + " p" + std::to_string(b.p) + " q" + std::to_string(b.q);
+    return std::string(to_string(b.dim)) + " p" + std::to_string(b.p) + " q" + std::to_string(b.q) +
+           (b.order == SliceOrder::DeepSpeed ? " deepspeed" : "");
   };
   *os << c.model << " attn " << block(c.attn) << ", mlp " << block(c.mlp);
 }
@@ -45,12 +46,17 @@ const BlockPlan kBatch2{SplitDim::Batch, 2, 1, OverlapMode::Inter, true};
 const BlockPlan kSeq4{SplitDim::Sequence, 4, 1, OverlapMode::Intra, true};
 const BlockPlan kCol2{SplitDim::Batch, 1, 2, OverlapMode::Intra, false};
 const BlockPlan kSeq2Col2{SplitDim::Sequence, 2, 2, OverlapMode::Inter, true};
+// DeepSpeed's order: domino-ds's blocks, and a sliced and chunked one on Llama (a plan, not domino-ds).
+const BlockPlan kBatch2Ds{SplitDim::Batch, 2, 1, OverlapMode::Inter, true, SliceOrder::DeepSpeed};
+const BlockPlan kSeq2Col2Ds{SplitDim::Sequence, 2, 2, OverlapMode::Inter, true, SliceOrder::DeepSpeed};
 
 INSTANTIATE_TEST_SUITE_P(Plans, ExecCheck,
                          ::testing::Values(CheckCase{"tiny-gpt", kBatch2, kBatch2}, CheckCase{"tiny-gpt", kSeq4, kCol2},
                                            CheckCase{"tiny-gpt", kSeq2Col2, kSeq2Col2},
                                            CheckCase{"tiny-llama", kSeq2Col2, kBatch2},
-                                           CheckCase{"tiny-llama", kCol2, kSeq4}),
+                                           CheckCase{"tiny-llama", kCol2, kSeq4},
+                                           CheckCase{"tiny-gpt", kBatch2Ds, kBatch2Ds},
+                                           CheckCase{"tiny-llama", kSeq2Col2Ds, kBatch2Ds}),
                          [](const auto& info) {
                            return std::string(info.param.model == std::string("tiny-gpt") ? "Gpt" : "Llama") +
                                   std::to_string(info.index);

@@ -66,7 +66,7 @@ TEST(ExecFault, KilledLauncherTakesItsRanksAlong) {
 
 TEST(ExecFault, NanStopsTheRunNamingOpAndRank) {
   TempDir dir;
-  const Outcome o = run({model_file("tiny-llama"), "--strategy", "domino-ds", "--optimizer", "sgd", "--lr", "1e30",
+  const Outcome o = run({model_file("tiny-llama"), "--strategy", "domino-deep", "--optimizer", "sgd", "--lr", "1e30",
                          "--iters", "3", "--warmup", "0"},
                         dir / "log");
   EXPECT_EQ(o.exit_code, 1) << o.output;

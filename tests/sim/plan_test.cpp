@@ -53,17 +53,21 @@ std::string error_of(const std::function<void()>& f) {
 TEST(Strategies, ExpandAsDocumented) {
   const ModelSpec m = test::tiny_gpt();
   EXPECT_EQ(strategy_names(),
-            (std::vector<std::string>{"megatron-sync", "megatron-async", "domino-ds", "no-comm"}));
+            (std::vector<std::string>{"megatron-sync", "megatron-async", "domino-ds", "domino-deep", "no-comm"}));
   const Plan sync = make_strategy_plan("megatron-sync", m);
   const Plan async = make_strategy_plan("megatron-async", m);
   const Plan ds = make_strategy_plan("domino-ds", m);
+  const Plan deep = make_strategy_plan("domino-deep", m);
   const Plan bound = make_strategy_plan("no-comm", m);
   ASSERT_EQ(ds.layers.size(), size_t(m.layers));
   for (size_t l = 0; l < ds.layers.size(); ++l) {
     EXPECT_EQ(sync.layers[l].attn, (BlockPlan{SplitDim::Batch, 1, 1, OverlapMode::None, false}));
     EXPECT_EQ(async.layers[l].mlp, (BlockPlan{SplitDim::Batch, 1, 1, OverlapMode::None, true}));
-    EXPECT_EQ(ds.layers[l].attn, (BlockPlan{SplitDim::Batch, 2, 1, OverlapMode::Inter, true}));
+    EXPECT_EQ(ds.layers[l].attn,
+              (BlockPlan{SplitDim::Batch, 2, 1, OverlapMode::Inter, true, SliceOrder::DeepSpeed}));
     EXPECT_EQ(ds.layers[l].mlp, ds.layers[l].attn);
+    EXPECT_EQ(deep.layers[l].attn, (BlockPlan{SplitDim::Batch, 2, 1, OverlapMode::Inter, true, SliceOrder::Deep}));
+    EXPECT_EQ(deep.layers[l].mlp, deep.layers[l].attn);
     EXPECT_EQ(bound.layers[l], sync.layers[l]);
   }
   EXPECT_TRUE(sync.comm_enabled);
@@ -128,7 +132,7 @@ TEST(PlanFile, RoundTripsEveryPlan) {
 
 TEST(PlanFile, FoldsIdenticalLayersIntoRanges) {
   const ModelSpec m = test::llama2_70b();
-  Plan p = make_strategy_plan("domino-ds", m);
+  Plan p = make_strategy_plan("domino-deep", m);
   std::string y = plan_to_yaml(p);
   EXPECT_NE(y.find("  - layers: 0-79\n"), std::string::npos) << y;
   EXPECT_EQ(std::count(y.begin(), y.end(), '\n'), 14) << y;
@@ -137,6 +141,37 @@ TEST(PlanFile, FoldsIdenticalLayersIntoRanges) {
   EXPECT_NE(y.find("layers: 0-39\n"), std::string::npos);
   EXPECT_NE(y.find("layers: 40\n"), std::string::npos);
   EXPECT_NE(y.find("layers: 41-79\n"), std::string::npos);
+}
+
+// The order key: read with its default, written only when not the default (plans in the deep order keep
+// the bytes they had before the key existed).
+TEST(PlanFile, OrderKeyRoundTrips) {
+  const ModelSpec m = test::tiny_gpt();
+  const fs::path dir = temp_dir();
+  const fs::path f = dir / "order.yaml";
+  const Plan given = make_strategy_plan("domino-ds", m);
+  std::string y = plan_to_yaml(given);
+  for (const char* line : {"attn: {split: batch, p: 2, q: 1, overlap: inter, bwd_overlap: true, order: deepspeed}\n",
+                           "mlp: {split: batch, p: 2, q: 1, overlap: inter, bwd_overlap: true, order: deepspeed}\n"})
+    EXPECT_NE(y.find(line), std::string::npos) << y;
+  EXPECT_EQ(plan_to_yaml(make_strategy_plan("domino-deep", m)).find("order"), std::string::npos);
+  // Explicit "order: deep" reads as the default and is written without the key.
+  const std::string deep_explicit = std::string("format_version: 1\nmodel: {name: \"tiny-gpt\", fingerprint: \"") +
+                                    model_fingerprint(m) + "\"}\ntp: 2\nlayers:\n" +
+                                    "  - {layers: 0-2, attn: {p: 2, overlap: inter, order: deep}, "
+                                    "mlp: {p: 2, q: 2, order: deepspeed}}\n";
+  std::ofstream(f) << deep_explicit;
+  const Plan back = load_plan(f.string(), m);
+  EXPECT_EQ(back.layers[1].attn.order, SliceOrder::Deep);
+  EXPECT_EQ(back.layers[1].mlp, (BlockPlan{SplitDim::Batch, 2, 2, OverlapMode::None, false, SliceOrder::DeepSpeed}));
+  y = plan_to_yaml(back);
+  EXPECT_NE(y.find("attn: {split: batch, p: 2, q: 1, overlap: inter, bwd_overlap: false}\n"), std::string::npos) << y;
+  EXPECT_NE(y.find("mlp: {split: batch, p: 2, q: 2, overlap: none, bwd_overlap: false, order: deepspeed}\n"),
+            std::string::npos)
+      << y;
+  save_plan(given, f.string());
+  EXPECT_EQ(load_plan(f.string(), m).layers, given.layers);
+  fs::remove_all(dir);
 }
 
 TEST(PlanFile, GoodFilesLoad) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/base/error.hpp"
 #include "sim/model/plan.hpp"
 #include "sim/ir/schedule.hpp"
 #include "sim/ir/verify.hpp"
@@ -84,11 +85,17 @@ struct NamedPlan {
   Plan plan;
 };
 
-// The named strategies plus custom plans covering p in {1,2,4}, q in {1,2,4}, both split dimensions,
-// every overlap mode, and per-layer mixtures.
+// The named strategies the model can run (domino-ds refuses Llama models) plus custom plans covering p in
+// {1,2,4}, q in {1,2,4}, both split dimensions, every overlap mode, both slice orders, and per-layer
+// mixtures (of orders too).
 inline std::vector<NamedPlan> plans_for(const ModelSpec& m) {
   std::vector<NamedPlan> out;
-  for (const auto& s : strategy_names()) out.push_back({s, make_strategy_plan(s, m)});
+  for (const auto& s : strategy_names()) {
+    try {
+      out.push_back({s, make_strategy_plan(s, m)});
+    } catch (const Error&) {
+    }
+  }
   const auto uni = [&](const std::string& name, BlockPlan a, BlockPlan b) {
     out.push_back({name, make_uniform_plan(m, a, b, "custom")});
   };
@@ -110,6 +117,21 @@ inline std::vector<NamedPlan> plans_for(const ModelSpec& m) {
     mixed.layers[l].mlp = {S::Batch, 2 * p > 4 ? 1 : 2 * p, 1, l % 2 ? O::Intra : O::Inter, true};
   }
   out.push_back({"mixed-per-layer", mixed});
+  const SliceOrder DS = SliceOrder::DeepSpeed;
+  uni("ds-batch-p4-q2-inter", {S::Batch, 4, 2, O::Inter, true, DS}, {S::Batch, 4, 2, O::Inter, true, DS});
+  uni("ds-seq-p2-q1-inter", {S::Sequence, 2, 1, O::Inter, true, DS}, {S::Sequence, 2, 1, O::Inter, false, DS});
+  uni("ds-seq-p4-q1-intra", {S::Sequence, 4, 1, O::Intra, true, DS}, {S::Sequence, 4, 4, O::None, false, DS});
+  uni("ds-batch-p2-q2-none", {S::Batch, 2, 2, O::None, false, DS}, {S::Batch, 4, 1, O::Inter, true, DS});
+  uni("ds-attn-deep-mlp", {S::Batch, 2, 1, O::Inter, true, DS}, {S::Batch, 2, 1, O::Inter, true});
+  uni("deep-attn-ds-mlp", {S::Batch, 2, 1, O::Inter, true}, {S::Batch, 2, 4, O::Inter, true, DS});
+  Plan orders = make_uniform_plan(m, {}, {}, "custom");
+  for (size_t l = 0; l < orders.layers.size(); ++l) {
+    const int p = 2 << (l % 2);
+    const S dim = l == 1 ? S::Sequence : S::Batch;
+    orders.layers[l].attn = {dim, p, 1, O::Inter, true, l == 2 ? SliceOrder::Deep : DS};
+    orders.layers[l].mlp = {S::Batch, p, l % 2 ? 2 : 1, O::Inter, true, l == 0 ? SliceOrder::Deep : DS};
+  }
+  out.push_back({"mixed-orders", orders});
   Plan nocomm_sliced =
       make_uniform_plan(m, {S::Batch, 2, 2, O::Inter, true}, {S::Sequence, 2, 2, O::Inter, true}, "custom");
   nocomm_sliced.comm_enabled = false;

@@ -54,7 +54,7 @@ TEST_F(DominoSimCli, JsonHasStableKeysAndConsistentFigures) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   const auto& s = j.at("strategies");
-  for (const char* name : {"megatron-sync", "megatron-async", "domino-ds", "no-comm"}) {
+  for (const char* name : {"megatron-sync", "megatron-async", "domino-ds", "domino-deep", "no-comm"}) {
     ASSERT_TRUE(s.contains(name)) << name;
     for (const char* key : {"iteration_time_us", "exposed_comm_us", "speedup_vs_megatron_sync"}) {
       EXPECT_TRUE(s.at(name).contains(key)) << name << " " << key;
@@ -89,6 +89,7 @@ TEST_F(DominoSimCli, BadUsageExitsTwoWithAMessage) {
       {"--strategy domino-ds --plan p.yaml", "excludes"},
       {"--strategy domino-ds --tp 0", "--tp"},
       {"no-such-model --strategy domino-ds", "unknown model 'no-such-model'"},
+      {"llama2-7b --strategy domino-ds --profile dgx-h100", "which has RMSNorm"},
       {"gpt3-6.7b --strategy megatron-sync --profile dgx-h100 --tp 16", "inter_node"},
       {"--strategy no-comm --profile tests/data/profiles/bad/unknown_key.yaml",
        "unknown_key.yaml:5:5: profile gemm.bf16: unknown key 'peak_tflop'"},
@@ -105,6 +106,7 @@ TEST_F(DominoSimCli, AStrategyTheModelCannotRunIsReportedNotFatal) {
   const CliResult r = run_sim("gpt3-2.7b --strategy megatron-sync --micro-batch 3 --profile dgx-h100");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("domino-ds        n/a"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("domino-deep      n/a"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -23,8 +23,10 @@ struct Case {
 };
 
 SearchOptions space(std::vector<SplitDim> splits, std::vector<int> ps, std::vector<int> qs,
-                    std::vector<OverlapMode> overlaps, std::vector<bool> bwd) {
+                    std::vector<OverlapMode> overlaps, std::vector<bool> bwd,
+                    std::vector<SliceOrder> orders = {SliceOrder::Deep}) {
   SearchOptions o;
+  o.orders = std::move(orders);
   o.splits = std::move(splits);
   o.p_values = std::move(ps);
   o.q_values = std::move(qs);
@@ -36,16 +38,21 @@ SearchOptions space(std::vector<SplitDim> splits, std::vector<int> ps, std::vect
 
 const auto kNone = OverlapMode::None, kIntra = OverlapMode::Intra, kInter = OverlapMode::Inter;
 const auto kBatch = SplitDim::Batch, kSeq = SplitDim::Sequence;
+const auto kDeep = SliceOrder::Deep, kDeepSpeed = SliceOrder::DeepSpeed;
 
 std::vector<Case> cases() {
   return {
-      // 8 choices per block, 2 layers: 4096 plans.
-      {"cpu_gpt_2_layers", "cpu-gpt", 2, 2, "cpu-dev", space({kSeq}, {1, 2}, {1, 2}, {kNone, kInter}, {true})},
+      // 12 choices per block (the 4 sliced ones in both orders), 2 layers: 20736 plans.
+      {"cpu_gpt_2_layers", "cpu-gpt", 2, 2, "cpu-dev",
+       space({kSeq}, {1, 2}, {1, 2}, {kNone, kInter}, {true}, {kDeep, kDeepSpeed})},
       // Slow network: communication dominates.
       {"cpu_gpt_2_layers_slow_link", "cpu-gpt", 2, 2, "cpu-dev-2gbps",
        space({kBatch}, {1, 4}, {1, 2}, {kNone, kInter}, {true})},
       // 4 choices, 3 layers: 4096 plans; Llama family (RMSNorm, SwiGLU, GQA, rotary).
       {"cpu_llama_3_layers", "cpu-llama", 3, 2, "cpu-dev", space({kBatch, kSeq}, {2}, {1}, {kIntra, kInter}, {true})},
+      // Both slice orders on a Llama model (which domino-ds refuses; its order is still a plan): 256 plans.
+      {"cpu_llama_2_layers_orders", "cpu-llama", 2, 2, "cpu-dev",
+       space({kBatch, kSeq}, {2}, {1}, {kInter}, {true}, {kDeep, kDeepSpeed})},
       // GPU profile, GPT-3 13B shapes, 2 layers at TP 8 (6 choices: 1296 plans).
       {"gpt3_13b_2_layers_h100", "gpt3-13b", 2, 8, "dgx-h100", space({kSeq}, {1, 2, 4}, {1}, {kNone, kInter}, {true})},
       // 3 choices, 4 layers: 6561 plans, Llama-2 7B shapes on A100.

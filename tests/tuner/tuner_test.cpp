@@ -87,7 +87,7 @@ TEST(Tuner, JsonSummaryHasTheStableKeys) {
   const nlohmann::json j = summary_json(r, o);
   EXPECT_DOUBLE_EQ(j["best"]["iteration_time_us"].get<double>(), r.best().figures.iteration_us);
   EXPECT_GE(j["best"]["speedup_vs_megatron_sync"].get<double>(), 1.0);
-  for (const char* name : {"megatron-sync", "megatron-async", "domino-ds", "no-comm"})
+  for (const char* name : {"megatron-sync", "megatron-async", "domino-ds", "domino-deep", "no-comm"})
     EXPECT_TRUE(j["baselines"][name]["iteration_time_us"].is_number()) << name;
   EXPECT_LE(j["top"].size(), 3u);
   EXPECT_GT(j["search"]["evaluated"].get<double>(), 0);

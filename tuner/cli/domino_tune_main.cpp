@@ -47,8 +47,9 @@ std::vector<int> parse_tps(const std::string& text) {
 
 int main(int argc, char** argv) {
   return domino::run_main("domino-tune", [&]() -> int {
-    CLI::App app{"Search per-layer Domino slicing plans (split dim, p, q, overlap) for the fastest predicted iteration."};
+    CLI::App app{"Search per-layer Domino slicing plans (split dim, p, q, overlap, slice order) for the fastest predicted iteration."};
     std::string model_arg, profile_arg, tp_arg, plan_path, trace_path, json_path, splits_arg = "batch,sequence";
+    std::string orders_arg = "deep,deepspeed";
     domino::ModelOverrides overrides;
     domino::TuneOptions options;
     bool quiet = false;
@@ -65,6 +66,8 @@ int main(int argc, char** argv) {
     app.add_option("--seq-len", overrides.seq_len, "sequence length")->check(CLI::PositiveNumber);
     app.add_option("--micro-batch", overrides.micro_batch, "micro-batch size")->check(CLI::PositiveNumber);
     app.add_option("--splits", splits_arg, "row-split dimensions to search: batch, sequence or batch,sequence");
+    app.add_option("--orders", orders_arg,
+                   "slice orders to search (docs/plan-format.md): deep, deepspeed or deep,deepspeed");
     app.add_option("--max-p", options.search.max_p, "largest row-slice count (1, 2, 4, 8)")->check(CLI::PositiveNumber);
     app.add_option("--max-q", options.search.max_q, "largest column-chunk count (1, 2, 4)")->check(CLI::PositiveNumber);
     app.add_flag("--quiet", quiet, "no progress line on stderr");
@@ -72,6 +75,7 @@ int main(int argc, char** argv) {
     if (auto rc = domino::parse_command_line(app, argc, argv, "domino-tune")) return *rc;
     options.progress = !quiet;
     options.search.splits = domino::parse_splits(splits_arg);
+    options.search.orders = domino::parse_orders(orders_arg);
     const std::vector<int> tps = tp_arg.empty() ? std::vector<int>{} : parse_tps(tp_arg);
 
     domino::ModelSpec model;
