@@ -34,6 +34,11 @@ void judge_memory(const HostFootprint& f, PreflightVerdict* v) {
 
 void judge_cores(const PreflightFacts& facts, PreflightVerdict* v) {
   const int ranks = facts.ranks_on_cores, threads = facts.footprint.busy_threads_per_rank;
+  if (ranks > facts.cpus && !facts.timed) {
+    v->warnings.push_back("the check runs " + ranks_text(size_t(ranks)) + " on " + std::to_string(facts.cpus) +
+                          " CPU(s) (" + facts.cpus_source + "): correct, but slower than one rank per core");
+    return;
+  }
   if (ranks > facts.cpus) {
     v->refusals.push_back("the plan runs " + ranks_text(size_t(ranks)) + " on " + std::to_string(facts.cpus) +
                           " CPU(s) (" + facts.cpus_source + "): every rank needs a core of its own, or its "
@@ -95,6 +100,7 @@ void run_preflight(const ExecOptions& options, const Job& job, const HostRanks& 
   const bool alone = ranks.self >= 0 && mask.bound;
   facts.ranks_on_cores = alone ? 1 : int(ranks.local_ranks.size());
   facts.cpus_source = alone ? "this rank's affinity mask" : "this process's affinity mask";
+  facts.timed = !options.run.check;
   const PreflightVerdict verdict = judge_preflight(facts);
   for (const std::string& w : verdict.warnings) std::fprintf(stderr, "domino-exec: warning: %s\n", w.c_str());
   if (verdict.refusals.empty()) return;

@@ -30,6 +30,7 @@ struct PreflightFacts {
   int ranks_on_cores = 1;       // ranks that share the CPUs below
   int cpus = 1;                 // CPUs those ranks may run on
   std::string cpus_source;      // "this process's affinity mask"
+  bool timed = true;            // false for --check: only correctness, so sharing cores is no error
 };
 
 struct PreflightVerdict {

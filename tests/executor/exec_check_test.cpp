@@ -96,7 +96,7 @@ INSTANTIATE_TEST_SUITE_P(Strategies, ExecCheckStrategy,
                                            StrategyCase{"cpu-gpt", "no-comm", 1},
                                            StrategyCase{"cpu-llama", "megatron-sync", 2},
                                            StrategyCase{"cpu-llama", "megatron-async", 2},
-                                           StrategyCase{"cpu-llama", "domino-ds", 2},
+                                           StrategyCase{"cpu-llama", "domino-deep", 2},
                                            StrategyCase{"cpu-llama", "no-comm", 1}),
                          [](const auto& info) {
                            std::string name = std::string(info.param.model) + "_" + info.param.strategy;

@@ -132,7 +132,7 @@ TEST(ExecInterleave, EnvModeRunsThePlansInterleaved) {
 
 TEST(ExecInterleave, PlanForAnotherModelIsRefusedNamingIt) {
   TempDir dir;
-  save_plan(make_strategy_plan("domino-ds", tiny("tiny-llama", 2)), dir / "llama.yaml");
+  save_plan(make_strategy_plan("domino-deep", tiny("tiny-llama", 2)), dir / "llama.yaml");
   const Outcome o = run({model_file("tiny-gpt"), "--plans", "megatron-async", dir / "llama.yaml"}, dir / "log");
   EXPECT_EQ(o.exit_code, 2) << o.output;
   EXPECT_NE(o.output.find(dir / "llama.yaml"), std::string::npos) << o.output;

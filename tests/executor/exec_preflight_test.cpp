@@ -75,6 +75,17 @@ TEST(Preflight, MoreRanksThanCpusIsRefusedMoreThreadsOnlyWarned) {
   EXPECT_TRUE(judge_preflight(facts(kGiB, 100 * kGiB, 2, 4, 2)).warnings.empty());
 }
 
+TEST(Preflight, CheckThatTimesNothingOnlyWarnsOfSharedCores) {
+  PreflightFacts f = facts(kGiB, 100 * kGiB, 4, 2);
+  f.timed = false;
+  const PreflightVerdict v = judge_preflight(f);
+  EXPECT_TRUE(v.refusals.empty());
+  ASSERT_EQ(v.warnings.size(), 1u);
+  EXPECT_NE(v.warnings[0].find("4 ranks on 2 CPU(s)"), std::string::npos) << v.warnings[0];
+  f.footprint.bytes_per_rank = 1000 * kGiB;  // memory is refused all the same
+  EXPECT_EQ(judge_preflight(f).refusals.size(), 1u);
+}
+
 TEST(Preflight, HostRanksOfBothLaunches) {
   const HostRanks own = launcher_host_ranks(3);
   EXPECT_EQ(own.local_ranks, (std::vector<int>{0, 1, 2}));

@@ -106,10 +106,11 @@ TEST(SliceOrder, DominoDsForwardIsDeepSpeedsTwelveSteps) {
 TEST(SliceOrder, DominoDsFirstLayerNorms) {
   const ModelSpec m = test::tiny_gpt();
   const Indexed x(test::build_verified(m, make_strategy_plan("domino-ds", m)));
-  const Ids expected = {"emb.fwd",           "L0.fwd.attn.norm.s0", "L0.fwd.attn.qkv.s0", "L0.fwd.attn.core.s0",
+  // The embedding's last compute op adds the positions once its vocabulary-shard AllReduce is done.
+  const Ids expected = {"emb.fwd.pos",         "L0.fwd.attn.norm.s0", "L0.fwd.attn.qkv.s0", "L0.fwd.attn.core.s0",
                         "L0.fwd.attn.norm.s1", "L0.fwd.attn.proj.s0", "L0.fwd.attn.qkv.s1", "L0.fwd.attn.core.s1",
                         "L0.fwd.attn.add.s0",  "L0.fwd.mlp.norm.s0"};
-  EXPECT_EQ(x.compute_from("emb.fwd", expected.size()), expected);
+  EXPECT_EQ(x.compute_from("emb.fwd.pos", expected.size()), expected);
   // Nothing crosses into the head: the last add and nothing else between the last GEMM and the head.
   EXPECT_EQ(x.compute_from("L2.fwd.mlp.fc2.s1", 3), (Ids{"L2.fwd.mlp.fc2.s1", "L2.fwd.mlp.add.s1", "head.fwd.norm"}));
 }

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "sim/base/error.hpp"
+#include "sim/base/files.hpp"
 #include "tests/tuner/tuner_test_util.hpp"
 #include "tuner/tune_report.hpp"
 
@@ -71,7 +72,8 @@ TEST(Tuner, PlanRecordsProvenanceAndRoundTrips) {
                           "baseline_megatron-sync_iteration_us", "baseline_no-comm_iteration_us"})
     EXPECT_TRUE(plan.provenance.count(key)) << key;
   EXPECT_EQ(std::stod(plan.provenance.at("predicted_iteration_us")), std::stod(fmt::format("{:.3f}", r.best().figures.iteration_us)));
-  const std::string path = testing::TempDir() + "/h4_tuned_plan.yaml";
+  const TempDir dir("domino-tuner-test");
+  const std::string path = dir.path() + "/tuned_plan.yaml";
   save_plan(plan, path);
   const Plan back = load_plan(path, m);
   EXPECT_EQ(back.layers, plan.layers);
@@ -163,9 +165,11 @@ struct CliRun {
   std::string out, err;
 };
 
+// Each call captures into its own folder: ctest runs the tests of this file in parallel processes.
 CliRun run_cli(const std::string& args) {
   const std::string bin = std::string(DOMINO_BIN_DIR) + "/domino-tune";
-  const std::string dir = testing::TempDir();
+  const TempDir capture("domino-tune-cli");
+  const std::string dir = capture.path();
   const std::string cmd = "cd " + std::string(DOMINO_TEST_DATA) + "/.. && " + bin + " " + args + " >" + dir +
                           "/h4_cli.out 2>" + dir + "/h4_cli.err";
   const int status = std::system(cmd.c_str());
@@ -182,7 +186,8 @@ bool have_cli() { return std::filesystem::exists(std::string(DOMINO_BIN_DIR) + "
 
 TEST(TuneCli, WritesPlanTraceAndJsonDeterministically) {
   if (!have_cli()) GTEST_SKIP() << "domino-tune not built";
-  const std::string dir = testing::TempDir();
+  const TempDir outputs("domino-tune-cli-outputs");
+  const std::string dir = outputs.path();
   const CliRun a = run_cli("-o " + dir + "/h4_a.yaml --json " + dir + "/h4_a.json --trace " + dir + "/h4_a.trace.json --top 3");
   ASSERT_EQ(a.code, 0) << a.err;
   EXPECT_NE(a.out.find("megatron-sync"), std::string::npos);
