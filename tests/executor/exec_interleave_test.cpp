@@ -13,7 +13,6 @@
 #include <utility>
 
 #include "exec_test_util.hpp"
-#include "executor/runtime/tcp_store.hpp"
 #include "sim/ir/schedule.hpp"
 #include "sim/model/plan.hpp"
 #include "sim/trace/timeline.hpp"
@@ -107,22 +106,9 @@ TEST(ExecInterleave, ThreePlansInOneLaunchAlternateAndTraceTheirOwnOps) {
 
 TEST(ExecInterleave, EnvModeRunsThePlansInterleaved) {
   TempDir dir;
-  int port = 0;
-  {
-    TcpStoreServer probe(0);
-    port = probe.port();
-  }
-  std::vector<Proc> ranks;
-  for (int r = 0; r < 2; ++r)
-    ranks.push_back(start({model_file("tiny-gpt"), "--plans", "megatron-sync", "domino-ds", "--iters", "2", "--warmup",
-                           "0", "--quiet", "--out", dir / "out"},
-                          dir / ("log" + std::to_string(r)),
-                          {"RANK=" + std::to_string(r), "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
-                           "MASTER_PORT=" + std::to_string(port)}));
-  for (const Proc& p : ranks) {
-    const Outcome o = finish(p, 120);
-    EXPECT_EQ(o.exit_code, 0) << o.output;
-  }
+  run_env_mode_ranks({model_file("tiny-gpt"), "--plans", "megatron-sync", "domino-ds", "--iters", "2", "--warmup", "0",
+                      "--quiet", "--out", dir / "out"},
+                     dir);
   const nlohmann::json combined = read_json(dir / "out/interleave.json");
   EXPECT_EQ(combined["baseline"], "megatron-sync");  // no megatron-async: the first plan
   ASSERT_EQ(combined["plans"].size(), 2u);

@@ -124,13 +124,18 @@ int64_t mem_available() {
   return -1;
 }
 
-// GPT-3 13B at TP 8 on the CPU backend: the schedule's bytes alone, 8 times, exceed any test machine.
-TEST(Preflight, ModelTooBigFailsFastStartingNoRank) {
+// Whether this machine could hold GPT-3 13B at TP 8 on CPUs (the schedule's bytes alone, 8 times): the
+// tests below need a job that cannot fit.
+bool host_fits_gpt3_13b_tp8() {
   ModelOverrides o;
   o.tp = 8;
   const ModelSpec m = load_model("gpt3-13b", o);
-  const int64_t floor = 8 * schedule_memory_bytes(build_schedule(m, make_strategy_plan("domino-ds", m)));
-  if (mem_available() > floor) GTEST_SKIP() << "this machine has room for GPT-3 13B at TP 8 on CPUs";
+  return mem_available() > 8 * schedule_memory_bytes(build_schedule(m, make_strategy_plan("domino-ds", m)));
+}
+
+// GPT-3 13B at TP 8 on the CPU backend: the schedule's bytes alone, 8 times, exceed any test machine.
+TEST(Preflight, ModelTooBigFailsFastStartingNoRank) {
+  if (host_fits_gpt3_13b_tp8()) GTEST_SKIP() << "this machine has room for GPT-3 13B at TP 8 on CPUs";
   TempDir dir;
   fs::create_directory(dir / "tmp");
   const Outcome out = run({"gpt3-13b", "--strategy", "domino-ds", "--tp", "8", "--trace", dir / "t.json", "--json",
@@ -191,11 +196,7 @@ TEST(Preflight, ThreadsBeyondTheCpusAreAWarning) {
 // A rank of an outside launch checks its host with the launcher's count of ranks there, before rendezvous
 // (nobody listens at MASTER_PORT: a rank that got past the check would wait there until its timeout).
 TEST(Preflight, EnvModeChecksItsHostBeforeRendezvous) {
-  ModelOverrides o;
-  o.tp = 8;
-  const ModelSpec m = load_model("gpt3-13b", o);
-  const int64_t floor = 8 * schedule_memory_bytes(build_schedule(m, make_strategy_plan("domino-ds", m)));
-  if (mem_available() > floor) GTEST_SKIP() << "this machine has room for GPT-3 13B at TP 8 on CPUs";
+  if (host_fits_gpt3_13b_tp8()) GTEST_SKIP() << "this machine has room for GPT-3 13B at TP 8 on CPUs";
   TempDir dir;
   const Outcome out = run({"gpt3-13b", "--strategy", "domino-ds", "--tp", "8", "--timeout", "60"}, dir / "log", 120,
                           {"RANK=3", "WORLD_SIZE=8", "LOCAL_RANK=3", "LOCAL_WORLD_SIZE=8", "MASTER_ADDR=127.0.0.1",

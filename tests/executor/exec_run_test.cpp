@@ -12,7 +12,6 @@
 
 #include "exec_test_util.hpp"
 #include "executor/runtime/link_emulation.hpp"
-#include "executor/runtime/tcp_store.hpp"
 #include "executor/runtime/tensor_dump.hpp"
 #include "sim/trace/timeline.hpp"
 
@@ -164,22 +163,9 @@ TEST(ExecRun, CudaBackendWithoutDeviceFailsWithAMessage) {
 
 TEST(ExecRun, EnvModeAsTorchrunStartsIt) {
   TempDir dir;
-  int port = 0;
-  {
-    TcpStoreServer probe(0);
-    port = probe.port();
-  }
-  std::vector<Proc> ranks;
-  for (int r = 0; r < 2; ++r)
-    ranks.push_back(start({model_file("tiny-gpt"), "--strategy", "megatron-sync", "--iters", "2", "--warmup", "0",
-                           "--json", dir / "s.json"},
-                          dir / ("log" + std::to_string(r)),
-                          {"RANK=" + std::to_string(r), "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
-                           "MASTER_PORT=" + std::to_string(port)}));
-  for (const Proc& p : ranks) {
-    const Outcome o = finish(p, 120);
-    EXPECT_EQ(o.exit_code, 0) << o.output;
-  }
+  run_env_mode_ranks({model_file("tiny-gpt"), "--strategy", "megatron-sync", "--iters", "2", "--warmup", "0", "--json",
+                      dir / "s.json"},
+                     dir);
   ASSERT_TRUE(fs::exists(dir / "s.json"));
   EXPECT_EQ(read_json(dir / "s.json")["peak_memory_bytes"].size(), 2u);
 }

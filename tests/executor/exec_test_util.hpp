@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "executor/runtime/tcp_store.hpp"
+
 namespace domino::exectest {
 
 inline std::string exec_bin() { return std::string(DOMINO_BIN_DIR) + "/domino-exec"; }
@@ -122,6 +124,27 @@ inline Outcome finish(const Proc& p, int timeout_s) {
 inline Outcome run(const std::vector<std::string>& args, const std::string& log, int timeout_s = 120,
                    const std::vector<std::string>& env = {}) {
   return finish(start(args, log, env), timeout_s);
+}
+
+// A local TCP port free right now (a rendezvous server bound to port 0 learns it, then gives it back).
+inline int free_local_port() {
+  domino::TcpStoreServer probe(0);
+  return probe.port();
+}
+
+// Starts `world` domino-exec processes in env mode, as torchrun would (RANK, WORLD_SIZE, MASTER_ADDR/PORT on
+// a free local port), and expects each to exit 0; logs go to dir/log<rank>.
+inline void run_env_mode_ranks(const std::vector<std::string>& args, const TempDir& dir, int world = 2) {
+  const int port = free_local_port();
+  std::vector<Proc> ranks;
+  for (int r = 0; r < world; ++r)
+    ranks.push_back(start(args, dir / ("log" + std::to_string(r)),
+                          {"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(world), "MASTER_ADDR=127.0.0.1",
+                           "MASTER_PORT=" + std::to_string(port)}));
+  for (const Proc& p : ranks) {
+    const Outcome o = finish(p, 120);
+    EXPECT_EQ(o.exit_code, 0) << o.output;
+  }
 }
 
 inline std::vector<pid_t> children_of(pid_t pid) {

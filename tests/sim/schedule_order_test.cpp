@@ -12,53 +12,14 @@
 #include <vector>
 
 #include "sim/base/error.hpp"
+#include "tests/sim/schedule_index.hpp"
 #include "tests/sim/schedule_test_util.hpp"
 
 namespace domino {
 namespace {
 
-using Ids = std::vector<std::string>;
-
-struct Indexed {
-  Schedule s;
-  std::map<std::string, int32_t> at;
-  explicit Indexed(Schedule sched) : s(std::move(sched)) {
-    for (const Op& op : s.ops) at[op_id(op)] = op.index;
-  }
-  int32_t pos(const std::string& id) const {
-    const auto it = at.find(id);
-    if (it == at.end()) throw std::runtime_error("no op " + id);
-    return it->second;
-  }
-  // The next n compute-stream op ids from `first` on, in program order.
-  Ids compute_from(const std::string& first, size_t n) const {
-    Ids out;
-    for (size_t i = size_t(pos(first)); i < s.ops.size() && out.size() < n; ++i)
-      if (s.ops[i].stream == Stream::Compute) out.push_back(op_id(s.ops[i]));
-    return out;
-  }
-  // What an AllReduce runs behind: the compute ops issued after its launch and before the first compute op
-  // that waits for it, which is returned in *waiter.
-  Ids overlapped(const std::string& allreduce, std::string* waiter) const {
-    const int32_t ar = pos(allreduce);
-    Ids between;
-    for (size_t i = size_t(ar) + 1; i < s.ops.size(); ++i) {
-      const Op& op = s.ops[i];
-      if (op.stream != Stream::Compute) continue;
-      if (std::find(op.deps.begin(), op.deps.end(), ar) != op.deps.end()) {
-        *waiter = op_id(op);
-        return between;
-      }
-      between.push_back(op_id(op));
-    }
-    *waiter = "<none>";
-    return between;
-  }
-  bool waits(const std::string& id, const std::string& on) const {
-    const auto& d = s.ops[size_t(pos(id))].deps;
-    return std::find(d.begin(), d.end(), pos(on)) != d.end();
-  }
-};
+using test::Ids;
+using Indexed = test::IndexedSchedule;
 
 void expect_overlap(const Indexed& x, const std::string& ar, const Ids& behind, const std::string& waiter) {
   std::string got;

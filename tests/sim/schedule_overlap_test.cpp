@@ -6,35 +6,13 @@
 #include <algorithm>
 #include <map>
 
+#include "tests/sim/schedule_index.hpp"
 #include "tests/sim/schedule_test_util.hpp"
 
 namespace domino {
 namespace {
 
-struct Indexed {
-  Schedule s;
-  std::map<std::string, int32_t> at;
-  explicit Indexed(Schedule sched) : s(std::move(sched)) {
-    for (const Op& op : s.ops) at[op_id(op)] = op.index;
-  }
-  int32_t pos(const std::string& id) const {
-    const auto it = at.find(id);
-    EXPECT_NE(it, at.end()) << "no op " << id;
-    return it == at.end() ? -1 : it->second;
-  }
-  const Op& op(const std::string& id) const { return s.ops[size_t(std::max(pos(id), 0))]; }
-  bool waits(const std::string& id, const std::string& on) const {
-    const auto& d = op(id).deps;
-    return std::find(d.begin(), d.end(), pos(on)) != d.end();
-  }
-  // The first compute op after `index` in program order.
-  const Op& next_compute(int32_t index) const {
-    for (size_t i = size_t(index) + 1; i < s.ops.size(); ++i) {
-      if (s.ops[i].stream == Stream::Compute) return s.ops[i];
-    }
-    return s.ops.back();
-  }
-};
+using Indexed = test::IndexedSchedule;
 
 bool has_dep(const Op& op, int32_t d) {
   return std::find(op.deps.begin(), op.deps.end(), d) != op.deps.end();
