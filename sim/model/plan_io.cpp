@@ -118,10 +118,7 @@ std::string block_yaml(const BlockPlan& b) {
          ", bwd_overlap: " + (b.bwd_overlap ? "true" : "false") + "}";
 }
 
-}  // namespace
-
-Plan load_plan(const std::string& path, const ModelSpec& model, bool force) {
-  const YAML::Node root = load_yaml_file(path);
+Plan read_plan(const YAML::Node& root, const std::string& path, const ModelSpec& model, bool force) {
   YamlMap top(root, path, "plan");
   expect_keys(top, {"format_version", "model", "tp", "profile", "strategy", "comm", "layers", "provenance"});
   Plan p;
@@ -194,6 +191,16 @@ Plan load_plan(const std::string& path, const ModelSpec& model, bool force) {
   }
   validate_plan(p, model, force);
   return p;
+}
+
+}  // namespace
+
+Plan load_plan(const std::string& path, const ModelSpec& model, bool force) {
+  return read_plan(load_yaml_file(path), path, model, force);
+}
+
+Plan load_plan_string(const std::string& yaml, const std::string& name, const ModelSpec& model, bool force) {
+  return read_plan(load_yaml_string(yaml, name), name, model, force);
 }
 
 std::string plan_to_yaml(const Plan& plan) {

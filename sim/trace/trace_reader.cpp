@@ -91,13 +91,17 @@ TraceEvent read_complete_event(const std::string& path, size_t index, const json
   return ev;
 }
 
-json parse_file(const std::string& path) {
+std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw_bad_input(path + ": cannot open trace file");
   std::ostringstream text;
   text << in.rdbuf();
+  return text.str();
+}
+
+json parse_json(const std::string& text, const std::string& path) {
   try {
-    return json::parse(text.str());
+    return json::parse(text);
   } catch (const json::parse_error& e) {
     // nlohmann's message already says "at line L, column C"; drop its "[json.exception...]" prefix.
     std::string what = e.what();
@@ -109,8 +113,10 @@ json parse_file(const std::string& path) {
 
 }  // namespace
 
-TraceFile read_trace(const std::string& path) {
-  json doc = parse_file(path);
+TraceFile read_trace(const std::string& path) { return read_trace_string(read_file(path), path); }
+
+TraceFile read_trace_string(const std::string& text, const std::string& path) {
+  json doc = parse_json(text, path);
   if (!doc.is_object()) throw_bad_input(path + ": expected a JSON object with \"traceEvents\", got " + std::string(doc.type_name()));
   auto events = doc.find("traceEvents");
   if (events == doc.end()) throw_bad_input(path + ": missing \"traceEvents\" (not a Chrome trace?)");
