@@ -182,12 +182,15 @@ ProfileMetadata read_metadata(const std::string& file, const YAML::Node& node) {
   md.build_flags = m.opt_string("build_flags").value_or("");
   if (auto v = m.opt_node("library_versions")) {
     YamlMap lib(*v, file, "profile metadata.library_versions");
-    for (auto it = v->begin(); it != v->end(); ++it) md.library_versions[it->first.as<std::string>()] = lib.get_string(it->first.as<std::string>());
+    for (auto it = v->begin(); it != v->end(); ++it) {
+      const std::string key = key_name(file, "profile metadata.library_versions", it->first);
+      md.library_versions[key] = lib.get_string(key);
+    }
   }
   if (auto v = m.opt_node("spread")) {
     YamlMap sp(*v, file, "profile metadata.spread");
     for (auto it = v->begin(); it != v->end(); ++it) {
-      const std::string key = it->first.as<std::string>();
+      const std::string key = key_name(file, "profile metadata.spread", it->first);
       md.spread[key] = non_negative(sp, key);
     }
   }

@@ -178,11 +178,11 @@ Plan read_plan(const YAML::Node& root, const std::string& path, const ModelSpec&
   if (const auto prov = top.opt_node("provenance")) {
     if (!prov->IsMap()) top.fail("provenance", "expected a mapping of names to text");
     for (auto it = prov->begin(); it != prov->end(); ++it) {
+      const std::string key = key_name(path, "plan provenance", it->first);
       if (!it->second.IsScalar()) {
-        throw_bad_input(loc_of(path, it->second),
-                        "plan provenance: '" + it->first.as<std::string>() + "': values must be text");
+        throw_bad_input(loc_of(path, it->second), "plan provenance: '" + key + "': values must be text");
       }
-      p.provenance[it->first.as<std::string>()] = it->second.Scalar();
+      p.provenance[key] = it->second.Scalar();
     }
   }
   if (!force) {
