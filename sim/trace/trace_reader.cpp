@@ -99,9 +99,19 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
+// A trace nests five levels (document, traceEvents, event, args, value); the "domino" header a few more.
+// Deeper input is refused while it is parsed: copying or printing a value recurses once per level, and a
+// hostile file nesting [[[[... a hundred thousand deep would exhaust the stack.
+constexpr int kMaxNesting = 64;
+
 json parse_json(const std::string& text, const std::string& path) {
+  const json::parser_callback_t limit_nesting = [&path](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxNesting)
+      throw_bad_input(path + ": JSON nested deeper than " + std::to_string(kMaxNesting) + " levels: not a trace");
+    return true;
+  };
   try {
-    return json::parse(text);
+    return json::parse(text, limit_nesting);
   } catch (const json::parse_error& e) {
     // nlohmann's message already says "at line L, column C"; drop its "[json.exception...]" prefix.
     std::string what = e.what();
