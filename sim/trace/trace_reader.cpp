@@ -112,8 +112,9 @@ json parse_json(const std::string& text, const std::string& path) {
   };
   try {
     return json::parse(text, limit_nesting);
-  } catch (const json::parse_error& e) {
-    // nlohmann's message already says "at line L, column C"; drop its "[json.exception...]" prefix.
+  } catch (const json::exception& e) {
+    // A syntax error, or a number beyond a double's range ("1e400", an out_of_range error, not a
+    // parse_error). nlohmann's message already says where; drop its "[json.exception...]" prefix.
     std::string what = e.what();
     auto close = what.find("] ");
     if (close != std::string::npos) what = what.substr(close + 2);
