@@ -24,6 +24,9 @@ const Target kTargets[] = {{"model", feed_model},         {"hf", feed_hf},      
                            {"profile", feed_profile},     {"trace", feed_trace},   {"calibrate", feed_calibrate},
                            {"npy", feed_npy}};
 
+// Test names and failure messages show the target's name, not the struct's bytes.
+void PrintTo(const Target& target, std::ostream* os) { *os << target.name; }
+
 std::string read_bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::stringstream ss;
