@@ -21,9 +21,10 @@ for arg in "$@"; do
   esac
 done
 
-# Exactly what the build and the tests need (Debian 12 names).
+# Exactly what the build and the tests need (Debian 12 names). clang and its runtime libraries (libFuzzer,
+# ASan, UBSan: libclang-rt-14-dev, only recommended by clang) build the fuzz targets (scripts/fuzz).
 packages=(cmake g++ make libeigen3-dev libyaml-cpp-dev libfmt-dev nlohmann-json3-dev libcli11-dev libgloo-dev
-          libgtest-dev libgmock-dev libbenchmark-dev iproute2)
+          libgtest-dev libgmock-dev libbenchmark-dev iproute2 clang libclang-rt-14-dev)
 if [[ $with_browser == 1 ]]; then packages+=(chromium); fi
 
 missing=()

@@ -3,6 +3,7 @@
 #include "executor/runtime/tensor_dump.hpp"
 #include "sim/base/files.hpp"
 
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -40,6 +41,26 @@ std::string read_all(const std::string& path) {
   return s.str();
 }
 
+// The header's shape tuple, "(2, 3)" or "(6,)": whole numbers, none negative.
+std::vector<int64_t> parse_npy_shape(const std::string& header, const std::string& path) {
+  const size_t open = header.find('(');
+  const size_t close = open == std::string::npos ? std::string::npos : header.find(')', open);
+  if (close == std::string::npos) throw_bad_input(path + ": no shape in header");
+  std::vector<int64_t> dims;
+  std::stringstream list(header.substr(open + 1, close - open - 1));
+  for (std::string item; std::getline(list, item, ',');) {
+    const size_t first = item.find_first_not_of(" \t"), last = item.find_last_not_of(" \t");
+    if (first == std::string::npos) continue;  // "(6,)" ends with an empty entry
+    const char* end = item.data() + last + 1;
+    int64_t d = -1;
+    const auto [stop, ec] = std::from_chars(item.data() + first, end, d);
+    if (ec != std::errc() || stop != end || d < 0)
+      throw_bad_input(path + ": shape entry '" + item + "' is not a dimension (a whole number, not negative)");
+    dims.push_back(d);
+  }
+  return dims;
+}
+
 }  // namespace
 
 void write_npy(const std::string& path, const std::vector<int64_t>& shape, const std::vector<float>& data) {
@@ -59,23 +80,23 @@ void write_npy(const std::string& path, const std::vector<int64_t>& shape, const
 }
 
 std::vector<float> read_npy(const std::string& path, std::vector<int64_t>* shape) {
-  const std::string in = read_all(path);
+  return read_npy_bytes(read_all(path), path, shape);
+}
+
+std::vector<float> read_npy_bytes(const std::string& in, const std::string& path, std::vector<int64_t>* shape) {
   if (in.size() < 10 || in.compare(0, 6, "\x93NUMPY") != 0) throw_bad_input(path + ": not a .npy file");
   size_t pos = 8;
   const uint16_t header_len = take<uint16_t>(in, pos, path);
   if (pos + header_len > in.size()) throw_bad_input(path + ": truncated .npy header");
   const std::string header = in.substr(pos, header_len);
   if (header.find("'<f4'") == std::string::npos) throw_bad_input(path + ": not float32");
-  const size_t open = header.find('('), close = header.find(')');
-  if (open == std::string::npos || close == std::string::npos) throw_bad_input(path + ": no shape in header");
-  std::vector<int64_t> dims;
-  std::stringstream list(header.substr(open + 1, close - open - 1));
-  for (std::string item; std::getline(list, item, ',');)
-    if (item.find_first_not_of(' ') != std::string::npos) dims.push_back(std::stoll(item));
+  const std::vector<int64_t> dims = parse_npy_shape(header, path);
   int64_t count = 1;
-  for (int64_t d : dims) count *= d;
+  for (int64_t d : dims)
+    if (__builtin_mul_overflow(count, d, &count)) throw_bad_input(path + ": the shape's element count overflows");
   pos += header_len;
-  if (in.size() - pos != size_t(count) * sizeof(float)) throw_bad_input(path + ": data size does not match the shape");
+  if (uint64_t(in.size() - pos) / sizeof(float) != uint64_t(count) || (in.size() - pos) % sizeof(float) != 0)
+    throw_bad_input(path + ": data size does not match the shape");
   std::vector<float> data(static_cast<size_t>(count));
   if (!data.empty()) std::memcpy(data.data(), in.data() + pos, data.size() * sizeof(float));
   if (shape) *shape = dims;

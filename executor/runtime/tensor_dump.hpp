@@ -13,6 +13,9 @@ namespace domino {
 void write_npy(const std::string& path, const std::vector<int64_t>& shape, const std::vector<float>& data);
 // Reads back what write_npy wrote (tests and tools); BadInput when it is not such a file.
 std::vector<float> read_npy(const std::string& path, std::vector<int64_t>* shape = nullptr);
+// The same for a file's bytes already in memory; `path` names it in messages.
+std::vector<float> read_npy_bytes(const std::string& bytes, const std::string& path,
+                                  std::vector<int64_t>* shape = nullptr);
 
 // The .npy shape of a region: 2-D [rows, cols] for parameter-like buffers (batch 1, roles Param, Grad,
 // OptState), else [batch, seq, cols].

@@ -29,6 +29,11 @@ SourceLoc loc_of(const std::string& file, const YAML::Node& node) {
   return SourceLoc{file, m.line >= 0 ? m.line + 1 : 0, m.column >= 0 ? m.column + 1 : 0};
 }
 
+std::string key_name(const std::string& file, const std::string& context, const YAML::Node& key) {
+  if (!key.IsScalar() && !key.IsNull()) throw_bad_input(loc_of(file, key), context + ": keys must be plain names");
+  return key.as<std::string>();
+}
+
 static size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
@@ -66,7 +71,7 @@ bool YamlMap::has(const std::string& key) const { return node_[key].IsDefined() 
 
 SourceLoc YamlMap::where(const std::string& key) const {
   for (auto it = node_.begin(); it != node_.end(); ++it) {
-    if (it->first.as<std::string>() == key) return loc_of(file_, it->first);
+    if (key_name(file_, context_, it->first) == key) return loc_of(file_, it->first);
   }
   return where();
 }
@@ -162,7 +167,7 @@ void YamlMap::finish(const std::vector<std::string>& extra_valid_keys) const {
   std::vector<std::string> valid = known_;
   valid.insert(valid.end(), extra_valid_keys.begin(), extra_valid_keys.end());
   for (auto it = node_.begin(); it != node_.end(); ++it) {
-    const std::string k = it->first.as<std::string>();
+    const std::string k = key_name(file_, context_, it->first);
     if (seen_.count(k) || std::find(valid.begin(), valid.end(), k) != valid.end()) continue;
     const std::string near = closest_key(k, valid);
     throw_bad_input(loc_of(file_, it->first),

@@ -19,6 +19,10 @@ YAML::Node load_yaml_string(const std::string& text, const std::string& name);
 
 SourceLoc loc_of(const std::string& file, const YAML::Node& node);
 
+// The name a mapping key spells; BadInput at the key when it is a list or a mapping ("[a]: 1"), which
+// yaml-cpp accepts but no input format has.
+std::string key_name(const std::string& file, const std::string& context, const YAML::Node& key);
+
 // Closest candidate by edit distance, or "" when none is close enough to be a likely misspelling.
 std::string closest_key(const std::string& key, const std::vector<std::string>& candidates);
 

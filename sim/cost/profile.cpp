@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "sim/ir/schedule.hpp"
 #include "sim/base/yaml_reader.hpp"
@@ -145,7 +146,8 @@ GemmProfile read_gemm(const std::string& file, const YAML::Node& node, const std
     std::vector<SourceLoc> locs;
     for (const auto& r : read_rows(file, *t, ctx + ".table", 4, "[m, n, k, time_us]", locs)) {
       for (int i = 0; i < 3; ++i) {
-        if (r[i] != static_cast<double>(static_cast<int64_t>(r[i]))) {
+        // Range first: casting NaN or a double beyond int64's range to an integer is undefined.
+        if (!(std::abs(r[i]) <= 9007199254740992.0) || r[i] != std::floor(r[i])) {
           throw_bad_input(locs.back(), ctx + ".table: m, n and k must be integers, got " + num(r[i]));
         }
       }
@@ -182,12 +184,15 @@ ProfileMetadata read_metadata(const std::string& file, const YAML::Node& node) {
   md.build_flags = m.opt_string("build_flags").value_or("");
   if (auto v = m.opt_node("library_versions")) {
     YamlMap lib(*v, file, "profile metadata.library_versions");
-    for (auto it = v->begin(); it != v->end(); ++it) md.library_versions[it->first.as<std::string>()] = lib.get_string(it->first.as<std::string>());
+    for (auto it = v->begin(); it != v->end(); ++it) {
+      const std::string key = key_name(file, "profile metadata.library_versions", it->first);
+      md.library_versions[key] = lib.get_string(key);
+    }
   }
   if (auto v = m.opt_node("spread")) {
     YamlMap sp(*v, file, "profile metadata.spread");
     for (auto it = v->begin(); it != v->end(); ++it) {
-      const std::string key = it->first.as<std::string>();
+      const std::string key = key_name(file, "profile metadata.spread", it->first);
       md.spread[key] = non_negative(sp, key);
     }
   }

@@ -1,6 +1,10 @@
 // calibrate_samples.cpp: the per-op samples of a measured trace (see calibrate_terms.hpp): one sample per
 // op index, from the slowest rank (the fastest for an AllReduce), with its overlap with the other stream.
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <climits>
+#include <cmath>
 #include <map>
 
 #include "sim/base/error.hpp"
@@ -21,8 +25,22 @@ const std::map<std::string, OpKind>& kinds_by_name() {
   return m;
 }
 
-double arg_number(const nlohmann::json& args, const char* key) {
-  return args.contains(key) && args[key].is_number() ? args[key].get<double>() : 0.0;
+// A whole number of the trace (an op index, a GEMM dimension, the TP degree) that must fit `limit`: a value
+// out of range would be cast to an integer, which C++ leaves undefined.
+int64_t whole_number(const TraceFile& trace, const TraceEvent* e, const std::string& what, const nlohmann::json& v,
+                     double lowest, double limit) {
+  const double d = v.is_number() ? v.get<double>() : NAN;
+  if (!(d >= lowest && d <= limit) || d != std::floor(d))
+    throw_bad_input(trace.path + ": " + (e ? "op " + e->id + " (rank " + std::to_string(e->rank) + "): " : "") +
+                    what + " must be a whole number from " + fmt::format("{} to {}", lowest, limit) + ", got " +
+                    (v.is_number() ? fmt::format("{}", d) : std::string(v.type_name())));
+  return int64_t(d);
+}
+
+// GEMM dimensions: 0 when absent (ops without a shape), below 2^53 so that every one is exact in a double.
+int64_t arg_dimension(const TraceFile& trace, const TraceEvent& e, const char* key) {
+  if (!e.args.contains(key) || !e.args[key].is_number()) return 0;
+  return whole_number(trace, &e, std::string("args.") + key, e.args[key], 0, 9007199254740992.0);
 }
 
 DType trace_dtype(const Profile& base, const TraceFile& trace) {
@@ -52,11 +70,12 @@ struct PerOp {
   double first_start = 1e300, last_start = -1e300;
 };
 
-void add_event(PerOp& po, OpKind kind, const TraceEvent& e, DType dtype, const Intervals& other_stream) {
+void add_event(const TraceFile& trace, PerOp& po, OpKind kind, const TraceEvent& e, DType dtype,
+               const Intervals& other_stream) {
   po.op.kind = kind;
-  po.op.m = int64_t(arg_number(e.args, "m"));
-  po.op.n = int64_t(arg_number(e.args, "n"));
-  po.op.k = int64_t(arg_number(e.args, "k"));
+  po.op.m = arg_dimension(trace, e, "m");
+  po.op.n = arg_dimension(trace, e, "n");
+  po.op.k = arg_dimension(trace, e, "k");
   po.op.flops = e.flops;
   po.op.bytes = e.bytes;
   po.op.dtype = dtype;
@@ -76,7 +95,8 @@ std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
   for (const TraceEvent& e : trace.events) {
     const auto kind = kinds_by_name().find(e.kind);
     if (kind == kinds_by_name().end() || !e.args.contains("op")) continue;
-    add_event(ops[e.args["op"].get<int>()], kind->second, e, dtype, busy[{e.rank, 1 - e.stream}]);
+    const int64_t index = whole_number(trace, &e, "args.op", e.args["op"], 0, INT_MAX);
+    add_event(trace, ops[int(index)], kind->second, e, dtype, busy[{e.rank, 1 - e.stream}]);
   }
   std::vector<Sample> out;
   for (auto& [index, po] : ops) {
@@ -91,7 +111,8 @@ std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
 
 int trace_tp(const TraceFile& trace, int tp) {
   if (tp > 0) return tp;
-  return trace.meta.contains("tp") && trace.meta["tp"].is_number() ? trace.meta["tp"].get<int>() : 1;
+  if (!trace.meta.contains("tp")) return 1;
+  return int(whole_number(trace, nullptr, "domino.tp", trace.meta["tp"], 1, 1'000'000));
 }
 
 }  // namespace

@@ -156,6 +156,11 @@ json parse_config(const std::string& text, const std::string& path) {
       what = what.substr(what.find(": ") + 2);
     }
     throw_bad_input(loc_at_byte(path, text, e.byte > 0 ? e.byte - 1 : 0), "JSON syntax error: " + what);
+  } catch (const json::out_of_range& e) {
+    // A number beyond a double's range ("1e400"): nlohmann reports it apart from syntax errors.
+    std::string what = e.what();
+    const auto cut = what.find("] ");
+    throw_bad_input(SourceLoc{path, 1, 1}, "JSON " + (cut == std::string::npos ? what : what.substr(cut + 2)));
   }
   if (!j.is_object())
     throw_bad_input(SourceLoc{path, 1, 1}, "a Hugging Face config.json must be a JSON object");

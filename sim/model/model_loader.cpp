@@ -132,7 +132,10 @@ ModelSpec load_yaml_model(const std::string& text, const std::string& file, cons
 
 ModelSpec load_model(const std::string& path_or_name, const ModelOverrides& overrides) {
   std::string path = resolve_model_path(path_or_name);
-  const std::string text = read_text(path);
+  return load_model_string(read_text(path), path, overrides);
+}
+
+ModelSpec load_model_string(const std::string& text, const std::string& path, const ModelOverrides& overrides) {
   // JSON is also YAML: a .json file that is a Domino model in JSON syntax (a "family" key, no "model_type")
   // is read as YAML; any other .json, or a JSON object in a file of another name, is a Hugging Face config.
   if (looks_like_hf_config(text) ||

@@ -81,6 +81,9 @@ struct ModelOverrides {
 // Loads a model YAML (configs/models) or a Hugging Face config.json, applies overrides, validates.
 // A name without a path separator or extension is looked up in configs/models/.
 ModelSpec load_model(const std::string& path_or_name, const ModelOverrides& overrides = {});
+// The same for a file's content already in memory: `path` names it in messages and, by its suffix, decides
+// as load_model does whether JSON text is a Hugging Face config.
+ModelSpec load_model_string(const std::string& text, const std::string& path, const ModelOverrides& overrides = {});
 
 // The embedded default model: the CPU-sized GPT-style model the main job runs.
 ModelSpec default_model();

@@ -67,6 +67,7 @@ Plan make_uniform_plan(const ModelSpec& model, const BlockPlan& attn, const Bloc
 void validate_plan(const Plan& plan, const ModelSpec& model, bool force = false);
 
 Plan load_plan(const std::string& path, const ModelSpec& model, bool force = false);
+Plan load_plan_string(const std::string& yaml, const std::string& name, const ModelSpec& model, bool force = false);
 // Writes to a temporary file and renames; layers with identical plans are written as ranges.
 void save_plan(const Plan& plan, const std::string& path);
 std::string plan_to_yaml(const Plan& plan);

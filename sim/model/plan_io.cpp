@@ -2,6 +2,7 @@
 // located at file:line:column); writing is deterministic, byte-identical for identical plans, with runs
 // of identical layers folded into ranges.
 #include <algorithm>
+#include <climits>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -47,6 +48,12 @@ int parse_layer_index(const YAML::Node& n, const std::string& file, const std::s
   return int(v);
 }
 
+// An integer key read as an int: a value beyond int's range would wrap into a valid-looking one.
+int int_of(const YamlMap& y, const std::string& key, int64_t v) {
+  if (v < INT_MIN || v > INT_MAX) y.fail(key, "value " + std::to_string(v) + " is out of range");
+  return int(v);
+}
+
 // "layers: 3", "layers: 0-79" or "layers: [0, 1, 2]".
 std::vector<int> parse_layer_selection(const YAML::Node& n, const std::string& file, const std::string& ctx,
                                        int layers) {
@@ -81,8 +88,8 @@ BlockPlan parse_block(const YAML::Node& n, const std::string& file, const std::s
   BlockPlan b;
   b.dim = y.opt_enum("split", {"batch", "sequence"}).value_or("batch") == "batch" ? SplitDim::Batch
                                                                                   : SplitDim::Sequence;
-  b.p = int(y.get_int("p"));
-  b.q = int(y.opt_int("q").value_or(1));
+  b.p = int_of(y, "p", y.get_int("p"));
+  b.q = int_of(y, "q", y.opt_int("q").value_or(1));
   const std::string ov = y.opt_enum("overlap", {"none", "intra", "inter"}).value_or("none");
   b.overlap = ov == "none" ? OverlapMode::None : ov == "intra" ? OverlapMode::Intra : OverlapMode::Inter;
   b.bwd_overlap = y.opt_bool("bwd_overlap").value_or(false);
@@ -122,14 +129,11 @@ std::string block_yaml(const BlockPlan& b) {
          (b.order == SliceOrder::Deep ? std::string() : std::string(", order: ") + to_string(b.order)) + "}";
 }
 
-}  // namespace
-
-Plan load_plan(const std::string& path, const ModelSpec& model, bool force) {
-  const YAML::Node root = load_yaml_file(path);
+Plan read_plan(const YAML::Node& root, const std::string& path, const ModelSpec& model, bool force) {
   YamlMap top(root, path, "plan");
   expect_keys(top, {"format_version", "model", "tp", "profile", "strategy", "comm", "layers", "provenance"});
   Plan p;
-  p.format_version = int(top.get_int("format_version"));
+  p.format_version = int_of(top, "format_version", top.get_int("format_version"));
   if (p.format_version != 1) {
     top.fail("format_version",
              "version " + std::to_string(p.format_version) + " is not supported (this build reads 1)");
@@ -140,7 +144,7 @@ Plan load_plan(const std::string& path, const ModelSpec& model, bool force) {
     p.model_name = mm.get_string("name");
     p.model_fingerprint = mm.get_string("fingerprint");
   }
-  p.tp = int(top.get_int("tp"));
+  p.tp = int_of(top, "tp", top.get_int("tp"));
   if (p.tp < 1) top.fail("tp", "must be at least 1");
   p.profile = top.opt_string("profile").value_or("");
   p.strategy = top.opt_string("strategy").value_or("custom");
@@ -185,11 +189,11 @@ Plan load_plan(const std::string& path, const ModelSpec& model, bool force) {
   if (const auto prov = top.opt_node("provenance")) {
     if (!prov->IsMap()) top.fail("provenance", "expected a mapping of names to text");
     for (auto it = prov->begin(); it != prov->end(); ++it) {
+      const std::string key = key_name(path, "plan provenance", it->first);
       if (!it->second.IsScalar()) {
-        throw_bad_input(loc_of(path, it->second),
-                        "plan provenance: '" + it->first.as<std::string>() + "': values must be text");
+        throw_bad_input(loc_of(path, it->second), "plan provenance: '" + key + "': values must be text");
       }
-      p.provenance[it->first.as<std::string>()] = it->second.Scalar();
+      p.provenance[key] = it->second.Scalar();
     }
   }
   if (!force) {
@@ -198,6 +202,16 @@ Plan load_plan(const std::string& path, const ModelSpec& model, bool force) {
   }
   validate_plan(p, model, force);
   return p;
+}
+
+}  // namespace
+
+Plan load_plan(const std::string& path, const ModelSpec& model, bool force) {
+  return read_plan(load_yaml_file(path), path, model, force);
+}
+
+Plan load_plan_string(const std::string& yaml, const std::string& name, const ModelSpec& model, bool force) {
+  return read_plan(load_yaml_string(yaml, name), name, model, force);
 }
 
 std::string plan_to_yaml(const Plan& plan) {

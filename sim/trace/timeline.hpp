@@ -56,5 +56,7 @@ struct TraceFile {
   std::vector<nlohmann::json> other_events;  // flow, counter, ... events (not "X", not "M"), for merging
 };
 TraceFile read_trace(const std::string& path);
+// The same for a file's content already in memory; `path` names it in messages.
+TraceFile read_trace_string(const std::string& text, const std::string& path);
 
 }  // namespace domino

@@ -91,15 +91,30 @@ TraceEvent read_complete_event(const std::string& path, size_t index, const json
   return ev;
 }
 
-json parse_file(const std::string& path) {
+std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw_bad_input(path + ": cannot open trace file");
   std::ostringstream text;
   text << in.rdbuf();
+  return text.str();
+}
+
+// A trace nests five levels (document, traceEvents, event, args, value); the "domino" header a few more.
+// Deeper input is refused while it is parsed: copying or printing a value recurses once per level, and a
+// hostile file nesting [[[[... a hundred thousand deep would exhaust the stack.
+constexpr int kMaxNesting = 64;
+
+json parse_json(const std::string& text, const std::string& path) {
+  const json::parser_callback_t limit_nesting = [&path](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxNesting)
+      throw_bad_input(path + ": JSON nested deeper than " + std::to_string(kMaxNesting) + " levels: not a trace");
+    return true;
+  };
   try {
-    return json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    // nlohmann's message already says "at line L, column C"; drop its "[json.exception...]" prefix.
+    return json::parse(text, limit_nesting);
+  } catch (const json::exception& e) {
+    // A syntax error, or a number beyond a double's range ("1e400", an out_of_range error, not a
+    // parse_error). nlohmann's message already says where; drop its "[json.exception...]" prefix.
     std::string what = e.what();
     auto close = what.find("] ");
     if (close != std::string::npos) what = what.substr(close + 2);
@@ -109,8 +124,10 @@ json parse_file(const std::string& path) {
 
 }  // namespace
 
-TraceFile read_trace(const std::string& path) {
-  json doc = parse_file(path);
+TraceFile read_trace(const std::string& path) { return read_trace_string(read_file(path), path); }
+
+TraceFile read_trace_string(const std::string& text, const std::string& path) {
+  json doc = parse_json(text, path);
   if (!doc.is_object()) throw_bad_input(path + ": expected a JSON object with \"traceEvents\", got " + std::string(doc.type_name()));
   auto events = doc.find("traceEvents");
   if (events == doc.end()) throw_bad_input(path + ": missing \"traceEvents\" (not a Chrome trace?)");
