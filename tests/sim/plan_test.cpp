@@ -18,14 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 const fs::path kPlans = fs::path(DOMINO_TEST_DATA) / "data" / "plans";
 
-// The model the plan files in tests/data/plans are written for: micro-batch 6, sequence 12 and hidden 42
-// so that p = 4 / p = 8 / q = 4 do not divide them.
-ModelSpec bad_model() {
-  ModelSpec m = test::tiny_gpt(2);
-  m.name = "tiny-bad";
-  m.hidden = 42, m.heads = 6, m.kv_heads = 6, m.ffn_hidden = 84, m.micro_batch = 6, m.seq_len = 12;
-  return m;
-}
 
 std::string read_text(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -88,7 +80,7 @@ TEST(Strategies, BadNamesAndModels) {
 }
 
 TEST(ValidatePlan, NamesTheLayerAndBlock) {
-  const ModelSpec m = bad_model();
+  const ModelSpec m = test::plan_files_model();
   Plan p = make_strategy_plan("megatron-sync", m);
   p.layers[1].mlp.q = 4;
   EXPECT_EQ(error_of([&] { validate_plan(p, m); }), "plan layer 1 mlp: q=4 does not divide hidden 42");
@@ -175,7 +167,7 @@ TEST(PlanFile, OrderKeyRoundTrips) {
 }
 
 TEST(PlanFile, GoodFilesLoad) {
-  const ModelSpec m = bad_model();
+  const ModelSpec m = test::plan_files_model();
   const Plan p = load_plan((kPlans / "good" / "mixed-ranges.yaml").string(), m, /*force=*/true);
   EXPECT_EQ(p.layers[0].attn, (BlockPlan{SplitDim::Batch, 2, 2, OverlapMode::Inter, true}));
   EXPECT_EQ(p.layers[1].mlp, (BlockPlan{SplitDim::Sequence, 4, 1, OverlapMode::Intra, false}));
@@ -213,7 +205,7 @@ TEST_P(BadPlan, FailsWithItsPinnedMessage) {
   std::string expected = read_text(fs::path(input).replace_extension(".expect"));
   ASSERT_FALSE(expected.empty()) << "no .expect sidecar for " << GetParam();
   while (!expected.empty() && expected.back() == '\n') expected.pop_back();
-  std::string message = error_of([&] { load_plan(input.string(), bad_model()); });
+  std::string message = error_of([&] { load_plan(input.string(), test::plan_files_model()); });
   const std::string dir = input.parent_path().string() + "/";
   if (message.rfind(dir, 0) == 0) message = message.substr(dir.size());
   EXPECT_EQ(message, expected);

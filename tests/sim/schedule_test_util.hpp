@@ -42,6 +42,15 @@ inline ModelSpec tiny_gpt(int tp = 2) {
   return m;
 }
 
+// The model the plan files in tests/data/plans are written for: micro-batch 6, sequence 12 and hidden 42
+// so that p = 4 / p = 8 / q = 4 do not divide them.
+inline ModelSpec plan_files_model() {
+  ModelSpec m = tiny_gpt(2);
+  m.name = "tiny-bad";
+  m.hidden = 42, m.heads = 6, m.kv_heads = 6, m.ffn_hidden = 84, m.micro_batch = 6, m.seq_len = 12;
+  return m;
+}
+
 // Grouped-query attention; with tp 4 the 2 KV heads are replicated.
 inline ModelSpec tiny_llama(int tp = 2) {
   ModelSpec m;
