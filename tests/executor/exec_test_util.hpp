@@ -1,9 +1,11 @@
 // exec_test_util.hpp: running build/bin/domino-exec from the end-to-end tests: start it with arguments and
 // extra environment (and CPUs), capture stdout+stderr in a file, wait with a deadline (a hung job fails the test
-// instead of hanging ctest), and find the rank processes a launcher started (by their process name).
+// instead of hanging ctest), start ranks in env mode as an outside launcher would, find the rank processes a
+// launcher started (by their process name), and hold a run's measured trace against the simulator's schedule.
 #pragma once
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <fcntl.h>
 #include <sched.h>
@@ -14,12 +16,17 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "executor/runtime/tcp_store.hpp"
+#include "sim/ir/schedule.hpp"
+#include "sim/model/model_spec.hpp"
+#include "sim/trace/timeline.hpp"
 
 namespace domino::exectest {
 
@@ -132,15 +139,26 @@ inline int free_local_port() {
   return probe.port();
 }
 
-// Starts `world` domino-exec processes in env mode, as torchrun would (RANK, WORLD_SIZE, MASTER_ADDR/PORT on
-// a free local port), and expects each to exit 0; logs go to dir/log<rank>.
-inline void run_env_mode_ranks(const std::vector<std::string>& args, const TempDir& dir, int world = 2) {
+// The variables that name one rank of `world` to domino-exec in env mode (MASTER_ADDR/PORT come on top).
+using RankEnv = std::function<std::vector<std::string>(int rank, int world)>;
+
+// torchrun's names: RANK and WORLD_SIZE.
+inline std::vector<std::string> torchrun_rank_env(int rank, int world) {
+  return {"RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(world)};
+}
+
+// Starts `world` domino-exec processes in env mode, as an outside launcher would (rank_env's names, by default
+// torchrun's, and MASTER_ADDR/PORT on a free local port), and expects each to exit 0; logs go to dir/log<rank>.
+inline void run_env_mode_ranks(const std::vector<std::string>& args, const TempDir& dir, int world = 2,
+                               const RankEnv& rank_env = torchrun_rank_env) {
   const int port = free_local_port();
   std::vector<Proc> ranks;
-  for (int r = 0; r < world; ++r)
-    ranks.push_back(start(args, dir / ("log" + std::to_string(r)),
-                          {"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(world), "MASTER_ADDR=127.0.0.1",
-                           "MASTER_PORT=" + std::to_string(port)}));
+  for (int r = 0; r < world; ++r) {
+    std::vector<std::string> env = rank_env(r, world);
+    env.push_back("MASTER_ADDR=127.0.0.1");
+    env.push_back("MASTER_PORT=" + std::to_string(port));
+    ranks.push_back(start(args, dir / ("log" + std::to_string(r)), env));
+  }
   for (const Proc& p : ranks) {
     const Outcome o = finish(p, 120);
     EXPECT_EQ(o.exit_code, 0) << o.output;
@@ -183,5 +201,41 @@ inline bool alive(pid_t pid) {
   const size_t close = stat.rfind(')');
   return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
 }
+
+// A tiny test model (tests/data/executor/<name>.yaml) at TP degree tp.
+inline ModelSpec tiny(const std::string& name, int tp) {
+  ModelOverrides o;
+  o.tp = tp;
+  return load_model(model_file(name), o);
+}
+
+inline std::set<std::string> schedule_ids(const Schedule& s) {
+  std::set<std::string> ids;
+  for (const Op& op : s.ops) ids.insert(op_id(op));
+  return ids;
+}
+
+// Every rank's spans in the measured trace are exactly the schedule's ops, once each, at times not before
+// the trace's start.
+inline void expect_trace_of(const std::string& path, const Schedule& s, int ranks) {
+  const TraceFile trace = read_trace(path);
+  EXPECT_EQ(trace.source, "measured") << path;
+  std::vector<std::multiset<std::string>> per_rank(static_cast<size_t>(ranks));
+  for (const TraceEvent& e : trace.events) {
+    ASSERT_GE(e.rank, 0);
+    ASSERT_LT(e.rank, ranks);
+    EXPECT_GE(e.start_us, 0) << e.id;
+    EXPECT_GE(e.dur_us, 0) << e.id;
+    per_rank[size_t(e.rank)].insert(e.id);
+  }
+  const std::set<std::string> expected = schedule_ids(s);
+  for (int r = 0; r < ranks; ++r) {
+    EXPECT_EQ(per_rank[size_t(r)].size(), s.ops.size()) << path << " rank " << r << ": one span per op";
+    EXPECT_EQ(std::set<std::string>(per_rank[size_t(r)].begin(), per_rank[size_t(r)].end()), expected)
+        << path << " rank " << r;
+  }
+}
+
+inline nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(read_text(path)); }
 
 }  // namespace domino::exectest

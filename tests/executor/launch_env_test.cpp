@@ -8,7 +8,6 @@
 
 #include "exec_test_util.hpp"
 #include "executor/job/launch_env.hpp"
-#include "executor/runtime/tcp_store.hpp"
 #include "sim/base/error.hpp"
 
 namespace domino {
@@ -146,41 +145,26 @@ TEST(LaunchEnv, RendezvousAtMasterAddrAndPort) {
 }
 
 // Two ranks named the way mpirun or srun names them rendezvous at MASTER_ADDR:MASTER_PORT and train.
-void two_ranks_train(const std::function<std::vector<std::string>(int rank)>& names) {
+void two_ranks_train(const exectest::RankEnv& names) {
   using namespace exectest;
   TempDir dir;
-  int port = 0;
-  {
-    TcpStoreServer probe(0);
-    port = probe.port();
-  }
-  std::vector<Proc> ranks;
-  for (int r = 0; r < 2; ++r) {
-    std::vector<std::string> env = names(r);
-    env.push_back("MASTER_ADDR=127.0.0.1");
-    env.push_back("MASTER_PORT=" + std::to_string(port));
-    ranks.push_back(start({model_file("tiny-gpt"), "--strategy", "megatron-sync", "--iters", "1", "--warmup", "0",
-                           "--json", dir / "s.json", "--dump-tensors", dir / "dump"},
-                          dir / ("log" + std::to_string(r)), env));
-  }
-  for (const Proc& p : ranks) {
-    const Outcome o = finish(p, 120);
-    EXPECT_EQ(o.exit_code, 0) << o.output;
-  }
+  run_env_mode_ranks({model_file("tiny-gpt"), "--strategy", "megatron-sync", "--iters", "1", "--warmup", "0",
+                      "--json", dir / "s.json", "--dump-tensors", dir / "dump"},
+                     dir, 2, names);
   EXPECT_TRUE(std::filesystem::exists(dir / "s.json"));
   EXPECT_TRUE(std::filesystem::is_directory(dir / "dump/rank0"));
   EXPECT_TRUE(std::filesystem::is_directory(dir / "dump/rank1"));
 }
 
 TEST(LaunchEnv, OpenMpiNamedRanksTrain) {
-  two_ranks_train([](int r) {
+  two_ranks_train([](int r, int) {
     return std::vector<std::string>{"OMPI_COMM_WORLD_RANK=" + std::to_string(r), "OMPI_COMM_WORLD_SIZE=2",
                                     "OMPI_COMM_WORLD_LOCAL_RANK=" + std::to_string(r), "OMPI_COMM_WORLD_LOCAL_SIZE=2"};
   });
 }
 
 TEST(LaunchEnv, SrunNamedRanksTrain) {
-  two_ranks_train([](int r) {
+  two_ranks_train([](int r, int) {
     return std::vector<std::string>{"SLURM_PROCID=" + std::to_string(r), "SLURM_STEP_NUM_TASKS=2",
                                     "SLURM_LOCALID=" + std::to_string(r), "SLURM_NODEID=0",
                                     "SLURM_STEP_TASKS_PER_NODE=2"};
