@@ -11,23 +11,14 @@
 #include "sim/cost/cost_model.hpp"
 #include "sim/base/error.hpp"
 #include "sim/engine/simulator.hpp"
+#include "tests/sim/calibration_profile.hpp"
 
 namespace domino::prof {
 namespace {
 
 Profile known_profile() {
-  Profile p;
-  p.name = "known";
-  p.devices_per_node = 4;
-  GemmProfile g;
-  g.peak_tflops = 0.08;
-  g.efficiency = {{0.001, 0.4}, {0.01, 0.6}, {0.1, 0.75}, {1, 0.85}};
-  p.gemm[int(DType::FP32)] = g;
-  p.memory = {10.0, 4.0, {}};
-  p.attention.efficiency = {{0.001, 0.2}, {0.1, 0.4}};
-  p.intra_node = {60.0, 1.2, {}, 0};
-  p.interference = {0.0, 0.0};  // the simulator then reports each op's standalone time
-  return p;
+  // No interference: the simulator then reports each op's standalone time.
+  return test::calibration_profile("known");
 }
 
 TraceFile predicted_trace(const Profile& truth, const Plan& plan, const ModelSpec& model, const std::string& path) {
