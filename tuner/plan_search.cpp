@@ -47,7 +47,8 @@ class Searcher {
       // Group key (dim, p, overlap, order): what decides whether neighbours' slices line up and overlap
       // (the order decides what a held-back add runs behind); the per-block score ranks q and backward
       // overlap inside a group.
-      std::vector<std::tuple<int, int, int, int, double, int>> scored;  // dim, p, overlap, order, score, index
+      using GroupKey = std::tuple<int, int, int, int>;  // dim, p, overlap, order
+      std::vector<std::tuple<GroupKey, double, int>> scored;  // group, score, index
       const auto& other = t == 0 ? space_.mlp : space_.attn;
       for (int c = 0; c < int(list.size()); ++c) {
         double score = 0;
@@ -60,17 +61,15 @@ class Searcher {
           else if (costs_.probe_layers() > 1) score += (n_ / 2 - 1) * costs_.pair(1, c, mirror);
           else score += costs_.pair(0, mirror, c);
         }
-        scored.emplace_back(int(list[c].dim), list[c].p, int(list[c].overlap), int(list[c].order), score, c);
+        const BlockPlan& b = list[c];
+        scored.emplace_back(GroupKey{int(b.dim), b.p, int(b.overlap), int(b.order)}, score, c);
       }
       std::sort(scored.begin(), scored.end());
       int run = 0;
       for (size_t j = 0; j < scored.size(); ++j) {
-        const bool same = j > 0 && std::get<0>(scored[j]) == std::get<0>(scored[j - 1]) &&
-                          std::get<1>(scored[j]) == std::get<1>(scored[j - 1]) &&
-                          std::get<2>(scored[j]) == std::get<2>(scored[j - 1]) &&
-                          std::get<3>(scored[j]) == std::get<3>(scored[j - 1]);
+        const bool same = j > 0 && std::get<0>(scored[j]) == std::get<0>(scored[j - 1]);
         run = same ? run + 1 : 0;
-        if (run < per_group) kept.insert(std::get<5>(scored[j]));
+        if (run < per_group) kept.insert(std::get<2>(scored[j]));
       }
       kept.erase(int(list.size()));  // a pinned choice missing from the list (cannot happen) is ignored
       keep[t].assign(kept.begin(), kept.end());

@@ -37,6 +37,24 @@ void add_unique(std::vector<BlockPlan>& list, const BlockPlan& b) {
   if (std::find(list.begin(), list.end(), b) == list.end()) list.push_back(b);
 }
 
+// The values of a comma-separated list, each word read by parse_word (which throws on an unknown one),
+// sorted and without repeats. An empty word (also an empty text) reaches parse_word as "".
+template <typename T, typename ParseWord>
+std::vector<T> parse_comma_list(const std::string& text, ParseWord parse_word) {
+  std::vector<T> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const size_t length = comma == std::string::npos ? std::string::npos : comma - start;
+    out.push_back(parse_word(text.substr(start, length)));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 }  // namespace
 
 double SearchSpace::plans(int layers) const {
@@ -141,37 +159,19 @@ std::string block_label(const BlockPlan& b) {
 std::string layer_label(const LayerPlan& l) { return fmt::format("attn[{}] mlp[{}]", block_label(l.attn), block_label(l.mlp)); }
 
 std::vector<SplitDim> parse_splits(const std::string& text) {
-  std::vector<SplitDim> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = text.find(',', start);
-    const std::string word = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (word == "batch") out.push_back(SplitDim::Batch);
-    else if (word == "sequence" || word == "seq") out.push_back(SplitDim::Sequence);
-    else throw_bad_input(fmt::format("--splits: unknown split dimension '{}' (expected batch, sequence)", word));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+  return parse_comma_list<SplitDim>(text, [](const std::string& word) -> SplitDim {
+    if (word == "batch") return SplitDim::Batch;
+    if (word == "sequence" || word == "seq") return SplitDim::Sequence;
+    throw_bad_input(fmt::format("--splits: unknown split dimension '{}' (expected batch, sequence)", word));
+  });
 }
 
 std::vector<SliceOrder> parse_orders(const std::string& text) {
-  std::vector<SliceOrder> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = text.find(',', start);
-    const std::string word = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (word == "deep") out.push_back(SliceOrder::Deep);
-    else if (word == "deepspeed") out.push_back(SliceOrder::DeepSpeed);
-    else throw_bad_input(fmt::format("--orders: unknown slice order '{}' (expected deep, deepspeed)", word));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+  return parse_comma_list<SliceOrder>(text, [](const std::string& word) -> SliceOrder {
+    if (word == "deep") return SliceOrder::Deep;
+    if (word == "deepspeed") return SliceOrder::DeepSpeed;
+    throw_bad_input(fmt::format("--orders: unknown slice order '{}' (expected deep, deepspeed)", word));
+  });
 }
 
 }  // namespace domino

@@ -155,8 +155,7 @@ class CpuBackend final : public Backend {
     const BufferDesc& b = schedule_->buffers.at(r.buffer);
     float* base = ops_ctx_.buffers[r.buffer];
     const auto reduce = [&](float* data, size_t n) {
-      if (op.attrs.reduce == ReduceOp::Max) return rank_.comm->allreduce_max(data, n, uint32_t(op.index), op_id(op));
-      rank_.comm->allreduce_sum(data, n, uint32_t(op.index), op_id(op));
+      rank_.comm->allreduce(data, n, op.attrs.reduce, uint32_t(op.index), op_id(op));
     };
     if (region_contiguous(b, r)) {
       reduce(base + (r.b0 * b.seq + r.s0) * b.cols, size_t(r.elements()));

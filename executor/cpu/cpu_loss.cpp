@@ -11,14 +11,9 @@
 
 namespace domino::cpu {
 
-// Real (non-padding) columns of a logits row of this shard.
-int64_t real_columns(const VocabShard& shard) {
-  return std::max<int64_t>(0, std::min(shard.width, shard.limit - shard.first));
-}
-
 void logit_max(const Op& op, const CpuOpContext& ctx) {
   const View logits = view_of(ctx, op.in[0]), max = view_of(ctx, op.out[0]);
-  const int64_t n = real_columns(vocab_shard(op.attrs, ctx.rank, logits.cols));
+  const int64_t n = vocab_shard(op.attrs, ctx.rank, logits.cols).real();
   for (int64_t r = 0; r < logits.rows; ++r) {
     // A shard of padding only (tiny vocabularies on many ranks) gives the lowest finite float: it never
     // wins the max over the group, and the NaN/Inf scan of the outputs stays quiet.
@@ -30,7 +25,7 @@ void logit_sum_exp(const Op& op, const CpuOpContext& ctx) {
   const View logits = view_of(ctx, op.in[0]), targets = view_of(ctx, op.in[1]), max = view_of(ctx, op.in[2]);
   const View sums = view_of(ctx, op.out[0]);
   const VocabShard shard = vocab_shard(op.attrs, ctx.rank, logits.cols);
-  const int64_t n = real_columns(shard);
+  const int64_t n = shard.real();
   for (int64_t r = 0; r < logits.rows; ++r) {
     const int64_t t = token_at(op, targets, r, shard.limit, "target id");
     const float m = max.row(r)[0];
@@ -49,7 +44,7 @@ void cross_entropy(const Op& op, const CpuOpContext& ctx) {
   const View logits = view_of(ctx, op.in[0]), targets = view_of(ctx, op.in[1]);
   const View max = view_of(ctx, op.in[2]), sums = view_of(ctx, op.in[3]), dlogits = view_of(ctx, op.out[1]);
   const VocabShard shard = vocab_shard(op.attrs, ctx.rank, logits.cols);
-  const int64_t n = real_columns(shard);
+  const int64_t n = shard.real();
   const BufferDesc& buf = ctx.schedule->buffers[size_t(op.in[0].buffer)];
   const double tokens = double(buf.batch * buf.seq);
   const float inv_tokens = float(1.0 / tokens);

@@ -3,8 +3,8 @@
 // masked upper triangle is (mostly) skipped, as a causal kernel does and as the cost model charges. Query
 // heads that share a KV head (grouped-query attention) form one batch with a zero stride on K and V.
 #include <algorithm>
+#include <array>
 #include <cmath>
-#include <vector>
 
 #include "executor/cuda/cuda_gemm.hpp"
 
@@ -29,53 +29,89 @@ struct QueryBlock {
 };
 
 // At least 128 rows per block (narrower GEMMs lose more than the skipped keys save) and at most 16 blocks
-// (launch count): 16 blocks compute 53 % of the square instead of the triangle's 50 %. Returned last block
+// (launch count): 16 blocks compute 53 % of the square instead of the triangle's 50 %. Held last block
 // first, and that block covers every key, so that a gradient accumulated over blocks starts from a block
-// that writes all its rows.
-std::vector<QueryBlock> causal_blocks(int64_t sq, int64_t seq0, int64_t nk) {
-  const int64_t n = std::clamp<int64_t>((sq + 127) / 128, 1, 16);
-  std::vector<QueryBlock> blocks;
+// that writes all its rows. A fixed array: attention runs per op and allocates nothing.
+constexpr int kMaxQueryBlocks = 16;
+struct CausalBlocks {
+  std::array<QueryBlock, kMaxQueryBlocks> at{};
+  int count = 0;
+  const QueryBlock* begin() const { return at.data(); }
+  const QueryBlock* end() const { return at.data() + count; }
+};
+
+CausalBlocks causal_blocks(int64_t sq, int64_t seq0, int64_t nk) {
+  const int64_t n = std::clamp<int64_t>((sq + 127) / 128, 1, kMaxQueryBlocks);
+  CausalBlocks blocks;
   for (int64_t i = n - 1; i >= 0; --i) {
     const int64_t r0 = i * sq / n, r1 = (i + 1) * sq / n;
     const int64_t keys = i == n - 1 ? nk : std::min(nk, seq0 + r1);
-    blocks.push_back(QueryBlock{r0, r1, keys});
+    blocks.at[size_t(blocks.count++)] = QueryBlock{r0, r1, keys};
   }
   return blocks;
 }
 
-// The operands of one (batch entry, query block) shared by the per-head-group GEMMs.
+// One (batch entry, query block, KV head g) of the GEMMs: the query heads [h0, h0 + group) share KV head g.
+// Query-side operands (Q, ctx, dctx and their gradients) are [rows, heads*d]; key-side ones (K, V, dK, dV)
+// [keys, kv_heads*d]; P-shaped ones (P, dP/dS) [rows, heads*key_stride].
 struct AttnBlock {
   const AttnShape& a;
   QueryBlock qb;
-  int group;
-  int64_t d;
+  int g;
+  int group() const { return a.heads / a.kv_heads; }
+  int64_t d() const { return a.head_dim; }
+  int64_t h0() const { return int64_t(g) * group(); }
+  int64_t rows() const { return qb.r1 - qb.r0; }
+  // Where head h's columns start in a query-side, key-side or P-shaped operand.
+  char* query_head(const DevView& v, int64_t h) const {
+    return offset(v.base, qb.r0 * v.row_stride + h * d(), v.elt);
+  }
+  char* key_head(const DevView& v) const { return offset(v.base, g * d(), v.elt); }
+  char* p_head(const DevView& v, int64_t h) const {
+    return offset(v.base, qb.r0 * v.row_stride + h * a.key_stride, v.elt);
+  }
 };
 
-// scores_h = scale * Q_h K_g^T: scaled in the GEMM, so fp16 scores stay sqrt(d) smaller.
-void scores_fwd(void* h, const AttnBlock& t, const DevView& q, const DevView& k, const DevView& p, int g) {
-  const int64_t h0 = int64_t(g) * t.group, d = t.d;
+// out_h = alpha * X_h Y_g^T for the group's heads: P-shaped over the visible keys (the scores from Q and K,
+// scaled in the GEMM so that fp16 scores stay sqrt(d) smaller; dP from dctx and V).
+void head_scores(void* h, const AttnBlock& t, const DevView& x, const DevView& y, const DevView& out,
+                 float alpha) {
   GemmArgs sc;
   sc.trans_b = true;
-  sc.alpha = 1.f / std::sqrt(float(d));
-  sc.m = t.qb.r1 - t.qb.r0, sc.n = t.qb.keys, sc.k = d;
-  sc.a = offset(q.base, t.qb.r0 * q.row_stride + h0 * d, q.elt), sc.lda = q.row_stride, sc.stride_a = d;
-  sc.b = offset(k.base, g * d, k.elt), sc.ldb = k.row_stride, sc.stride_b = 0;
-  sc.c = offset(p.base, t.qb.r0 * p.row_stride + h0 * t.a.key_stride, p.elt), sc.ldc = p.row_stride;
-  sc.stride_c = t.a.key_stride, sc.batch = t.group, sc.elt = q.elt;
+  sc.alpha = alpha;
+  sc.m = t.rows(), sc.n = t.qb.keys, sc.k = t.d();
+  sc.a = t.query_head(x, t.h0()), sc.lda = x.row_stride, sc.stride_a = t.d();
+  sc.b = t.key_head(y), sc.ldb = y.row_stride, sc.stride_b = 0;
+  sc.c = t.p_head(out, t.h0()), sc.ldc = out.row_stride, sc.stride_c = t.a.key_stride;
+  sc.batch = t.group(), sc.elt = x.elt;
   gemm(h, sc);
 }
 
-// ctx_h = P_h V_g over the visible keys.
-void context_fwd(void* h, const AttnBlock& t, const DevView& p, const DevView& v, const DevView& ctx, int g) {
-  const int64_t h0 = int64_t(g) * t.group, d = t.d;
+// out_h = P_h Y_g over the visible keys, query-shaped (the context from P and V; dQ from dS and K).
+void head_context(void* h, const AttnBlock& t, const DevView& pm, const DevView& y, const DevView& out) {
   GemmArgs pv;
-  pv.m = t.qb.r1 - t.qb.r0, pv.n = d, pv.k = t.qb.keys;
-  pv.a = offset(p.base, t.qb.r0 * p.row_stride + h0 * t.a.key_stride, p.elt), pv.lda = p.row_stride;
-  pv.stride_a = t.a.key_stride;
-  pv.b = offset(v.base, g * d, v.elt), pv.ldb = v.row_stride, pv.stride_b = 0;
-  pv.c = offset(ctx.base, t.qb.r0 * ctx.row_stride + h0 * d, ctx.elt), pv.ldc = ctx.row_stride, pv.stride_c = d;
-  pv.batch = t.group, pv.elt = p.elt;
+  pv.m = t.rows(), pv.n = t.d(), pv.k = t.qb.keys;
+  pv.a = t.p_head(pm, t.h0()), pv.lda = pm.row_stride, pv.stride_a = t.a.key_stride;
+  pv.b = t.key_head(y), pv.ldb = y.row_stride, pv.stride_b = 0;
+  pv.c = t.query_head(out, t.h0()), pv.ldc = out.row_stride, pv.stride_c = t.d();
+  pv.batch = t.group(), pv.elt = pm.elt;
   gemm(h, pv);
+}
+
+// out_g (+)= sum_h P_h^T X_h, key-shaped (dV from P and dctx; dK from dS and Q). One head at a time: the
+// group's heads write the same output.
+void key_grad(void* h, const AttnBlock& t, const DevView& pm, const DevView& x, const DevView& out,
+              bool overwrite) {
+  for (int j = 0; j < t.group(); ++j) {
+    GemmArgs kg;
+    kg.trans_a = true;
+    kg.m = t.qb.keys, kg.n = t.d(), kg.k = t.rows();
+    kg.a = t.p_head(pm, t.h0() + j), kg.lda = pm.row_stride;
+    kg.b = t.query_head(x, t.h0() + j), kg.ldb = x.row_stride;
+    kg.c = t.key_head(out), kg.ldc = out.row_stride;
+    kg.beta = (overwrite && j == 0) ? 0.f : 1.f, kg.elt = pm.elt;
+    gemm(h, kg);
+  }
 }
 
 // Backward operands of one batch entry: dS is computed in place in dp (row stride ld_dp).
@@ -83,99 +119,54 @@ struct AttnBwdViews {
   DevView q, k, v, p, dctx, dq, dk, dv, dp;
 };
 
-// dP_h = dctx_h V_g^T, then dV_g (+)= sum_h P_h^T dctx_h (one head at a time: the same output).
-void values_bwd(void* h, const AttnBlock& t, const AttnBwdViews& w, int g, bool overwrite) {
-  const int64_t h0 = int64_t(g) * t.group, d = t.d, rows = t.qb.r1 - t.qb.r0, r0 = t.qb.r0;
-  const AttnShape& a = t.a;
-  const Elt e = w.q.elt;
-  GemmArgs dpa;
-  dpa.trans_b = true;
-  dpa.m = rows, dpa.n = t.qb.keys, dpa.k = d;
-  dpa.a = offset(w.dctx.base, r0 * w.dctx.row_stride + h0 * d, e), dpa.lda = w.dctx.row_stride, dpa.stride_a = d;
-  dpa.b = offset(w.v.base, g * d, e), dpa.ldb = w.v.row_stride, dpa.stride_b = 0;
-  dpa.c = offset(w.dp.base, r0 * w.dp.row_stride + h0 * a.key_stride, e), dpa.ldc = w.dp.row_stride;
-  dpa.stride_c = a.key_stride, dpa.batch = t.group, dpa.elt = e;
-  gemm(h, dpa);
-  for (int j = 0; j < t.group; ++j) {
-    GemmArgs dv;
-    dv.trans_a = true;
-    dv.m = t.qb.keys, dv.n = d, dv.k = rows;
-    dv.a = offset(w.p.base, r0 * w.p.row_stride + (h0 + j) * a.key_stride, e), dv.lda = w.p.row_stride;
-    dv.b = offset(w.dctx.base, r0 * w.dctx.row_stride + (h0 + j) * d, e), dv.ldb = w.dctx.row_stride;
-    dv.c = offset(w.dv.base, g * d, e), dv.ldc = w.dv.row_stride;
-    dv.beta = (overwrite && j == 0) ? 0.f : 1.f, dv.elt = e;
-    gemm(h, dv);
-  }
-}
-
-// dQ_h = dS_h K_g, then dK_g (+)= sum_h dS_h^T Q_h.
-void queries_keys_bwd(void* h, const AttnBlock& t, const AttnBwdViews& w, int g, bool overwrite) {
-  const int64_t h0 = int64_t(g) * t.group, d = t.d, rows = t.qb.r1 - t.qb.r0, r0 = t.qb.r0;
-  const AttnShape& a = t.a;
-  const Elt e = w.q.elt;
-  GemmArgs dqa;
-  dqa.m = rows, dqa.n = d, dqa.k = t.qb.keys;
-  dqa.a = offset(w.dp.base, r0 * w.dp.row_stride + h0 * a.key_stride, e), dqa.lda = w.dp.row_stride;
-  dqa.stride_a = a.key_stride;
-  dqa.b = offset(w.k.base, g * d, e), dqa.ldb = w.k.row_stride, dqa.stride_b = 0;
-  dqa.c = offset(w.dq.base, r0 * w.dq.row_stride + h0 * d, e), dqa.ldc = w.dq.row_stride, dqa.stride_c = d;
-  dqa.batch = t.group, dqa.elt = e;
-  gemm(h, dqa);
-  for (int j = 0; j < t.group; ++j) {
-    GemmArgs dk;
-    dk.trans_a = true;
-    dk.m = t.qb.keys, dk.n = d, dk.k = rows;
-    dk.a = offset(w.dp.base, r0 * w.dp.row_stride + (h0 + j) * a.key_stride, e), dk.lda = w.dp.row_stride;
-    dk.b = offset(w.q.base, r0 * w.q.row_stride + (h0 + j) * d, e), dk.ldb = w.q.row_stride;
-    dk.c = offset(w.dk.base, g * d, e), dk.ldc = w.dk.row_stride;
-    dk.beta = (overwrite && j == 0) ? 0.f : 1.f, dk.elt = e;
-    gemm(h, dk);
-  }
-}
-
 }  // namespace
 
 void attention_fwd(void* h, StreamHandle s, const AttentionFwdArgs& args) {
   const DevView &q = args.q, &k = args.k, &v = args.v, &p = args.p, &ctx = args.ctx;
   const AttnShape& a = args.shape;
-  const int group = a.heads / a.kv_heads;
   const int64_t sq = q.rows_per_batch, nk = k.rows_per_batch;
-  const std::vector<QueryBlock> blocks = causal_blocks(sq, q.seq0, nk);
+  const float scale = 1.f / std::sqrt(float(a.head_dim));
+  const CausalBlocks blocks = causal_blocks(sq, q.seq0, nk);
   for (int64_t b = 0; b < q.nbatch; ++b) {
     const DevView qb = block(q, b), kb = block(k, b), vb = block(v, b), pb = block(p, b), cb = block(ctx, b);
     for (const QueryBlock& r : blocks) {
-      for (int g = 0; g < a.kv_heads; ++g) scores_fwd(h, AttnBlock{a, r, group, a.head_dim}, qb, kb, pb, g);
+      for (int g = 0; g < a.kv_heads; ++g) head_scores(h, AttnBlock{a, r, g}, qb, kb, pb, scale);
     }
     // Reads only the keys [0, position] of each row, all inside the columns its block computed.
     causal_softmax_fwd(pb, SoftmaxShape{a.heads, a.key_stride, nk, 1.f}, s);
     for (const QueryBlock& r : blocks) {
-      for (int g = 0; g < a.kv_heads; ++g) context_fwd(h, AttnBlock{a, r, group, a.head_dim}, pb, vb, cb, g);
+      for (int g = 0; g < a.kv_heads; ++g) head_context(h, AttnBlock{a, r, g}, pb, vb, cb);
     }
   }
 }
 
 void attention_bwd(void* h, StreamHandle s, const AttentionBwdArgs& args) {
   const AttnShape& a = args.shape;
-  const int group = a.heads / a.kv_heads;
   const DevView& q = args.q;
   const int64_t sq = q.rows_per_batch, nk = args.k.rows_per_batch;
   const int64_t ld_dp = int64_t(a.heads) * a.key_stride;
   const float scale = 1.f / std::sqrt(float(a.head_dim));
-  const std::vector<QueryBlock> blocks = causal_blocks(sq, q.seq0, nk);
+  const CausalBlocks blocks = causal_blocks(sq, q.seq0, nk);
   for (int64_t b = 0; b < q.nbatch; ++b) {
     AttnBwdViews w{block(q, b),         block(args.k, b),  block(args.v, b),  block(args.p, b),
                    block(args.dctx, b), block(args.dq, b), block(args.dk, b), block(args.dv, b),
                    DevView{args.dp_scratch, q.elt, ld_dp, sq * ld_dp, sq, 1, ld_dp, q.seq0}};
     // The first block (the last query rows) sees every key, so it alone decides overwrite vs accumulate.
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      const bool overwrite = i == 0 && !args.accumulate;
-      for (int g = 0; g < a.kv_heads; ++g) values_bwd(h, AttnBlock{a, blocks[i], group, a.head_dim}, w, g, overwrite);
-    }
-    causal_softmax_bwd(w.p, w.dp, SoftmaxShape{a.heads, a.key_stride, nk, scale}, s);
-    for (size_t i = 0; i < blocks.size(); ++i) {
+    for (int i = 0; i < blocks.count; ++i) {
       const bool overwrite = i == 0 && !args.accumulate;
       for (int g = 0; g < a.kv_heads; ++g) {
-        queries_keys_bwd(h, AttnBlock{a, blocks[i], group, a.head_dim}, w, g, overwrite);
+        const AttnBlock t{a, blocks.at[size_t(i)], g};
+        head_scores(h, t, w.dctx, w.v, w.dp, 1.f);     // dP_h = dctx_h V_g^T
+        key_grad(h, t, w.p, w.dctx, w.dv, overwrite);  // dV_g (+)= sum_h P_h^T dctx_h
+      }
+    }
+    causal_softmax_bwd(w.p, w.dp, SoftmaxShape{a.heads, a.key_stride, nk, scale}, s);
+    for (int i = 0; i < blocks.count; ++i) {
+      const bool overwrite = i == 0 && !args.accumulate;
+      for (int g = 0; g < a.kv_heads; ++g) {
+        const AttnBlock t{a, blocks.at[size_t(i)], g};
+        head_context(h, t, w.dp, w.k, w.dq);         // dQ_h = dS_h K_g
+        key_grad(h, t, w.dp, w.q, w.dk, overwrite);  // dK_g (+)= sum_h dS_h^T Q_h
       }
     }
   }

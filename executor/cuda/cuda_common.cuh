@@ -1,4 +1,5 @@
-// cuda_common.cuh: device-side views, element conversion and dtype dispatch shared by the kernels.
+// cuda_common.cuh: device-side views, element conversion, warp reductions and dtype dispatch shared by the
+// kernels.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -21,6 +22,16 @@ template <>
 __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
 template <>
 __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half(x); }
+
+// Max and sum over the 32 lanes of a warp; every lane gets the result.
+__device__ __forceinline__ float warp_max(float x) {
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
 
 template <typename T>
 struct View {

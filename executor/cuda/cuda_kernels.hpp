@@ -77,11 +77,11 @@ struct EmbeddingBwdArgs {
 void embedding_bwd(const EmbeddingBwdArgs& a, StreamHandle s);
 
 // Vocabulary-parallel cross-entropy (cuda_vocab_loss.cu), see LogitMax / LogitSumExp / CrossEntropy in
-// sim/ir/schedule.hpp. The logits' columns are ids [first, first + ncols), those at or beyond limit
-// padding; max and sums are fp32 [rows,1] and [rows,2].
+// sim/ir/schedule.hpp. The logits' columns are ids [first, first + ncols), of which the first `real` are
+// vocabulary ids and the rest padding (VocabShard::real()); max and sums are fp32 [rows,1] and [rows,2].
 struct VocabLossArgs {
   DevView logits, targets, max, sums;
-  int64_t first = 0, limit = 0;
+  int64_t first = 0, real = 0;
   DevView loss, dlogits;     // CrossEntropy only; loss fp32
   double tokens = 1;         // the mean is over this many tokens
   bool accumulate = false;   // loss

@@ -174,7 +174,7 @@ void run_loss(const Launch& l) {
   const Op& op = l.op;
   const VocabShard shard = vocab_shard(op.attrs, l.dev.rank, op.in[0].cols());
   VocabLossArgs a;
-  a.logits = l.in(0), a.first = shard.first, a.limit = shard.limit;
+  a.logits = l.in(0), a.first = shard.first, a.real = shard.real();
   if (op.code == OpCode::LogitMax) {
     a.max = l.out(0);
     return logit_max(a, l.s);

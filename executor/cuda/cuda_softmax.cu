@@ -4,15 +4,6 @@
 namespace domino::cuda {
 namespace {
 
-__device__ __forceinline__ float warp_max(float x) {
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
-__device__ __forceinline__ float warp_sum(float x) {
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
-
 // One warp per (query row, head).
 template <typename T>
 __global__ void softmax_fwd_kernel(View<T> p, int heads, int64_t key_stride, int64_t nk, float scale) {

@@ -1,7 +1,8 @@
 // cuda_vocab_loss.cu: the vocabulary-parallel cross-entropy (Megatron-LM's) in three kernels around two
 // AllReduces: the per-token max over this shard's logits; the sum of exp(logit - global max) with the
 // target's logit when it lies in this shard; then the loss and this shard's dlogits from the global sums.
-// One warp per token row; statistics in fp32 whatever the logits' dtype.
+// One warp per token row; statistics in fp32 whatever the logits' dtype. Columns at or beyond `real` are
+// padding of the last shard.
 #include <cfloat>
 #include <cmath>
 #include <string>
@@ -11,70 +12,52 @@
 namespace domino::cuda {
 namespace {
 
-__device__ __forceinline__ float lanes_max(float v) {
-  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ float lanes_sum(float v) {
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// Columns of a row that are real vocabulary ids (the rest of the last shard is padding).
-__device__ __forceinline__ int64_t real_cols(int64_t ncols, int64_t first, int64_t limit) {
-  const int64_t n = limit - first;
-  return n < 0 ? 0 : (n < ncols ? n : ncols);
-}
-
 constexpr int kRowsPerBlock = 8;  // warps of a 256-thread block
 
 template <typename T>
-__global__ void logit_max_kernel(View<T> logits, View<float> max, int64_t first, int64_t limit) {
+__global__ void logit_max_kernel(View<T> logits, View<float> max, int64_t real) {
   const int64_t r = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (r >= logits.rows()) return;
   const T* x = logits.row(r);
-  const int64_t n = real_cols(logits.ncols, first, limit);
   float m = -INFINITY;
-  for (int64_t k = lane; k < n; k += 32) m = fmaxf(m, to_f(x[k]));
-  m = lanes_max(m);
+  for (int64_t k = lane; k < real; k += 32) m = fmaxf(m, to_f(x[k]));
+  m = warp_max(m);
   // A shard of padding only: the lowest finite float (never the group's max; the NaN/Inf scan stays quiet).
-  if (lane == 0) max.row(r)[0] = n > 0 ? m : -FLT_MAX;
+  if (lane == 0) max.row(r)[0] = real > 0 ? m : -FLT_MAX;
 }
 
 template <typename T>
 __global__ void logit_sum_exp_kernel(View<T> logits, View<float> targets, View<float> max, View<float> sums,
-                                     int64_t first, int64_t limit) {
+                                     int64_t first, int64_t real) {
   const int64_t r = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (r >= logits.rows()) return;
   const T* x = logits.row(r);
-  const int64_t n = real_cols(logits.ncols, first, limit);
   const float m = max.row(r)[0];
   float sum = 0;
-  for (int64_t k = lane; k < n; k += 32) sum += __expf(to_f(x[k]) - m);
-  sum = lanes_sum(sum);
+  for (int64_t k = lane; k < real; k += 32) sum += __expf(to_f(x[k]) - m);
+  sum = warp_sum(sum);
   if (lane != 0) return;
   const int64_t t = static_cast<int64_t>(targets.row(r)[0]) - first;
   sums.row(r)[0] = sum;
-  sums.row(r)[1] = t >= 0 && t < n ? to_f(x[t]) : 0.f;
+  sums.row(r)[1] = t >= 0 && t < real ? to_f(x[t]) : 0.f;
 }
 
 template <typename T>
 __global__ void vocab_ce_kernel(View<T> logits, View<float> targets, View<float> max, View<float> sums,
-                                View<T> dlogits, int64_t first, int64_t limit, float inv_tokens,
+                                View<T> dlogits, int64_t first, int64_t real, float inv_tokens,
                                 float* scratch) {
   const int64_t r = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (r >= logits.rows()) return;
   const T* x = logits.row(r);
   T* g = dlogits.row(r);
-  const int64_t n = real_cols(logits.ncols, first, limit);
   const int64_t t = static_cast<int64_t>(targets.row(r)[0]) - first;
   const float m = max.row(r)[0], sum = sums.row(r)[0], target_logit = sums.row(r)[1];
   // Each lane reads an element before it writes the same one: dlogits may alias the logits.
   for (int64_t k = lane; k < logits.ncols; k += 32) {
-    const float p = k < n ? __expf(to_f(x[k]) - m) / sum : 0.f;
+    const float p = k < real ? __expf(to_f(x[k]) - m) / sum : 0.f;
     g[k] = from_f<T>((p - (k == t ? 1.f : 0.f)) * inv_tokens);
   }
   if (lane == 0) atomicAdd(scratch, (logf(sum) + m - target_logit) * inv_tokens);
@@ -98,7 +81,7 @@ void logit_max(const VocabLossArgs& a, StreamHandle s) {
   require_fp32(a.max, "max");
   DOMINO_DISPATCH_ELT(a.logits.elt,
                       logit_max_kernel<T><<<row_blocks(a.logits.rows()), 256, 0, stream_of(s)>>>(
-                          view_of<T>(a.logits), view_of<float>(a.max), a.first, a.limit));
+                          view_of<T>(a.logits), view_of<float>(a.max), a.real));
   DOMINO_CUDA_LAUNCHED("logit_max_kernel");
 }
 
@@ -108,7 +91,7 @@ void logit_sum_exp(const VocabLossArgs& a, StreamHandle s) {
   DOMINO_DISPATCH_ELT(a.logits.elt,
                       logit_sum_exp_kernel<T><<<row_blocks(a.logits.rows()), 256, 0, stream_of(s)>>>(
                           view_of<T>(a.logits), view_of<float>(a.targets), view_of<float>(a.max),
-                          view_of<float>(a.sums), a.first, a.limit));
+                          view_of<float>(a.sums), a.first, a.real));
   DOMINO_CUDA_LAUNCHED("logit_sum_exp_kernel");
 }
 
@@ -121,7 +104,7 @@ void vocab_cross_entropy(const VocabLossArgs& a, StreamHandle s) {
   DOMINO_DISPATCH_ELT(a.logits.elt, vocab_ce_kernel<T><<<row_blocks(a.logits.rows()), 256, 0, stream_of(s)>>>(
                                         view_of<T>(a.logits), view_of<float>(a.targets),
                                         view_of<float>(a.max), view_of<float>(a.sums), view_of<T>(a.dlogits),
-                                        a.first, a.limit, inv_tokens, a.scratch));
+                                        a.first, a.real, inv_tokens, a.scratch));
   store_vocab_loss_kernel<<<1, 1, 0, stream_of(s)>>>(a.scratch, static_cast<float*>(a.loss.base),
                                                      a.accumulate);
   DOMINO_CUDA_LAUNCHED("vocab_ce_kernel");

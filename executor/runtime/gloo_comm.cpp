@@ -17,6 +17,7 @@
 #include "executor/runtime/check.hpp"
 #include "executor/runtime/tcp_store.hpp"
 #include "sim/base/error.hpp"
+#include "sim/ir/schedule.hpp"
 
 namespace domino {
 namespace {
@@ -76,8 +77,9 @@ void GlooComm::allreduce_sum(float* data, size_t elements, uint32_t tag, const s
   allreduce(data, elements, &gloo::sum<float>, tag, what);
 }
 
-void GlooComm::allreduce_max(float* data, size_t elements, uint32_t tag, const std::string& what) {
-  allreduce(data, elements, &gloo::max<float>, tag, what);
+void GlooComm::allreduce(float* data, size_t elements, ReduceOp op, uint32_t tag, const std::string& what) {
+  if (op == ReduceOp::Max) return allreduce(data, elements, &gloo::max<float>, tag, what);
+  allreduce_sum(data, elements, tag, what);
 }
 
 void GlooComm::allreduce(float* data, size_t elements, ReduceFn reduce, uint32_t tag, const std::string& what) {

@@ -23,6 +23,7 @@ class Device;
 namespace domino {
 
 class TcpStoreServer;
+enum class ReduceOp : uint8_t;  // sim/ir/schedule.hpp
 
 struct CommConfig {
   int rank = 0;
@@ -48,8 +49,9 @@ class GlooComm {
   // In-place sum over the group. `what` names the op in errors; `tag` must differ between collectives that
   // can be in flight at once (the runtime passes the op index).
   void allreduce_sum(float* data, size_t elements, uint32_t tag, const std::string& what);
-  // In-place element-wise maximum over the group (the vocab-parallel cross-entropy's per-token max).
-  void allreduce_max(float* data, size_t elements, uint32_t tag, const std::string& what);
+  // In-place element-wise sum or maximum over the group, as an AllReduce op's attrs.reduce asks (the max:
+  // the vocab-parallel cross-entropy's per-token max).
+  void allreduce(float* data, size_t elements, ReduceOp op, uint32_t tag, const std::string& what);
   void barrier(const std::string& what);
   // Byte blobs exchanged through the rendezvous store (results, other backends' ids). Keys get a per-run
   // prefix; get waits for the key up to the timeout.

@@ -14,6 +14,7 @@
 // block of rows per batch entry). Column ranges are strided views too (row stride = buffer cols).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -173,6 +174,8 @@ struct OpAttrs {
 struct VocabShard {
   int64_t first = 0, width = 0, limit = 0;
   bool holds(int64_t id) const { return id >= first && id < first + width && id < limit; }
+  // How many of the shard's columns are real ids (the rest of the last shard is padding; none may be real).
+  int64_t real() const { return std::max<int64_t>(0, std::min(width, limit - first)); }
 };
 inline VocabShard vocab_shard(const OpAttrs& attrs, int rank, int64_t width) {
   if (attrs.vocab <= 0) return {0, width, width};
