@@ -62,7 +62,8 @@ void write_outputs(const ExecOptions& o, const PlanSet& set, const std::vector<s
       write_trace(dir + "/" + plan.label + ".trace.json", plan.job.schedule, summary.timeline, meta);
       write_file_atomic(dir + "/" + plan.label + ".json", summary_json(summary, plan.job.schedule, meta).dump(2) + "\n");
     }
-    times.push_back({plan.label, plan.job.plan.strategy, summary.timeline.iteration_samples_us});
+    times.push_back({plan.label, plan.job.plan.strategy, summary.timeline.iteration_samples_us, summary.median_us,
+                     summary.p10_us, summary.p90_us});
   }
   const ModelSpec& model = set.plans[0].job.model;
   nlohmann::json head = run_meta(o);
