@@ -163,7 +163,8 @@ void publish_rank_result(GlooComm& comm, const std::string& key, const RankResul
 
 std::vector<RankResult> gather_rank_results(GlooComm& comm, const std::string& key) {
   std::vector<RankResult> all;
-  for (int q = 0; q < comm.world(); ++q) all.push_back(rank_result_from_text(comm.store_get(key + "." + std::to_string(q))));
+  for (int q = 0; q < comm.world(); ++q)
+    all.push_back(rank_result_from_text(comm.store_get(key + "." + std::to_string(q))));
   return all;
 }
 
