@@ -77,11 +77,14 @@ class CudaBackend : public Backend {
     const int count = cuda_device_count(&why);
     if (count == 0) throw_runtime("rank " + std::to_string(ctx.rank) + ": no usable CUDA device: " + why);
     // NCCL refuses two ranks of one communicator on one GPU, and ranks sharing a GPU would time each other.
-    if (ctx.world > count && !dev_.options.emulate_comm)
-      throw_bad_input("rank " + std::to_string(ctx.rank) + ": " + std::to_string(ctx.world) + " ranks but " +
+    // Only this host's ranks share its devices (both launch paths export LOCAL_WORLD_SIZE when they know it).
+    const char* local_world = std::getenv("LOCAL_WORLD_SIZE");
+    const int host_ranks = local_world && std::atoi(local_world) > 0 ? std::atoi(local_world) : ctx.world;
+    if (host_ranks > count && !dev_.options.emulate_comm)
+      throw_bad_input("rank " + std::to_string(ctx.rank) + ": " + std::to_string(host_ranks) + " ranks but " +
                       std::to_string(count) + " CUDA device(s): one device per rank (or --emulate-comm on one)");
     const char* local = std::getenv("LOCAL_RANK");
-    dev_.device = (local ? std::atoi(local) : ctx.rank) % count;
+    dev_.device = cuda_device_of(local ? std::atoi(local) : ctx.rank, count);
     dev_.rank = ctx.rank;
     dev_.world = ctx.world;
     dev_.hyper = ctx.hyper;
@@ -170,6 +173,8 @@ CLI::Validator number_at_least(double min, bool inclusive) {
 }
 
 }  // namespace
+
+int cuda_device_of(int local_rank, int count) { return local_rank % count; }
 
 int cuda_device_count(std::string* why) {
   int n = 0;

@@ -45,5 +45,7 @@ std::function<std::unique_ptr<Backend>()> add_cuda_backend_flags(CLI::App& app);
 std::vector<MemoryPool> cuda_memory_pools(const HostRanks& ranks);
 // Number of visible CUDA devices; 0 (with the reason in *why) when there is no usable device.
 int cuda_device_count(std::string* why = nullptr);
+// The device a rank uses: its local rank modulo the `count` visible devices.
+int cuda_device_of(int local_rank, int count);
 
 }  // namespace domino

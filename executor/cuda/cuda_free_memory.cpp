@@ -18,9 +18,6 @@
 namespace domino {
 namespace {
 
-// The device a rank uses: its local rank modulo the visible devices (as CudaBackend::prepare chooses).
-int device_of(int local_rank, int count) { return local_rank % count; }
-
 // In the child: "COUNT\n" then "DEVICE FREE_BYTES\n" per device asked for.
 std::string query_devices(const std::set<int>& local_ranks) {
   std::ostringstream out;
@@ -28,7 +25,7 @@ std::string query_devices(const std::set<int>& local_ranks) {
   if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) return "0\n";
   out << count << "\n";
   std::set<int> devices;
-  for (int r : local_ranks) devices.insert(device_of(r, count));
+  for (int r : local_ranks) devices.insert(cuda_device_of(r, count));
   for (int d : devices) {
     size_t free_bytes = 0, total_bytes = 0;
     DOMINO_CUDA_CHECK(cudaSetDevice(d));
@@ -92,7 +89,7 @@ std::vector<MemoryPool> cuda_memory_pools(const HostRanks& ranks) {
     pool.measure = "free (cudaMemGetInfo)";
   }
   for (int r : ranks.local_ranks) {
-    auto it = pools.find(device_of(r, count));
+    auto it = pools.find(cuda_device_of(r, count));
     if (it != pools.end()) it->second.local_ranks.push_back(r);
   }
   std::vector<MemoryPool> out;

@@ -8,7 +8,15 @@
 #include "sim/base/error.hpp"
 
 namespace domino {
+namespace {
 
+struct RatioStats {
+  std::vector<double> per_round;  // plan / baseline, one per round
+  double median = 0, p10 = 0, p90 = 0, min = 0, max = 0;
+};
+
+// Each round's time of `plan` over the baseline's in the same round. BadInput when the two ran different
+// numbers of rounds or a baseline time is not positive.
 RatioStats round_ratios(const PlanTimes& plan, const PlanTimes& baseline) {
   if (plan.samples_us.size() != baseline.samples_us.size() || plan.samples_us.empty())
     throw_bad_input("plan '" + plan.label + "' ran " + std::to_string(plan.samples_us.size()) + " rounds, the baseline '" +
@@ -26,6 +34,8 @@ RatioStats round_ratios(const PlanTimes& plan, const PlanTimes& baseline) {
   return r;
 }
 
+}  // namespace
+
 nlohmann::json interleave_summary(const std::vector<PlanTimes>& plans, size_t baseline, const nlohmann::json& head) {
   if (baseline >= plans.size()) throw_runtime("interleave summary: no baseline plan");
   nlohmann::json out = head;
@@ -37,10 +47,7 @@ nlohmann::json interleave_summary(const std::vector<PlanTimes>& plans, size_t ba
     rows.push_back({{"label", p.label},
                     {"strategy", p.strategy},
                     {"iteration_time_us",
-                     {{"median", percentile(p.samples_us, 50)},
-                      {"p10", percentile(p.samples_us, 10)},
-                      {"p90", percentile(p.samples_us, 90)},
-                      {"samples", p.samples_us}}},
+                     {{"median", p.median_us}, {"p10", p.p10_us}, {"p90", p.p90_us}, {"samples", p.samples_us}}},
                     {"ratio_to_baseline",
                      {{"median", r.median}, {"p10", r.p10}, {"p90", r.p90}, {"min", r.min}, {"max", r.max},
                       {"per_round", r.per_round}}}});

@@ -50,13 +50,22 @@ Job resolve_job(const ExecOptions& o) {
     job.model = load_model(job.model_source, overrides);
     job.plan = load_plan(o.job.target, job.model, o.job.force);
   }
-  job.build.optimizer = o.run.optimizer == "sgd" ? OptimizerKind::SgdMomentum : OptimizerKind::Adam;
-  job.ranks = o.job.ranks > 0 ? o.job.ranks : job.model.tp;
-  if (job.ranks != job.model.tp)
-    throw_bad_input("--ranks " + std::to_string(job.ranks) + " differs from the TP degree " +
-                    std::to_string(job.model.tp) + ": every rank is one tensor-parallel shard (use --tp)");
-  job.schedule = build_schedule(job.model, job.plan, job.build);
+  complete_job(o, &job);
   return job;
+}
+
+int job_ranks(const JobRequest& request, const ModelSpec& model) {
+  const int ranks = request.ranks > 0 ? request.ranks : model.tp;
+  if (ranks != model.tp)
+    throw_bad_input("--ranks " + std::to_string(ranks) + " differs from the TP degree " + std::to_string(model.tp) +
+                    ": every rank is one tensor-parallel shard (use --tp)");
+  return ranks;
+}
+
+void complete_job(const ExecOptions& o, Job* job) {
+  job->build.optimizer = o.run.optimizer == "sgd" ? OptimizerKind::SgdMomentum : OptimizerKind::Adam;
+  job->ranks = job_ranks(o.job, job->model);
+  job->schedule = build_schedule(job->model, job->plan, job->build);
 }
 
 }  // namespace domino

@@ -23,6 +23,13 @@ struct Job {
 // TP degree unless --force, --ranks other than the TP degree).
 Job resolve_job(const ExecOptions& options);
 
+// The job's ranks: --ranks, else the model's TP degree. BadInput when --ranks differs from the TP degree.
+int job_ranks(const JobRequest& request, const ModelSpec& model);
+
+// What follows once job->model and job->plan are known (one job, or each plan of --plans): the ranks
+// (job_ranks), the optimizer and the schedule.
+void complete_job(const ExecOptions& options, Job* job);
+
 // The model a plan file names (model: {name: ...}) and its TP degree, read before the model is known.
 struct PlanHeader {
   std::string model_name;

@@ -8,10 +8,8 @@
 #include <filesystem>
 #include <memory>
 
-#include "executor/job/backends.hpp"
 #include "executor/job/interleave_summary.hpp"
 #include "executor/job/rank_process.hpp"
-#include "executor/job/launcher.hpp"
 #include "executor/runtime/results.hpp"
 #include "sim/base/error.hpp"
 #include "sim/base/files.hpp"
@@ -19,7 +17,7 @@
 namespace domino {
 namespace {
 
-std::string result_key(const PlanEntry& plan, int rank) { return "result." + plan.label + "." + std::to_string(rank); }
+std::string result_key(const PlanEntry& plan) { return "result." + plan.label; }
 
 // Starts of rank 0's timed iterations, microseconds from the launch's first iteration (any plan).
 std::vector<double> timed_starts(const RankResult& rank0, double origin_us) {
@@ -62,7 +60,8 @@ void write_outputs(const ExecOptions& o, const PlanSet& set, const std::vector<s
       write_trace(dir + "/" + plan.label + ".trace.json", plan.job.schedule, summary.timeline, meta);
       write_file_atomic(dir + "/" + plan.label + ".json", summary_json(summary, plan.job.schedule, meta).dump(2) + "\n");
     }
-    times.push_back({plan.label, plan.job.plan.strategy, summary.timeline.iteration_samples_us});
+    times.push_back({plan.label, plan.job.plan.strategy, summary.timeline.iteration_samples_us, summary.median_us,
+                     summary.p10_us, summary.p90_us});
   }
   const ModelSpec& model = set.plans[0].job.model;
   nlohmann::json head = run_meta(o);
@@ -112,21 +111,11 @@ void run_several_plans_rank(const ExecOptions& o, const PlanSet& set, const Comm
     }
   }
   runners.clear();
-  for (size_t i = 0; i < set.plans.size(); ++i) comm.store_set(result_key(set.plans[i], rank), rank_result_to_text(results[i]));
+  for (size_t i = 0; i < set.plans.size(); ++i) publish_rank_result(comm, result_key(set.plans[i]), results[i]);
   if (rank != 0) return;
-  std::vector<std::vector<RankResult>> all(set.plans.size());
-  for (size_t i = 0; i < set.plans.size(); ++i)
-    for (int q = 0; q < comm.world(); ++q) all[i].push_back(rank_result_from_text(comm.store_get(result_key(set.plans[i], q))));
+  std::vector<std::vector<RankResult>> all;
+  for (const PlanEntry& plan : set.plans) all.push_back(gather_rank_results(comm, result_key(plan)));
   write_outputs(o, set, all);
-}
-
-int run_several_plans(const ExecOptions& options) {
-  const PlanSet set = resolve_plan_set(options);  // bad input surfaces here, before any process starts
-  make_backend(options.backend);                  // an unknown or unavailable backend too (touches no device)
-  if ((options.run.link_gbps > 0 || options.run.link_latency_us > 0) && set.ranks < 2)
-    throw_bad_input("--link-gbps/--link-latency-us need at least 2 ranks");
-  launch_rank_bodies(options, set.ranks, [&](const CommConfig& comm) { run_several_plans_rank(options, set, comm); });
-  return 0;
 }
 
 }  // namespace domino

@@ -12,11 +12,7 @@
 
 namespace domino {
 
-// The launcher's side: resolves the plans (bad input before any process starts) and runs them on forked
-// ranks. Returns the exit code (0 ok); throws domino::Error naming the first rank that failed.
-int run_several_plans(const ExecOptions& options);
-
-// One rank of an interleaved launch, in group `comm` (forked, or env mode).
+// One rank of an interleaved launch, in group `comm` (forked by run_exec, or env mode).
 void run_several_plans_rank(const ExecOptions& options, const PlanSet& set, const CommConfig& comm);
 
 }  // namespace domino

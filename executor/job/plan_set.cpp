@@ -6,14 +6,26 @@
 #include <set>
 
 #include "sim/base/error.hpp"
+#include "sim/base/shipped_files.hpp"
 
 namespace domino {
 namespace {
 
 namespace fs = std::filesystem;
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+// An entry is a plan file when it is no bare name: it ends in .yaml/.yml or holds a '/'.
+const ShippedFolder kPlanFiles{"plan", "", {".yaml", ".yml"}};
+
+// True when an entry names a plan file rather than a strategy.
+bool names_plan_file(const std::string& entry) { return !is_bare_name(entry, kPlanFiles); }
+
+// The label of an entry (see PlanEntry::label).
+std::string plan_label(const std::string& entry) {
+  if (names_plan_file(entry)) return fs::path(entry).stem().string();
+  std::string label = entry;
+  for (char& c : label)
+    if (c == ':') c = '-';
+  return label;
 }
 
 std::string trimmed(const std::string& line) {
@@ -22,6 +34,22 @@ std::string trimmed(const std::string& line) {
   const size_t first = text.find_first_not_of(" \t\r");
   if (first == std::string::npos) return "";
   return text.substr(first, text.find_last_not_of(" \t\r") - first + 1);
+}
+
+// The entries of a plans file: one plan file or strategy name per line; blank lines and '#' comments are
+// skipped; relative plan paths are taken from the file's folder. BadInput when it cannot be read.
+std::vector<std::string> read_plans_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw_bad_input(path + ": cannot read the plans file");
+  const fs::path folder = fs::path(path).parent_path();
+  std::vector<std::string> entries;
+  for (std::string line; std::getline(in, line);) {
+    const std::string entry = trimmed(line);
+    if (entry.empty()) continue;
+    const bool relative_file = names_plan_file(entry) && fs::path(entry).is_relative();
+    entries.push_back(relative_file ? (folder / entry).lexically_normal().string() : entry);
+  }
+  return entries;
 }
 
 std::vector<std::string> all_entries(const JobRequest& request) {
@@ -52,56 +80,14 @@ ModelSpec shared_model(const JobRequest& request, const std::vector<std::string>
   return load_model(*source, overrides);
 }
 
-// A plan file for another model or TP degree is refused here, naming it, before load_plan's own checks
-// (which also catch a model of the same name and another shape).
-Plan load_plan_of_model(const std::string& path, const ModelSpec& model) {
-  const PlanHeader header = read_plan_header(path);
-  if (!header.model_name.empty() && header.model_name != model.name)
-    throw_bad_input("--plans: " + path + " is a plan for model '" + header.model_name + "', not '" + model.name +
-                    "': one launch runs plans of one model");
-  if (header.tp > 0 && header.tp != model.tp)
-    throw_bad_input("--plans: " + path + " is a plan for tp " + std::to_string(header.tp) + ", not tp " +
-                    std::to_string(model.tp) + ": one launch runs plans of one TP degree");
-  return load_plan(path, model, false);
-}
-
 }  // namespace
-
-bool names_plan_file(const std::string& entry) {
-  return ends_with(entry, ".yaml") || ends_with(entry, ".yml") || entry.find('/') != std::string::npos;
-}
-
-std::string plan_label(const std::string& entry) {
-  if (names_plan_file(entry)) return fs::path(entry).stem().string();
-  std::string label = entry;
-  for (char& c : label)
-    if (c == ':') c = '-';
-  return label;
-}
-
-std::vector<std::string> read_plans_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw_bad_input(path + ": cannot read the plans file");
-  const fs::path folder = fs::path(path).parent_path();
-  std::vector<std::string> entries;
-  for (std::string line; std::getline(in, line);) {
-    const std::string entry = trimmed(line);
-    if (entry.empty()) continue;
-    const bool relative_file = names_plan_file(entry) && fs::path(entry).is_relative();
-    entries.push_back(relative_file ? (folder / entry).lexically_normal().string() : entry);
-  }
-  return entries;
-}
 
 PlanSet resolve_plan_set(const ExecOptions& o) {
   const std::vector<std::string> entries = all_entries(o.job);
   PlanSet set;
   std::string model_source;
   const ModelSpec model = shared_model(o.job, entries, &model_source);
-  set.ranks = o.job.ranks > 0 ? o.job.ranks : model.tp;
-  if (set.ranks != model.tp)
-    throw_bad_input("--ranks " + std::to_string(set.ranks) + " differs from the TP degree " + std::to_string(model.tp) +
-                    ": every rank is one tensor-parallel shard (use --tp)");
+  set.ranks = job_ranks(o.job, model);
   std::set<std::string> labels;
   for (const std::string& entry : entries) {
     PlanEntry e;
@@ -112,14 +98,20 @@ PlanSet resolve_plan_set(const ExecOptions& o) {
                       "): give each plan once, plan files with different names");
     e.job.model_source = model_source;
     e.job.model = model;
-    e.job.plan = names_plan_file(entry) ? load_plan_of_model(entry, model) : make_strategy_plan(entry, model);
-    e.job.build.optimizer = o.run.optimizer == "sgd" ? OptimizerKind::SgdMomentum : OptimizerKind::Adam;
-    e.job.ranks = set.ranks;
-    e.job.schedule = build_schedule(model, e.job.plan, e.job.build);
+    // A plan made for another model, TP degree or model shape is refused naming its file (--force is no
+    // option here: one launch runs plans of one model).
+    e.job.plan = names_plan_file(entry) ? load_plan(entry, model, false) : make_strategy_plan(entry, model);
+    complete_job(o, &e.job);
     if (entry == "megatron-async") set.baseline = set.plans.size();
     set.plans.push_back(std::move(e));
   }
   return set;
+}
+
+std::vector<const Job*> plan_jobs(const PlanSet& set) {
+  std::vector<const Job*> jobs;
+  for (const PlanEntry& plan : set.plans) jobs.push_back(&plan.job);
+  return jobs;
 }
 
 }  // namespace domino

@@ -27,14 +27,7 @@ struct PlanSet {
 // another model, TP degree or model shape, an unknown strategy, two plans with one label, or no plan.
 PlanSet resolve_plan_set(const ExecOptions& options);
 
-// The entries of a plans file: one plan file or strategy name per line; blank lines and '#' comments are
-// skipped; relative plan paths are taken from the file's folder. BadInput when it cannot be read.
-std::vector<std::string> read_plans_file(const std::string& path);
-
-// True when an entry names a plan file (ends in .yaml/.yml or holds a '/') rather than a strategy.
-bool names_plan_file(const std::string& entry);
-
-// The label of an entry (see PlanEntry::label).
-std::string plan_label(const std::string& entry);
+// The set's jobs in order: what every rank of the launch holds at once.
+std::vector<const Job*> plan_jobs(const PlanSet& set);
 
 }  // namespace domino

@@ -7,7 +7,6 @@
 
 #include <cstdio>
 
-#include "executor/job/backends.hpp"
 #include "sim/base/error.hpp"
 
 namespace domino {
@@ -52,6 +51,41 @@ void judge_cores(const PreflightFacts& facts, PreflightVerdict* v) {
                           "): the threads time-share cores, so the run is slower than this machine can be");
 }
 
+// CPUs in this process's affinity mask, and whether that mask is narrower than the online CPUs (a launcher
+// bound the process to some cores).
+struct CpuMask {
+  int cpus = 1;
+  bool bound = false;
+};
+
+CpuMask cpu_mask() {
+  CpuMask m;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return m;
+  m.cpus = CPU_COUNT(&set);
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  m.bound = online > 0 && m.cpus < online;
+  return m;
+}
+
+// One rank holds every job's buffers; the pools and the busy threads are the backend's, whichever the job.
+HostFootprint footprint_of(const Backend& backend, const std::vector<const Job*>& jobs, int threads,
+                           const HostRanks& ranks) {
+  HostFootprint f = backend.host_footprint(jobs.at(0)->schedule, threads, ranks);
+  for (size_t i = 1; i < jobs.size(); ++i)
+    f.bytes_per_rank += backend.host_footprint(jobs[i]->schedule, threads, ranks).bytes_per_rank;
+  return f;
+}
+
+// "tiny-gpt (domino-ds, tp 2)"; with several plans their strategies in order.
+std::string jobs_text(const std::vector<const Job*>& jobs) {
+  std::string strategies;
+  for (const Job* job : jobs) strategies += (strategies.empty() ? "" : ", ") + job->plan.strategy;
+  const ModelSpec& model = jobs.at(0)->model;
+  return model.name + " (" + strategies + ", tp " + std::to_string(model.tp) + ")";
+}
+
 }  // namespace
 
 PreflightVerdict judge_preflight(const PreflightFacts& facts) {
@@ -78,22 +112,11 @@ HostRanks env_host_ranks(const LaunchEnv& launch) {
   return h;
 }
 
-CpuMask cpu_mask() {
-  CpuMask m;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof set, &set) != 0) return m;
-  m.cpus = CPU_COUNT(&set);
-  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
-  m.bound = online > 0 && m.cpus < online;
-  return m;
-}
-
-void run_preflight(const ExecOptions& options, const Job& job, const HostRanks& ranks) {
+void run_preflight(const ExecOptions& options, const Backend& backend, const std::vector<const Job*>& jobs,
+                   const HostRanks& ranks) {
   if (!options.run.preflight) return;
-  const std::unique_ptr<Backend> backend = make_backend(options.backend);
   PreflightFacts facts;
-  facts.footprint = backend->host_footprint(job.schedule, options.run.threads, ranks);
+  facts.footprint = footprint_of(backend, jobs, options.run.threads, ranks);
   const CpuMask mask = cpu_mask();
   facts.cpus = mask.cpus;
   // A rank an outside launcher bound to its own cores shares them with no other rank.
@@ -104,8 +127,7 @@ void run_preflight(const ExecOptions& options, const Job& job, const HostRanks& 
   const PreflightVerdict verdict = judge_preflight(facts);
   for (const std::string& w : verdict.warnings) std::fprintf(stderr, "domino-exec: warning: %s\n", w.c_str());
   if (verdict.refusals.empty()) return;
-  std::string message = job.model.name + " (" + job.plan.strategy + ", tp " + std::to_string(job.model.tp) +
-                        ") on the " + backend->name() + " backend does not fit this host: ";
+  std::string message = jobs_text(jobs) + " on the " + backend.name() + " backend does not fit this host: ";
   for (size_t i = 0; i < verdict.refusals.size(); ++i) message += (i ? "; " : "") + verdict.refusals[i];
   throw_bad_input(message + " (--no-preflight skips this check)");
 }

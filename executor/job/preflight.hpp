@@ -48,17 +48,10 @@ HostRanks launcher_host_ranks(int ranks);
 // the backends then choose their device by it).
 HostRanks env_host_ranks(const LaunchEnv& launch);
 
-// CPUs in this process's affinity mask, and whether that mask is narrower than the online CPUs (a launcher
-// bound the process to some cores).
-struct CpuMask {
-  int cpus = 1;
-  bool bound = false;
-};
-CpuMask cpu_mask();
-
-// Gathers the facts for `job` on the host's `ranks` (the backend says what a rank takes and what is free),
-// judges them, prints the warnings on stderr and throws BadInput with every refusal. Does nothing with
-// --no-preflight.
-void run_preflight(const ExecOptions& options, const Job& job, const HostRanks& ranks);
+// Gathers the facts for `jobs` on the host's `ranks` (`backend`, the run's, says what a rank takes and what is
+// free; a rank holds the buffers of every job given: one job, or every plan of --plans), judges them, prints
+// the warnings on stderr and throws BadInput with every refusal. Does nothing with --no-preflight.
+void run_preflight(const ExecOptions& options, const Backend& backend, const std::vector<const Job*>& jobs,
+                   const HostRanks& ranks);
 
 }  // namespace domino

@@ -76,6 +76,16 @@ void write_rank_snapshot(const std::string& path, const Job& job, Backend& backe
   write_snapshot(path, snap);
 }
 
+// Before rendezvous: the outside launcher started as many ranks as `what` ("the job has"), and this rank's
+// host holds them (preflight with the launcher's count of ranks here).
+void check_env_rank(const ExecOptions& o, const LaunchEnv& launch, const std::vector<const Job*>& jobs, int ranks,
+                    const std::string& what) {
+  if (launch.world != ranks)
+    throw_bad_input(launch.launcher + " started " + std::to_string(launch.world) + " ranks but " + what + " " +
+                    std::to_string(ranks) + " (the TP degree)");
+  run_preflight(o, *make_backend(o.backend), jobs, env_host_ranks(launch));
+}
+
 }  // namespace
 
 std::unique_ptr<Backend> prepared_backend(const ExecOptions& o, const Job& job, GlooComm& comm) {
@@ -118,17 +128,12 @@ void run_rank_process(const ExecOptions& o) {
   export_torchrun_names(*launch);  // the backends read LOCAL_RANK whichever launcher started us
   if (runs_several_plans(o.job)) {
     const PlanSet set = resolve_plan_set(o);
-    if (launch->world != set.ranks)
-      throw_bad_input(launch->launcher + " started " + std::to_string(launch->world) + " ranks but the plans have " +
-                      std::to_string(set.ranks) + " (the TP degree)");
+    check_env_rank(o, *launch, plan_jobs(set), set.ranks, "the plans have");
     run_several_plans_rank(o, set, env_comm_config(o, launch->rank, launch->world));
     return;
   }
   const Job job = resolve_job(o);
-  if (launch->world != job.ranks)
-    throw_bad_input(launch->launcher + " started " + std::to_string(launch->world) + " ranks but the job has " +
-                    std::to_string(job.ranks) + " (the TP degree)");
-  run_preflight(o, job, env_host_ranks(*launch));
+  check_env_rank(o, *launch, {&job}, job.ranks, "the job has");
   run_rank(o, job, env_comm_config(o, launch->rank, launch->world));
 }
 
@@ -147,12 +152,20 @@ void run_rank(const ExecOptions& o, const Job& job, const CommConfig& config, co
   const RankResult result = run_iterations(job.schedule, *backend, &comm, rank, ro, report);
 
   if (!snapshot_path.empty()) write_rank_snapshot(snapshot_path, job, *backend, rank, result.iterations.back().loss);
-  comm.store_set("result." + std::to_string(rank), rank_result_to_text(result));
+  publish_rank_result(comm, "result", result);
   if (rank != 0) return;
+  write_outputs(o, job, gather_rank_results(comm, "result"));
+}
+
+void publish_rank_result(GlooComm& comm, const std::string& key, const RankResult& result) {
+  comm.store_set(key + "." + std::to_string(comm.rank()), rank_result_to_text(result));
+}
+
+std::vector<RankResult> gather_rank_results(GlooComm& comm, const std::string& key) {
   std::vector<RankResult> all;
   for (int q = 0; q < comm.world(); ++q)
-    all.push_back(rank_result_from_text(comm.store_get("result." + std::to_string(q))));
-  write_outputs(o, job, all);
+    all.push_back(rank_result_from_text(comm.store_get(key + "." + std::to_string(q))));
+  return all;
 }
 
 }  // namespace domino

@@ -29,6 +29,11 @@ void run_rank_process(const ExecOptions& options);
 void run_rank(const ExecOptions& options, const Job& job, const CommConfig& comm,
               const std::string& snapshot_path = "");
 
+// Rank reports through the group's store: each rank publishes its own under KEY.RANK; rank 0 then gathers
+// every rank's, in rank order.
+void publish_rank_result(GlooComm& comm, const std::string& key, const RankResult& result);
+std::vector<RankResult> gather_rank_results(GlooComm& comm, const std::string& key);
+
 // The run's backend, prepared for job's schedule on this rank (buffers allocated once, parameters initialised).
 std::unique_ptr<Backend> prepared_backend(const ExecOptions& options, const Job& job, GlooComm& comm);
 

@@ -223,31 +223,34 @@ WaitEnd wait_for_ranks(std::vector<Child>& children, std::vector<const Child*>* 
   return end;
 }
 
+// "SIGTERM", "SIGKILL", ...; "SIG" and the number for a signal without a name.
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return "SIG" + (abbrev ? std::string(abbrev) : std::to_string(sig));
+}
+
 // Removes what the ranks of a launch that did not succeed left half-written under `outputs`: the temporary
-// files of write_file_atomic ("NAME.tmp.PID") whose PID is one of those ranks. Complete files stay.
+// files of write_file_atomic (atomic_temp_path) whose PID is one of those ranks. Complete files stay.
 void remove_rank_temporaries(const std::vector<std::string>& outputs, const std::vector<Child>& children) {
-  std::vector<std::string> suffixes;
-  for (const Child& c : children) suffixes.push_back(".tmp." + std::to_string(c.pid));
-  const auto remove_if_ours = [&](const fs::path& file) {
-    const std::string name = file.filename().string();
-    for (const std::string& suffix : suffixes)
-      if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-        std::error_code ignored;
-        fs::remove(file, ignored);
-      }
-  };
   for (const std::string& output : outputs) {
     std::error_code ec;
     if (output.empty()) continue;
-    if (fs::is_directory(output, ec)) {
-      for (auto it = fs::recursive_directory_iterator(output, ec); !ec && it != fs::recursive_directory_iterator();
-           it.increment(ec))
-        if (it->is_regular_file(ec)) remove_if_ours(it->path());
-    } else if (const fs::path parent = fs::path(output).parent_path(); fs::is_directory(parent, ec)) {
-      for (const auto& entry : fs::directory_iterator(parent, ec))
-        if (entry.path().filename().string().rfind(fs::path(output).filename().string() + ".tmp.", 0) == 0)
-          remove_if_ours(entry.path());
+    if (!fs::is_directory(output, ec)) {
+      for (const Child& c : children) fs::remove(atomic_temp_path(output, c.pid), ec);
+      continue;
     }
+    // A folder's files are not named in advance: a file is ours when it ends as a rank's temporaries do.
+    std::vector<std::string> endings;
+    for (const Child& c : children) endings.push_back(atomic_temp_path("", c.pid));
+    std::vector<fs::path> ours;
+    for (auto it = fs::recursive_directory_iterator(output, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (!it->is_regular_file(ec)) continue;
+      for (const std::string& ending : endings)
+        if (name.size() > ending.size() && name.ends_with(ending)) ours.push_back(it->path());
+    }
+    for (const fs::path& file : ours) fs::remove(file, ec);
   }
 }
 
@@ -303,8 +306,8 @@ int launch_interrupted_by() { return g_interrupted_by; }
 std::string describe_exit_status(int status) {
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
-    const char* abbrev = sigabbrev_np(sig);
-    return "was killed by signal " + std::to_string(sig) + (abbrev ? std::string(" (SIG") + abbrev + ")" : "");
+    const std::string number = std::to_string(sig), name = signal_name(sig);
+    return "was killed by signal " + number + (name != "SIG" + number ? " (" + name + ")" : "");
   }
   return "exited with status " + std::to_string(WEXITSTATUS(status));
 }
@@ -321,9 +324,8 @@ std::vector<std::string> launch_ranks(const LaunchOptions& o, const RankBody& bo
   if (end.interrupt || !failures.empty() || end.late) remove_rank_temporaries(o.output_paths, children);
   if (end.interrupt) {
     g_interrupted_by = end.interrupt;
-    const char* abbrev = sigabbrev_np(end.interrupt);
-    throw_runtime(std::string("interrupted by SIG") + (abbrev ? abbrev : std::to_string(end.interrupt).c_str()) +
-                  ": the " + std::to_string(o.ranks) + " " + o.rank_label + " process(es) were stopped");
+    throw_runtime("interrupted by " + signal_name(end.interrupt) + ": the " + std::to_string(o.ranks) + " " +
+                  o.rank_label + " process(es) were stopped");
   }
   const Child* cause = first_cause(failures, dir.path());
   if (!cause && end.late)

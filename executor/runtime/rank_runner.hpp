@@ -54,7 +54,6 @@ class IterationRunner {
 
   // Runs the next iteration (0-based count of those run so far: dumps follow options.dump_iter).
   IterationRecord run_next(bool timed);
-  int iterations_run() const { return iterations_run_; }
 
  private:
   class Workers;

@@ -32,7 +32,7 @@ RankResult rank_result_from_text(const std::string& text) {
       IterationRecord rec;
       rec.timed = it.at("timed").get<bool>();
       rec.time_us = it.at("time_us").get<double>();
-      rec.start_us = it.value("start_us", 0.0);
+      rec.start_us = it.at("start_us").get<double>();
       rec.loss = it.at("loss").is_null() ? NAN : it.at("loss").get<float>();
       for (const auto& s : it.at("spans")) rec.spans.push_back({s.at(0).get<int32_t>(), s.at(1).get<double>(), s.at(2).get<double>()});
       r.iterations.push_back(std::move(rec));

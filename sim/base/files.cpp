@@ -14,8 +14,10 @@
 
 namespace domino {
 
+std::string atomic_temp_path(const std::string& path, int pid) { return path + ".tmp." + std::to_string(pid); }
+
 void write_file_atomic(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = atomic_temp_path(path, int(::getpid()));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw_runtime("cannot write " + tmp);

@@ -8,6 +8,10 @@ namespace domino {
 // Writes text to path through a temporary file in the same folder and a rename (never half-written).
 void write_file_atomic(const std::string& path, const std::string& contents);
 
+// The temporary file write_file_atomic(path, ...) writes first in process `pid`: "PATH.tmp.PID" (a launcher
+// removes those of ranks that failed).
+std::string atomic_temp_path(const std::string& path, int pid);
+
 // A fresh, private folder under $TMPDIR (else /tmp), named PREFIX.XXXXXX; removed with everything in it
 // when the object is destroyed. Runtime error when it cannot be made.
 class TempDir {

@@ -146,6 +146,10 @@ Plan read_plan(const YAML::Node& root, const std::string& path, const ModelSpec&
   }
   p.tp = int_of(top, "tp", top.get_int("tp"));
   if (p.tp < 1) top.fail("tp", "must be at least 1");
+  // Before the layers: a plan for another model or TP degree is named as such, not by a layer that model
+  // lacks (a model of this name with another shape is told once the whole plan is read).
+  if (!force && (p.model_name != model.name || p.tp != model.tp))
+    top.fail(p.model_name == model.name ? "tp" : "model", detail::model_mismatch(p, model));
   p.profile = top.opt_string("profile").value_or("");
   p.strategy = top.opt_string("strategy").value_or("custom");
   p.comm_enabled = top.opt_bool("comm").value_or(true);

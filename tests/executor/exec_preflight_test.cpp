@@ -2,11 +2,13 @@
 // (executor/job/preflight.hpp): the judgement on given facts (memory per pool, ranks against CPUs, threads
 // only warned about), the CPU backend's footprint against what its prepare() really allocates, and end to
 // end: GPT-3 13B at TP 8 on the CPU backend and two ranks on one CPU fail with exit 2 and the numbers,
-// having started no rank and written nothing; --no-preflight skips the check; env mode checks its own host.
+// having started no rank and written nothing, and so does a --plans set whose plans together are too big for
+// a rank; --no-preflight skips the check; env mode checks its own host.
 #include <gtest/gtest.h>
 
 #include <sched.h>
 
+#include <cstdio>
 #include <filesystem>
 
 #include "exec_test_util.hpp"
@@ -142,6 +144,30 @@ TEST(Preflight, ModelTooBigFailsFastStartingNoRank) {
   EXPECT_TRUE(fs::is_empty(dir / "tmp")) << "a launch folder was made: ranks were started";
   EXPECT_FALSE(fs::exists(dir / "t.json"));
   EXPECT_FALSE(fs::exists(dir / "s.json"));
+}
+
+// --plans: each rank holds the buffers of every plan, so the check adds up what each plan takes on a rank.
+TEST(Preflight, PlanSetTooBigIsRefusedWithEveryPlansBytesStartingNoRank) {
+  if (host_fits_gpt3_13b_tp8()) GTEST_SKIP() << "this machine has room for GPT-3 13B at TP 8 on CPUs";
+  ModelOverrides tp8;
+  tp8.tp = 8;
+  const ModelSpec m = load_model("gpt3-13b", tp8);
+  const std::unique_ptr<Backend> cpu = make_cpu_backend();
+  int64_t per_rank = 0;
+  for (const char* strategy : {"domino-ds", "megatron-async"})
+    per_rank += cpu->host_footprint(build_schedule(m, make_strategy_plan(strategy, m)), 1, launcher_host_ranks(8))
+                    .bytes_per_rank;
+  char needed[64];
+  std::snprintf(needed, sizeof needed, "8 ranks x %.1f GiB", double(per_rank) / double(kGiB));
+  TempDir dir;
+  fs::create_directory(dir / "tmp");
+  const Outcome out = run({"gpt3-13b", "--tp", "8", "--plans", "domino-ds", "megatron-async", "--out", dir / "out"},
+                          dir / "log", 120, {"TMPDIR=" + (dir / "tmp")});
+  EXPECT_EQ(out.exit_code, 2) << out.output;
+  EXPECT_NE(out.output.find("gpt3-13b (domino-ds, megatron-async, tp 8)"), std::string::npos) << out.output;
+  EXPECT_NE(out.output.find(needed), std::string::npos) << needed << " in " << out.output;
+  EXPECT_TRUE(fs::is_empty(dir / "tmp")) << "a launch folder was made: ranks were started";
+  EXPECT_FALSE(fs::exists(dir / "out"));
 }
 
 // The CPUs of this process, in order (the children are pinned to some of them).
