@@ -24,7 +24,6 @@ int64_t token_at(const Op& op, const View& ids, int64_t r, int64_t limit, const 
 
 void embedding_fwd(const Op& op, const CpuOpContext& ctx) {
   const View ids = view_of(ctx, op.in[0]), table = view_of(ctx, op.in[1]), out = view_of(ctx, op.out[0]);
-  const std::optional<View> pos = optional_input(ctx, op, 2);
   const VocabShard shard = vocab_shard(op.attrs, ctx.rank, table.rows);
   for (int64_t r = 0; r < out.rows; ++r) {
     const int64_t t = token_at(op, ids, r, shard.limit, "token id");
@@ -33,7 +32,6 @@ void embedding_fwd(const Op& op, const CpuOpContext& ctx) {
     } else {
       out.row_array(r).setZero();
     }
-    if (pos) out.row_array(r) += pos->row_array(out.seq_index(r) - pos->s0);
   }
 }
 

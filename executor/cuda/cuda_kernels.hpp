@@ -62,7 +62,6 @@ void bias_grad(const DevView& dy, const DevView& dbias, bool accumulate, float* 
 // Vocabulary-parallel embedding: the table holds ids [first, first + its rows); other tokens give zeros.
 struct EmbeddingFwdArgs {
   DevView tokens, table, out;
-  const DevView* pos = nullptr;  // added to every row when present
   int64_t first = 0;
 };
 void embedding_fwd(const EmbeddingFwdArgs& a, StreamHandle s);

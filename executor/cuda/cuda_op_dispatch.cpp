@@ -156,8 +156,6 @@ void run_embedding(const Launch& l) {
   if (op.code == OpCode::EmbeddingFwd) {
     EmbeddingFwdArgs a;
     a.tokens = l.in(0), a.table = l.in(1), a.out = l.out(0), a.first = first;
-    const DevView pos = op.n_in > 2 ? l.in(2) : DevView{};
-    a.pos = op.n_in > 2 ? &pos : nullptr;
     return embedding_fwd(a, l.s);
   }
   EmbeddingBwdArgs a;

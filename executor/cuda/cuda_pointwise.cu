@@ -102,15 +102,13 @@ __global__ void store_colsum_kernel(const float* scratch, View<T> out, bool accu
     out.base[i] = from_f<T>(scratch[i] + (accumulate ? to_f(out.base[i]) : 0.f));
   }
 }
-// Rows whose token lies outside this rank's vocabulary shard [first, first + width) get zeros (+ position).
+// Rows whose token lies outside this rank's vocabulary shard [first, first + width) get zeros.
 template <typename T>
-__global__ void embedding_fwd_kernel(View<float> tok, View<T> table, int64_t first, View<T> pos, bool has_pos,
-                                     View<T> out) {
+__global__ void embedding_fwd_kernel(View<float> tok, View<T> table, int64_t first, View<T> out) {
   DOMINO_FOR_EACH(out.rows() * out.ncols) {
     const int64_t r = i / out.ncols, c = i % out.ncols;
     const int64_t id = static_cast<int64_t>(tok.row(r)[0]) - first;
-    float v = id >= 0 && id < table.rows() ? to_f(table.base[id * table.row_stride + c]) : 0.f;
-    if (has_pos) v += to_f(pos.base[out.pos(r) * pos.row_stride + c]);
+    const float v = id >= 0 && id < table.rows() ? to_f(table.base[id * table.row_stride + c]) : 0.f;
     out.row(r)[c] = from_f<T>(v);
   }
 }
@@ -218,8 +216,8 @@ void bias_grad(const DevView& dy, const DevView& dbias, bool accumulate, float* 
   DOMINO_CUDA_LAUNCHED("bias_grad");
 }
 void embedding_fwd(const EmbeddingFwdArgs& a, StreamHandle s) {
-  const DevView &tokens = a.tokens, &table = a.table, &out = a.out, *pos = a.pos;
-  DOMINO_DISPATCH_ELT(out.elt, embedding_fwd_kernel<T><<<grid_for(out.rows() * out.ncols), 256, 0, stream_of(s)>>>(view_of<float>(tokens), view_of<T>(table), a.first, pos ? view_of<T>(*pos) : view_of<T>(table), pos != nullptr, view_of<T>(out)));
+  const DevView &tokens = a.tokens, &table = a.table, &out = a.out;
+  DOMINO_DISPATCH_ELT(out.elt, embedding_fwd_kernel<T><<<grid_for(out.rows() * out.ncols), 256, 0, stream_of(s)>>>(view_of<float>(tokens), view_of<T>(table), a.first, view_of<T>(out)));
   DOMINO_CUDA_LAUNCHED("embedding_fwd_kernel");
 }
 void position_add(const DevView& x, const DevView& pos, const DevView& out, StreamHandle s) {

@@ -2,6 +2,7 @@
 #include "sim/base/yaml_reader.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <fstream>
 #include <sstream>
 
@@ -173,6 +174,11 @@ void YamlMap::finish(const std::vector<std::string>& extra_valid_keys) const {
     throw_bad_input(loc_of(file_, it->first),
                     context_ + ": unknown key '" + k + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)"));
   }
+}
+
+int checked_int(const YamlMap& map, const std::string& key, int64_t v) {
+  if (v < INT_MIN || v > INT_MAX) map.fail(key, "value " + std::to_string(v) + " is out of range");
+  return static_cast<int>(v);
 }
 
 }  // namespace domino

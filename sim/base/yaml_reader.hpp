@@ -69,4 +69,8 @@ class YamlMap {
   std::vector<std::string> known_;
 };
 
+// The value v read from `key` as an int; BadInput at the key when it lies beyond int's range, which a cast
+// would wrap into a valid-looking value.
+int checked_int(const YamlMap& map, const std::string& key, int64_t v);
+
 }  // namespace domino

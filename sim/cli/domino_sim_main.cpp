@@ -3,6 +3,7 @@
 // optionally writes the predicted Chrome trace and the figures as JSON (stable keys, docs/trace-format.md).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <optional>
@@ -138,8 +139,8 @@ int main(int argc, char** argv) {
                    "model YAML, Hugging Face config.json, or a name in configs/models (default: the embedded "
                    "cpu-gpt model)");
     auto* plan_opt = app.add_option("--plan", plan_path, "plan YAML (docs/plan-format.md)");
-    app.add_option("--strategy", strategy, "named strategy: megatron-sync, megatron-async, domino-ds, domino-deep, no-comm")
-        ->excludes(plan_opt);
+    const std::string strategy_list = fmt::format("{}", fmt::join(domino::strategy_names(), ", "));
+    app.add_option("--strategy", strategy, "named strategy: " + strategy_list)->excludes(plan_opt);
     app.add_option("--profile", profile_arg,
                    "hardware profile YAML or a name in profiles/ (default: cpu-dev for fp32 models under 1e9 "
                    "parameters; otherwise dgx-h100 when tp <= 8, h100-multinode when tp > 8)");
@@ -170,7 +171,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (plan_path.empty() && strategy.empty()) {
-      domino::throw_bad_input("give --plan PLAN or --strategy NAME (megatron-sync, megatron-async, domino-ds, domino-deep, no-comm)");
+      domino::throw_bad_input("give --plan PLAN or --strategy NAME (" + strategy_list + ")");
     }
     const domino::Plan plan =
         plan_path.empty() ? domino::make_strategy_plan(strategy, model) : domino::load_plan(plan_path, model);

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "sim/ir/schedule.hpp"
+#include "sim/base/whole_number.hpp"
 #include "sim/base/yaml_reader.hpp"
 
 namespace domino {
@@ -146,8 +147,7 @@ GemmProfile read_gemm(const std::string& file, const YAML::Node& node, const std
     std::vector<SourceLoc> locs;
     for (const auto& r : read_rows(file, *t, ctx + ".table", 4, "[m, n, k, time_us]", locs)) {
       for (int i = 0; i < 3; ++i) {
-        // Range first: casting NaN or a double beyond int64's range to an integer is undefined.
-        if (!(std::abs(r[i]) <= 9007199254740992.0) || r[i] != std::floor(r[i])) {
+        if (!is_whole_in_range(r[i], -kMaxExactWholeDouble, kMaxExactWholeDouble)) {
           throw_bad_input(locs.back(), ctx + ".table: m, n and k must be integers, got " + num(r[i]));
         }
       }

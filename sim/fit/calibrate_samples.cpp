@@ -8,6 +8,7 @@
 #include <map>
 
 #include "sim/base/error.hpp"
+#include "sim/base/whole_number.hpp"
 #include "sim/fit/calibrate_terms.hpp"
 
 namespace domino::prof::calibration {
@@ -30,7 +31,7 @@ const std::map<std::string, OpKind>& kinds_by_name() {
 int64_t whole_number(const TraceFile& trace, const TraceEvent* e, const std::string& what, const nlohmann::json& v,
                      double lowest, double limit) {
   const double d = v.is_number() ? v.get<double>() : NAN;
-  if (!(d >= lowest && d <= limit) || d != std::floor(d))
+  if (!is_whole_in_range(d, lowest, limit))
     throw_bad_input(trace.path + ": " + (e ? "op " + e->id + " (rank " + std::to_string(e->rank) + "): " : "") +
                     what + " must be a whole number from " + fmt::format("{} to {}", lowest, limit) + ", got " +
                     (v.is_number() ? fmt::format("{}", d) : std::string(v.type_name())));
@@ -40,7 +41,7 @@ int64_t whole_number(const TraceFile& trace, const TraceEvent* e, const std::str
 // GEMM dimensions: 0 when absent (ops without a shape), below 2^53 so that every one is exact in a double.
 int64_t arg_dimension(const TraceFile& trace, const TraceEvent& e, const char* key) {
   if (!e.args.contains(key) || !e.args[key].is_number()) return 0;
-  return whole_number(trace, &e, std::string("args.") + key, e.args[key], 0, 9007199254740992.0);
+  return whole_number(trace, &e, std::string("args.") + key, e.args[key], 0, kMaxExactWholeDouble);
 }
 
 DType trace_dtype(const Profile& base, const TraceFile& trace) {

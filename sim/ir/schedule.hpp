@@ -85,8 +85,7 @@ enum class OpCode : uint8_t {
   // attrs.vocab are padding (the last shard when tp does not divide the vocabulary). Token ids are floats.
   //
   // out[0] = the table row of each token id in[0] [B,S,1] that lies in this rank's shard of the table
-  // in[1] [1,n,h], zero for the others (an AllReduce sums the shards); in[2] = positional table
-  // [1,seq_len,h] (row = seq index), if present, is added to every row.
+  // in[1] [1,n,h], zero for the others (an AllReduce sums the shards). Positions: PositionAdd, after the sum.
   EmbeddingFwd,
   // in[0] = token ids, in[1] = dy [B,S,h]; out[0] (+)= scatter-add of the rows whose token lies in this
   // rank's shard into the table gradient [1,n,h]; GPT: out[1] (+)= positional gradient [1,seq_len,h].

@@ -29,14 +29,14 @@ void Builder::backward() {
   const int L = m_.layers;
   head_backward(L > 0 ? lb_[size_t(L - 1)].x_out : gb_.x0);
   for (int l = L - 1; l >= 0; --l) {
-    backward_block(l, Block::Mlp, &plan_.layers[size_t(l)].attn);
-    backward_block(l, Block::Attn, l > 0 ? &plan_.layers[size_t(l - 1)].mlp : nullptr);
+    backward_block(l, Block::Mlp);
+    backward_block(l, Block::Attn);
   }
   flush_deferred_backward();
   embedding_backward();
 }
 
-void Builder::backward_block(int l, Block block, const BlockPlan* next_plan) {
+void Builder::backward_block(int l, Block block) {
   const BlockPlan& bp = block_plan(l, block);
   if (bp.order == SliceOrder::DeepSpeed) {
     backward_block_deepspeed(l, block);
@@ -49,10 +49,7 @@ void Builder::backward_block(int l, Block block, const BlockPlan* next_plan) {
     if (j == 0) flush_deferred_backward();
     if (j > 0) bwd_norm(l, block, i + 1);
   }
-  // The next block starts with its last slice, which reads the residual gradient of those rows.
-  const bool defer = bp.overlap == OverlapMode::Inter && next_plan != nullptr &&
-                     !slice_box(bp, 0).intersects(slice_box(*next_plan, next_plan->p - 1));
-  if (defer) {
+  if (defers_norm_backward(l, block)) {
     deferred_ = Deferred{true, l, block, 0};
   } else {
     bwd_norm(l, block, 0);
@@ -89,10 +86,9 @@ void Builder::backward_block_deepspeed(int l, Block block) {
 
 // The waits of a column-parallel layer's AllReduces follow bwd_overlap (its wgrad waits or not) and the
 // overlap mode (none: the compute op after the wgrad waits).
-static void after_input_grad_allreduces(Op& wgrad, const std::vector<int32_t>& ars, const BlockPlan& bp,
-                                        std::vector<int32_t>* blocking) {
+void Builder::after_input_grad_allreduces(Op& wgrad, const std::vector<int32_t>& ars, const BlockPlan& bp) {
   if (!bp.bwd_overlap) wgrad.deps.insert(wgrad.deps.end(), ars.begin(), ars.end());
-  if (bp.overlap == OverlapMode::None) blocking->insert(blocking->end(), ars.begin(), ars.end());
+  if (bp.overlap == OverlapMode::None) blocking_.insert(blocking_.end(), ars.begin(), ars.end());
 }
 
 // Row-parallel layer: q input-gradient chunks (each reads its column chunk of dy) accumulate into dx, then
@@ -154,7 +150,7 @@ void Builder::bwd_column_parallel(int l, Block block, int i, const LinearBwd& li
   if (bias_) out(op, whole(b.grad[lin.param + 1]));
   op.attrs.accumulate = i != bp.p - 1;
   op.m = h_, op.n = lin.out_cols, op.k = box.rows();
-  after_input_grad_allreduces(op, ars, bp, &blocking_);
+  after_input_grad_allreduces(op, ars, bp);
 }
 
 void Builder::bwd_back(int l, Block block, int i) {

@@ -149,6 +149,17 @@ bool Builder::defers_residual(int l, Block block) const {
          !slice_box(bp, bp.p - 1).intersects(slice_box(block_plan(nl, nb), 0));
 }
 
+// The backward twin: the block processed next in backward (the previous one in forward order) starts with
+// its last slice, which reads the residual gradient of the rows the held-back N'0 writes.
+bool Builder::defers_norm_backward(int l, Block block) const {
+  const BlockPlan& bp = block_plan(l, block);
+  int pl = 0;
+  Block pb = Block::None;
+  if (bp.overlap != OverlapMode::Inter || !prev_block(l, block, &pl, &pb)) return false;
+  const BlockPlan& prev = block_plan(pl, pb);
+  return !slice_box(bp, 0).intersects(slice_box(prev, prev.p - 1));
+}
+
 // The rows must be the same, not merely covered: the norm reads exactly what the one add wrote.
 bool Builder::early_norm(int l, Block block, int i) const {
   const BlockPlan& bp = block_plan(l, block);

@@ -101,13 +101,16 @@ class Builder {
   bool prev_block(int l, Block block, int* prev_l, Block* prev) const;
   // Inter-layer overlap: the block's last residual add waits for the next block's first slice.
   bool defers_residual(int l, Block block) const;
+  // Backward inter-layer overlap: the block's norm backward of slice 0 waits for the first slice of the
+  // block processed after it (the previous one in forward order).
+  bool defers_norm_backward(int l, Block block) const;
   // DeepSpeed order: the block's norm of slice i runs right after the previous block's residual add of the
   // same rows (both blocks in that order) instead of at the start of the block's own slice.
   bool early_norm(int l, Block block, int i) const;
 
   // schedule_forward.cpp
   void forward();
-  void forward_block(int layer, Block block, const BlockPlan* next_plan);
+  void forward_block(int layer, Block block);
   void forward_block_deepspeed(int layer, Block block);
   // Buffers of a block's norm and the column-parallel GEMM after it (beta and bias: -1 when absent).
   struct NormColumnGemm {
@@ -136,10 +139,12 @@ class Builder {
 
   // schedule_backward.cpp
   void backward();
-  void backward_block(int layer, Block block, const BlockPlan* next_plan);
+  void backward_block(int layer, Block block);
   void backward_block_deepspeed(int layer, Block block);
   void bwd_row_parallel(int l, Block block, int i, const LinearBwd& lin);
   void bwd_column_parallel(int l, Block block, int i, const LinearBwd& lin);
+  // The waits on a column-parallel layer's input-gradient AllReduces `ars`, as bp's overlap settings say.
+  void after_input_grad_allreduces(Op& wgrad, const std::vector<int32_t>& ars, const BlockPlan& bp);
   // The backward of a slice's back (row-parallel dgrad and wgrad) and front (attention or activation
   // backward, column-parallel dgrad, its AllReduce launches, column-parallel wgrad).
   void bwd_back(int l, Block block, int i);

@@ -19,15 +19,15 @@ void Builder::forward() {
   embedding_forward();
   const int L = m_.layers;
   for (int l = 0; l < L; ++l) {
-    forward_block(l, Block::Attn, &plan_.layers[size_t(l)].mlp);
-    forward_block(l, Block::Mlp, l + 1 < L ? &plan_.layers[size_t(l + 1)].attn : nullptr);
+    forward_block(l, Block::Attn);
+    forward_block(l, Block::Mlp);
   }
   flush_deferred_forward();
   // Head: needs every row, so nothing crosses into it.
   head_forward(L > 0 ? lb_[size_t(L - 1)].x_out : gb_.x0);
 }
 
-void Builder::forward_block(int l, Block block, const BlockPlan* next_plan) {
+void Builder::forward_block(int l, Block block) {
   const BlockPlan& bp = block_plan(l, block);
   if (bp.order == SliceOrder::DeepSpeed) {
     forward_block_deepspeed(l, block);
@@ -40,9 +40,7 @@ void Builder::forward_block(int l, Block block, const BlockPlan* next_plan) {
     if (i == 0) flush_deferred_forward();
     if (i > 0) fwd_residual(l, block, i - 1);
   }
-  const bool defer = bp.overlap == OverlapMode::Inter && next_plan != nullptr &&
-                     !slice_box(bp, bp.p - 1).intersects(slice_box(*next_plan, 0));
-  if (defer) {
+  if (defers_residual(l, block)) {
     deferred_ = Deferred{true, l, block, bp.p - 1};
   } else {
     fwd_residual(l, block, bp.p - 1);

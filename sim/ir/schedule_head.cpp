@@ -87,7 +87,7 @@ void Builder::head_forward(int32_t x_last) {
   }
 }
 
-// The head is no block of the plan: its AllReduce follows the bwd_overlap of the block its backward
+// The head is no block of the plan: its AllReduce follows the overlap settings of the block its backward
 // hands over to, the last layer's MLP.
 void Builder::head_backward(int32_t x_last) {
   const Phase BW = Phase::Backward;
@@ -107,8 +107,9 @@ void Builder::head_backward(int32_t x_last) {
     in(op, whole(gb_.dlogits));
     out(op, whole(gb_.grad[HeadW]));
     op.m = h_, op.n = V_l_, op.k = B_ * S_;
-    const bool overlap = m_.layers > 0 && plan_.layers.back().mlp.bwd_overlap;
-    if (ar >= 0 && !overlap) op.deps.push_back(ar);
+    // With overlap none the norm below also waits for the AllReduce: it reads dxf, so it would anyway.
+    const BlockPlan handover = m_.layers > 0 ? plan_.layers.back().mlp : BlockPlan{};
+    after_input_grad_allreduces(op, ar >= 0 ? std::vector<int32_t>{ar} : std::vector<int32_t>{}, handover);
   }
   {
     // First writer of the residual-stream gradient: "=".

@@ -145,32 +145,33 @@ void check_vocab(Checker& c, const Schedule& s, const Op& op, int64_t width) {
   }
 }
 
-void check_embedding(Checker& c, const Schedule& s, const Op& op) {
-  const bool fwd = op.code == OpCode::EmbeddingFwd;
-  if (!c.arity(2, fwd ? 3 : 2, 1, fwd ? 1 : 2)) return;
-  const Region& tokens = op.in[0];
-  const Region& rows = fwd ? op.out[0] : op.in[1];   // [B,S,h] activations
-  const Region& table = fwd ? op.in[1] : op.out[0];  // [1,n,h]: this rank's vocabulary shard
-  const Region* pos = fwd ? (op.n_in == 3 ? &op.in[2] : nullptr) : (op.n_out == 2 ? &op.out[1] : nullptr);
-  c.shape(tokens, "token ids", rows.rows(), 1);
-  c.same_rows(rows, tokens, "token ids");
-  if (c.uniform(table, "table")) c.shape(table, "table", -1, rows.cols());
-  check_vocab(c, s, op, table.rows());
-  if (pos && c.uniform(*pos, "positional table") && c.shape(*pos, "positional table", -1, rows.cols()) &&
-      (pos->s0 > rows.s0 || pos->s1 < rows.s1)) {
+// A positional table (or its gradient) [1,seq_len,h] must hold a row for every seq index of `rows`.
+void check_positional_table(Checker& c, const Region& pos, const Region& rows) {
+  if (c.uniform(pos, "positional table") && c.shape(pos, "positional table", -1, rows.cols()) &&
+      (pos.s0 > rows.s0 || pos.s1 < rows.s1)) {
     c.fail(fmt::format("positional table does not cover seq [{},{})", rows.s0, rows.s1));
   }
 }
 
+void check_embedding(Checker& c, const Schedule& s, const Op& op) {
+  const bool fwd = op.code == OpCode::EmbeddingFwd;
+  if (!c.arity(2, 2, 1, fwd ? 1 : 2)) return;
+  const Region& tokens = op.in[0];
+  const Region& rows = fwd ? op.out[0] : op.in[1];   // [B,S,h] activations
+  const Region& table = fwd ? op.in[1] : op.out[0];  // [1,n,h]: this rank's vocabulary shard
+  c.shape(tokens, "token ids", rows.rows(), 1);
+  c.same_rows(rows, tokens, "token ids");
+  if (c.uniform(table, "table")) c.shape(table, "table", -1, rows.cols());
+  check_vocab(c, s, op, table.rows());
+  if (op.n_out == 2) check_positional_table(c, op.out[1], rows);
+}
+
 void check_position_add(Checker& c, const Op& op) {
-  const Region &x = op.in[0], &pos = op.in[1], &y = op.out[0];
+  const Region &x = op.in[0], &y = op.out[0];
   if (!c.arity(2, 2, 1, 1)) return;
   c.shape(y, "out[0]", x.rows(), x.cols());
   c.same_rows(x, y, "out[0]");
-  if (c.uniform(pos, "positional table") && c.shape(pos, "positional table", -1, x.cols()) &&
-      (pos.s0 > x.s0 || pos.s1 < x.s1)) {
-    c.fail(fmt::format("positional table does not cover seq [{},{})", x.s0, x.s1));
-  }
+  check_positional_table(c, op.in[1], x);
 }
 
 // LogitMax, LogitSumExp and CrossEntropy: per-token statistics of one vocabulary shard of the logits.

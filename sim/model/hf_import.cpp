@@ -10,9 +10,11 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "sim/base/error.hpp"
+#include "sim/base/json_text.hpp"
 #include "sim/model/model_check.hpp"
 #include "sim/base/yaml_reader.hpp"
 
@@ -144,27 +146,22 @@ std::string model_name(const HfReader& r, const std::string& path) {
 
 // The JSON object of a config.json; BadInput at the syntax error's line and column.
 json parse_config(const std::string& text, const std::string& path) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    const auto cut = what.find("] ");
-    if (cut != std::string::npos) what = what.substr(cut + 2);
+  JsonParse parsed = parse_json_text(text);
+  if (parsed.failure) {
+    const JsonFailure& f = *parsed.failure;
+    const SourceLoc start{path, 1, 1};
+    if (f.kind == JsonFailure::Kind::TooDeep) throw_bad_input(start, f.message + ": not a config.json");
+    if (f.kind == JsonFailure::Kind::NumberOutOfRange) throw_bad_input(start, "JSON " + f.message);
+    std::string what = f.message;
     // nlohmann repeats the location ("parse error at line 5, column 23: ..."): ours leads the message.
     if (what.rfind("parse error at line", 0) == 0 && what.find(": ") != std::string::npos) {
       what = what.substr(what.find(": ") + 2);
     }
-    throw_bad_input(loc_at_byte(path, text, e.byte > 0 ? e.byte - 1 : 0), "JSON syntax error: " + what);
-  } catch (const json::out_of_range& e) {
-    // A number beyond a double's range ("1e400"): nlohmann reports it apart from syntax errors.
-    std::string what = e.what();
-    const auto cut = what.find("] ");
-    throw_bad_input(SourceLoc{path, 1, 1}, "JSON " + (cut == std::string::npos ? what : what.substr(cut + 2)));
+    throw_bad_input(loc_at_byte(path, text, f.byte > 0 ? f.byte - 1 : 0), "JSON syntax error: " + what);
   }
-  if (!j.is_object())
+  if (!parsed.value.is_object())
     throw_bad_input(SourceLoc{path, 1, 1}, "a Hugging Face config.json must be a JSON object");
-  return j;
+  return std::move(parsed.value);
 }
 
 // The family model_type names; BadInput when it is missing or not one Domino supports.

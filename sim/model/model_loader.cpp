@@ -52,18 +52,12 @@ void check_keys(const YAML::Node& node, const std::string& file) {
   std::map<std::string, int> first_line;
   for (auto it = node.begin(); it != node.end(); ++it) {
     const SourceLoc at = loc_of(file, it->first);
-    if (!it->first.IsScalar()) throw_bad_input(at, "model: keys must be plain names");
-    const std::string key = it->first.Scalar();
+    const std::string key = key_name(file, "model", it->first);
     const auto [prev, inserted] = first_line.emplace(key, at.line);
     if (!inserted)
       throw_bad_input(at,
                       fmt::format("model: duplicate key '{}' (first given at line {})", key, prev->second));
   }
-}
-
-int to_int(const YamlMap& map, const std::string& key, int64_t v) {
-  if (v < INT_MIN || v > INT_MAX) map.fail(key, fmt::format("value {} is out of range", v));
-  return static_cast<int>(v);
 }
 
 ModelSpec parse_yaml_model(const YAML::Node& root, const std::string& file) {
@@ -77,12 +71,12 @@ ModelSpec parse_yaml_model(const YAML::Node& root, const std::string& file) {
   m.name = map.opt_string("name").value_or(fs::path(file).stem().string());
   m.family = map.get_enum("family", {"gpt", "llama"}) == "gpt" ? Family::Gpt : Family::Llama;
   const bool gpt = m.family == Family::Gpt;
-  m.layers = to_int(map, "layers", map.get_int("layers"));
-  m.hidden = to_int(map, "hidden", map.get_int("hidden"));
-  m.heads = to_int(map, "heads", map.get_int("heads"));
-  m.kv_heads = map.has("kv_heads") ? to_int(map, "kv_heads", map.get_int("kv_heads")) : m.heads;
+  m.layers = checked_int(map, "layers", map.get_int("layers"));
+  m.hidden = checked_int(map, "hidden", map.get_int("hidden"));
+  m.heads = checked_int(map, "heads", map.get_int("heads"));
+  m.kv_heads = map.has("kv_heads") ? checked_int(map, "kv_heads", map.get_int("kv_heads")) : m.heads;
   if (map.has("ffn_hidden")) {
-    m.ffn_hidden = to_int(map, "ffn_hidden", map.get_int("ffn_hidden"));
+    m.ffn_hidden = checked_int(map, "ffn_hidden", map.get_int("ffn_hidden"));
   } else if (gpt) {
     m.ffn_hidden = int(std::min<int64_t>(4 * int64_t(m.hidden), INT_MAX));
   } else {
@@ -96,13 +90,14 @@ ModelSpec parse_yaml_model(const YAML::Node& root, const std::string& file) {
   m.norm = norm ? (*norm == "layernorm" ? NormKind::LayerNorm : NormKind::RmsNorm)
                 : (gpt ? NormKind::LayerNorm : NormKind::RmsNorm);
   m.bias = map.opt_bool("bias").value_or(gpt);
-  m.vocab = to_int(map, "vocab", map.get_int("vocab"));
-  m.seq_len = to_int(map, "seq_len", map.get_int("seq_len"));
-  m.micro_batch = to_int(map, "micro_batch", map.get_int("micro_batch"));
+  m.vocab = checked_int(map, "vocab", map.get_int("vocab"));
+  m.seq_len = checked_int(map, "seq_len", map.get_int("seq_len"));
+  m.micro_batch = checked_int(map, "micro_batch", map.get_int("micro_batch"));
   const std::string dtype = map.get_enum("dtype", {"bf16", "fp16", "fp32"});
   m.dtype = dtype == "bf16" ? DType::BF16 : dtype == "fp16" ? DType::FP16 : DType::FP32;
-  if (map.has("tp")) m.tp = to_int(map, "tp", map.get_int("tp"));
-  if (map.has("gpus_per_node")) m.gpus_per_node = to_int(map, "gpus_per_node", map.get_int("gpus_per_node"));
+  if (map.has("tp")) m.tp = checked_int(map, "tp", map.get_int("tp"));
+  if (map.has("gpus_per_node"))
+    m.gpus_per_node = checked_int(map, "gpus_per_node", map.get_int("gpus_per_node"));
   return m;
 }
 

@@ -2,7 +2,6 @@
 // located at file:line:column); writing is deterministic, byte-identical for identical plans, with runs
 // of identical layers folded into ranges.
 #include <algorithm>
-#include <climits>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -48,12 +47,6 @@ int parse_layer_index(const YAML::Node& n, const std::string& file, const std::s
   return int(v);
 }
 
-// An integer key read as an int: a value beyond int's range would wrap into a valid-looking one.
-int int_of(const YamlMap& y, const std::string& key, int64_t v) {
-  if (v < INT_MIN || v > INT_MAX) y.fail(key, "value " + std::to_string(v) + " is out of range");
-  return int(v);
-}
-
 // "layers: 3", "layers: 0-79" or "layers: [0, 1, 2]".
 std::vector<int> parse_layer_selection(const YAML::Node& n, const std::string& file, const std::string& ctx,
                                        int layers) {
@@ -88,8 +81,8 @@ BlockPlan parse_block(const YAML::Node& n, const std::string& file, const std::s
   BlockPlan b;
   b.dim = y.opt_enum("split", {"batch", "sequence"}).value_or("batch") == "batch" ? SplitDim::Batch
                                                                                   : SplitDim::Sequence;
-  b.p = int_of(y, "p", y.get_int("p"));
-  b.q = int_of(y, "q", y.opt_int("q").value_or(1));
+  b.p = checked_int(y, "p", y.get_int("p"));
+  b.q = checked_int(y, "q", y.opt_int("q").value_or(1));
   const std::string ov = y.opt_enum("overlap", {"none", "intra", "inter"}).value_or("none");
   b.overlap = ov == "none" ? OverlapMode::None : ov == "intra" ? OverlapMode::Intra : OverlapMode::Inter;
   b.bwd_overlap = y.opt_bool("bwd_overlap").value_or(false);
@@ -133,7 +126,7 @@ Plan read_plan(const YAML::Node& root, const std::string& path, const ModelSpec&
   YamlMap top(root, path, "plan");
   expect_keys(top, {"format_version", "model", "tp", "profile", "strategy", "comm", "layers", "provenance"});
   Plan p;
-  p.format_version = int_of(top, "format_version", top.get_int("format_version"));
+  p.format_version = checked_int(top, "format_version", top.get_int("format_version"));
   if (p.format_version != 1) {
     top.fail("format_version",
              "version " + std::to_string(p.format_version) + " is not supported (this build reads 1)");
@@ -144,7 +137,7 @@ Plan read_plan(const YAML::Node& root, const std::string& path, const ModelSpec&
     p.model_name = mm.get_string("name");
     p.model_fingerprint = mm.get_string("fingerprint");
   }
-  p.tp = int_of(top, "tp", top.get_int("tp"));
+  p.tp = checked_int(top, "tp", top.get_int("tp"));
   if (p.tp < 1) top.fail("tp", "must be at least 1");
   // Before the layers: a plan for another model or TP degree is named as such, not by a layer that model
   // lacks (a model of this name with another shape is told once the whole plan is read).

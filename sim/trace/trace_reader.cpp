@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "sim/base/error.hpp"
+#include "sim/base/json_text.hpp"
 #include "sim/trace/timeline.hpp"
 
 namespace domino {
@@ -99,27 +100,13 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
-// A trace nests five levels (document, traceEvents, event, args, value); the "domino" header a few more.
-// Deeper input is refused while it is parsed: copying or printing a value recurses once per level, and a
-// hostile file nesting [[[[... a hundred thousand deep would exhaust the stack.
-constexpr int kMaxNesting = 64;
-
 json parse_json(const std::string& text, const std::string& path) {
-  const json::parser_callback_t limit_nesting = [&path](int depth, json::parse_event_t, json&) {
-    if (depth > kMaxNesting)
-      throw_bad_input(path + ": JSON nested deeper than " + std::to_string(kMaxNesting) + " levels: not a trace");
-    return true;
-  };
-  try {
-    return json::parse(text, limit_nesting);
-  } catch (const json::exception& e) {
-    // A syntax error, or a number beyond a double's range ("1e400", an out_of_range error, not a
-    // parse_error). nlohmann's message already says where; drop its "[json.exception...]" prefix.
-    std::string what = e.what();
-    auto close = what.find("] ");
-    if (close != std::string::npos) what = what.substr(close + 2);
-    throw_bad_input(path + ": not a JSON trace: " + what);
-  }
+  JsonParse parsed = parse_json_text(text);
+  if (!parsed.failure) return std::move(parsed.value);
+  const JsonFailure& f = *parsed.failure;
+  if (f.kind == JsonFailure::Kind::TooDeep) throw_bad_input(path + ": " + f.message + ": not a trace");
+  // A syntax error or a number beyond a double's range: nlohmann's message already says where.
+  throw_bad_input(path + ": not a JSON trace: " + f.message);
 }
 
 }  // namespace

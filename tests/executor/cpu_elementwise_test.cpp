@@ -99,7 +99,9 @@ TEST(CpuElementwise, EmbeddingForwardBackwardWithPositions) {
     }
   }
   t.poison(out_s);
-  t.run(t.make(OpCode::EmbeddingFwd, {ids_s, t.whole(table), t.whole(pos)}, {out_s}));
+  // The lookup, then the positions added in place, as the schedule emits them.
+  t.run(t.make(OpCode::EmbeddingFwd, {ids_s, t.whole(table)}, {out_s}));
+  t.run(t.make(OpCode::PositionAdd, {out_s, t.whole(pos)}, {out_s}));
   t.expect_near(out_s, want, 1e-6, 1e-6, "embedding");
 
   t.poison(t.whole(dtable));

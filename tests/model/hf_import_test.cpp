@@ -103,6 +103,27 @@ TEST(HfImport, SeqLenRequiredWhenConfigHasNone) {
   EXPECT_EQ(import_hf_config(text, "tiny.json", o).seq_len, 64);
 }
 
+// A config nests a few levels; a hostile one nesting thousands is refused while it is parsed.
+TEST(HfImport, NestingBeyondTheLimitIsBadInput) {
+  const auto nested = [](int depth) {
+    return R"({"model_type": "llama", "rope_scaling": )" + std::string(size_t(depth), '[') +
+           std::string(size_t(depth), ']') + "}";
+  };
+  try {
+    import_hf_config(nested(5000), "deep.json", {});
+    FAIL() << "a config nested 5000 deep imported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+    EXPECT_NE(std::string(e.what()).find("JSON nested deeper than 64 levels"), std::string::npos) << e.what();
+  }
+  try {
+    import_hf_config(nested(60), "shallow.json", {});
+    FAIL() << "a config without its sizes imported";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("nested deeper"), std::string::npos) << e.what();
+  }
+}
+
 TEST(HfImport, DetectionDistinguishesOurFormat) {
   EXPECT_TRUE(looks_like_hf_config(R"({"model_type": "gpt2"})"));
   EXPECT_FALSE(looks_like_hf_config(R"({"family": "gpt", "layers": 2})"));
