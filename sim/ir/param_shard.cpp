@@ -34,7 +34,7 @@ int64_t qkv_full_col(const ModelSpec& m, int rank, int64_t col) {
 
 int64_t fc1_full_col(const ModelSpec& m, int rank, int64_t col) {
   const int64_t f_l = m.ffn_per_rank();
-  if (m.activation != Activation::Swiglu || col < f_l) return int64_t(rank) * f_l + col;
+  if (!m.gated() || col < f_l) return int64_t(rank) * f_l + col;
   return m.ffn_hidden + int64_t(rank) * f_l + (col - f_l);
 }
 
@@ -42,7 +42,7 @@ int64_t fc1_full_col(const ModelSpec& m, int rank, int64_t col) {
 
 std::array<int64_t, 2> full_shape(const ModelSpec& m, const BufferDesc& buf) {
   const int64_t h = m.hidden, qkv = int64_t(m.heads + 2 * m.kv_heads) * m.head_dim();
-  const int64_t fc1 = m.activation == Activation::Swiglu ? 2 * int64_t(m.ffn_hidden) : m.ffn_hidden;
+  const int64_t fc1 = m.gated() ? 2 * int64_t(m.ffn_hidden) : m.ffn_hidden;
   switch (buf.param) {
     case ParamKind::QkvWeight:
       return {h, qkv};

@@ -112,7 +112,7 @@ void Builder::bwd_row_parallel(int l, Block block, int i, const LinearBwd& lin) 
     in(op, rows(lin.saved_input, box));
     in(op, rows(lin.dy, box, c * cw, (c + 1) * cw));
     out(op, weight(b.grad[lin.param], 0, lin.in_cols, c * cw, (c + 1) * cw));
-    if (bias_) out(op, weight(b.grad[lin.param + 1], 0, 1, c * cw, (c + 1) * cw));
+    if (b.grad[lin.param + 1] >= 0) out(op, weight(b.grad[lin.param + 1], 0, 1, c * cw, (c + 1) * cw));
     op.attrs.accumulate = !first_slice;
     op.m = lin.in_cols, op.n = cw, op.k = box.rows();
   }
@@ -147,7 +147,7 @@ void Builder::bwd_column_parallel(int l, Block block, int i, const LinearBwd& li
   in(op, rows(lin.saved_input, box));
   in(op, rows(lin.dy, box));
   out(op, whole(b.grad[lin.param]));
-  if (bias_) out(op, whole(b.grad[lin.param + 1]));
+  if (b.grad[lin.param + 1] >= 0) out(op, whole(b.grad[lin.param + 1]));
   op.attrs.accumulate = i != bp.p - 1;
   op.m = h_, op.n = lin.out_cols, op.k = box.rows();
   after_input_grad_allreduces(op, ars, bp);
@@ -169,7 +169,7 @@ void Builder::bwd_front(int l, Block block, int i) {
   const Phase BW = Phase::Backward;
   if (block == Block::Mlp) {
     {
-      Op& op = emit(l, BW, block, "act.bwd", i, -1, swiglu_ ? OpCode::SwigluBwd : OpCode::GeluBwd);
+      Op& op = emit(l, BW, block, "act.bwd", i, -1, m_.activation == Activation::Swiglu ? OpCode::SwigluBwd : OpCode::GeluBwd);
       in(op, rows(b.hpre, box));
       in(op, rows(gb_.dact, box));
       out(op, rows(gb_.dhpre, box));
@@ -192,7 +192,7 @@ void Builder::bwd_front(int l, Block block, int i) {
     // dV, dP, dQ and dK: four products over the causal (query, key) pairs.
     op.flops = 8.0 * causal_pairs(box) * double(d_) * double(a_l_);
   }
-  if (llama_) {
+  if (rotary_) {
     Op& op = emit(l, BW, block, "rope.bwd", i, -1, OpCode::RopeBwd);
     in(op, rows(gb_.dqkv, box, 0, k_end));
     out(op, rows(gb_.dqkv, box, 0, k_end));

@@ -52,7 +52,7 @@ void Builder::make_buffers() {
   GP gp{}, gg{}, gs1{}, gs2{};
   gp.fill(-1), gg.fill(-1), gs1.fill(-1), gs2.fill(-1);
   add_param(&gp, &gg, &gs1, &gs2, TokEmb, "emb.tok", -1, V_l_, h_, ParamKind::TokenEmbedding);
-  if (!llama_) add_param(&gp, &gg, &gs1, &gs2, PosEmb, "emb.pos", -1, S_, h_, ParamKind::PositionEmbedding);
+  if (m_.positions == Positions::Learned) add_param(&gp, &gg, &gs1, &gs2, PosEmb, "emb.pos", -1, S_, h_, ParamKind::PositionEmbedding);
   add_param(&gp, &gg, &gs1, &gs2, FinG, "head.norm.g", -1, 1, h_, ParamKind::FinalNormGamma);
   if (layernorm_) add_param(&gp, &gg, &gs1, &gs2, FinB, "head.norm.b", -1, 1, h_, ParamKind::FinalNormBeta);
   add_param(&gp, &gg, &gs1, &gs2, HeadW, "head.w", -1, h_, V_l_, ParamKind::HeadWeight);
@@ -74,15 +74,15 @@ void Builder::make_buffers() {
     add_param(P, G, S1, S2, N1G, pre + ".attn.norm.g", l, 1, h_, ParamKind::AttnNormGamma);
     if (layernorm_) add_param(P, G, S1, S2, N1B, pre + ".attn.norm.b", l, 1, h_, ParamKind::AttnNormBeta);
     add_param(P, G, S1, S2, QkvW, pre + ".attn.qkv.w", l, h_, qkv_cols_, ParamKind::QkvWeight);
-    if (bias_) add_param(P, G, S1, S2, QkvB, pre + ".attn.qkv.b", l, 1, qkv_cols_, ParamKind::QkvBias);
+    if (m_.qkv_bias) add_param(P, G, S1, S2, QkvB, pre + ".attn.qkv.b", l, 1, qkv_cols_, ParamKind::QkvBias);
     add_param(P, G, S1, S2, ProjW, pre + ".attn.proj.w", l, a_l_ * d_, h_, ParamKind::ProjWeight);
-    if (bias_) add_param(P, G, S1, S2, ProjB, pre + ".attn.proj.b", l, 1, h_, ParamKind::ProjBias);
+    if (m_.proj_bias) add_param(P, G, S1, S2, ProjB, pre + ".attn.proj.b", l, 1, h_, ParamKind::ProjBias);
     add_param(P, G, S1, S2, N2G, pre + ".mlp.norm.g", l, 1, h_, ParamKind::MlpNormGamma);
     if (layernorm_) add_param(P, G, S1, S2, N2B, pre + ".mlp.norm.b", l, 1, h_, ParamKind::MlpNormBeta);
     add_param(P, G, S1, S2, Fc1W, pre + ".mlp.fc1.w", l, h_, fc1_cols_, ParamKind::Fc1Weight);
-    if (bias_) add_param(P, G, S1, S2, Fc1B, pre + ".mlp.fc1.b", l, 1, fc1_cols_, ParamKind::Fc1Bias);
+    if (m_.mlp_bias) add_param(P, G, S1, S2, Fc1B, pre + ".mlp.fc1.b", l, 1, fc1_cols_, ParamKind::Fc1Bias);
     add_param(P, G, S1, S2, Fc2W, pre + ".mlp.fc2.w", l, f_l_, h_, ParamKind::Fc2Weight);
-    if (bias_) add_param(P, G, S1, S2, Fc2B, pre + ".mlp.fc2.b", l, 1, h_, ParamKind::Fc2Bias);
+    if (m_.mlp_bias) add_param(P, G, S1, S2, Fc2B, pre + ".mlp.fc2.b", l, 1, h_, ParamKind::Fc2Bias);
 
     const auto act = [&](const char* what, int64_t cols) {
       return add_buffer(pre + "." + what, BufferRole::Activation, l, B_, S_, cols);

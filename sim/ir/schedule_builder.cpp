@@ -20,13 +20,11 @@ Builder::Builder(const ModelSpec& m, const Plan& plan, const BuildOptions& optio
   f_l_ = m.ffn_per_rank();
   V_ = m.vocab;
   V_l_ = m.vocab_per_rank();
-  llama_ = m.family == Family::Llama;
+  rotary_ = m.positions == Positions::Rotary;
   rms_ = m.norm == NormKind::RmsNorm;
   layernorm_ = !rms_;
-  swiglu_ = m.activation == Activation::Swiglu;
-  bias_ = m.bias;
   qkv_cols_ = (a_l_ + 2 * kv_l_) * d_;
-  fc1_cols_ = swiglu_ ? 2 * f_l_ : f_l_;
+  fc1_cols_ = m.gated() ? 2 * f_l_ : f_l_;
 }
 
 void Builder::run() {

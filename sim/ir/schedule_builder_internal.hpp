@@ -160,7 +160,7 @@ class Builder {
   Schedule& s_;
 
   int64_t B_, S_, h_, a_l_, kv_l_, d_, f_l_, V_, V_l_, qkv_cols_, fc1_cols_;
-  bool llama_, rms_, swiglu_, bias_, layernorm_;
+  bool rotary_, rms_, layernorm_;
 
   std::vector<LayerBuffers> lb_;
   GlobalBuffers gb_;

@@ -85,19 +85,19 @@ void Builder::fwd_front(int l, Block block, int i) {
     Op& op = emit(l, Phase::Forward, block, a.gemm, i, -1, OpCode::MatMul);
     in(op, rows(a.xn, box));
     in(op, whole(a.weight));
-    if (bias_) in(op, whole(a.bias));
+    if (a.bias >= 0) in(op, whole(a.bias));
     out(op, rows(a.y, box));
     op.m = box.rows(), op.k = h_, op.n = a.cols;
   }
   const LayerBuffers& b = lb_[size_t(l)];
   if (block == Block::Mlp) {
-    Op& op = emit(l, Phase::Forward, block, "act", i, -1, swiglu_ ? OpCode::SwigluFwd : OpCode::GeluFwd);
+    Op& op = emit(l, Phase::Forward, block, "act", i, -1, m_.activation == Activation::Swiglu ? OpCode::SwigluFwd : OpCode::GeluFwd);
     in(op, rows(b.hpre, box));
     out(op, rows(b.act, box));
     return;
   }
   const int64_t k_end = (a_l_ + kv_l_) * d_;  // end of the key columns: rope turns queries and keys
-  if (llama_) {
+  if (rotary_) {
     Op& op = emit(l, Phase::Forward, block, "rope", i, -1, OpCode::RopeFwd);
     in(op, rows(b.qkv, box, 0, k_end));
     out(op, rows(b.qkv, box, 0, k_end));

@@ -213,7 +213,8 @@ void read_activation_and_norm(const HfReader& r, ModelSpec& m) {
   }
   m.norm = (m.family == Family::Llama || r.present({"rms_norm_eps"}) != "") ? NormKind::RmsNorm
                                                                             : NormKind::LayerNorm;
-  m.bias = m.family == Family::Gpt;
+  m.set_biases(m.family == Family::Gpt);
+  m.positions = m.family == Family::Llama ? Positions::Rotary : Positions::Learned;
 }
 
 void read_dtype(const HfReader& r, ModelSpec& m) {

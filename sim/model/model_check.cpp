@@ -34,6 +34,23 @@ constexpr SizeRule kSizeRules[] = {
 
 ModelViolation bad(std::string key, std::string message) { return {std::move(key), std::move(message)}; }
 
+// The structural fields: each combination the schedule cannot express is named.
+std::optional<ModelViolation> check_structure(const ModelSpec& m) {
+  if (m.head_size < 0 || m.head_size > (1 << 14))
+    return bad("head_dim", fmt::format("must be a positive integer of at most {}, got {}", 1 << 14, m.head_size));
+  if (m.rotary_dims < 0 || m.rotary_dims > m.head_dim())
+    return bad("rotary_dims", fmt::format("{} is not within the head dimension {}", m.rotary_dims, m.head_dim()));
+  if (m.rotary_dims > 0 && m.positions != Positions::Rotary)
+    return bad("rotary_dims", "given for a model without rotary positions (positions: rotary)");
+  if (m.shared_norm && m.residual != Residual::Parallel)
+    return bad("shared_norm", "only parallel blocks (residual: parallel) can share one norm");
+  if (m.sliding_window < 0 || m.sliding_window > (1 << 22))
+    return bad("sliding_window", fmt::format("must be 0 (none) or a positive window, got {}", m.sliding_window));
+  if (m.window_layers != WindowLayers::All && m.sliding_window == 0)
+    return bad("window_layers", "given without a sliding_window");
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<ModelViolation> check_model(const ModelSpec& m) {
@@ -43,7 +60,8 @@ std::optional<ModelViolation> check_model(const ModelSpec& m) {
     if (v <= 0) return bad(r.key, fmt::format("must be a positive integer, got {}", v));
     if (v > r.max) return bad(r.key, fmt::format("{} is implausibly large (at most {})", v, r.max));
   }
-  if (m.hidden % m.heads != 0) {
+  if (const auto v = check_structure(m)) return v;
+  if (m.head_size == 0 && m.hidden % m.heads != 0) {
     return bad("heads", fmt::format("heads {} does not divide hidden {} (the head dimension must be whole)",
                                     m.heads, m.hidden));
   }
@@ -52,10 +70,10 @@ std::optional<ModelViolation> check_model(const ModelSpec& m) {
                                        "group of query heads)",
                                        m.kv_heads, m.heads));
   }
-  if (m.family == Family::Llama && m.head_dim() % 2 != 0) {
-    return bad("heads", fmt::format("head dimension {} (hidden {} / heads {}) must be even for the rotary "
-                                    "embedding of the llama family",
-                                    m.head_dim(), m.hidden, m.heads));
+  if (m.positions == Positions::Rotary && m.rotated_dims() % 2 != 0) {
+    return bad(m.rotary_dims > 0 ? "rotary_dims" : m.head_size > 0 ? "head_dim" : "heads",
+               fmt::format("the rotary embedding turns pairs of dims: {} rotated dims per head is odd",
+                           m.rotated_dims()));
   }
   if (m.heads % m.tp != 0) {
     return bad("tp", fmt::format("tp {} does not divide heads {} (each rank holds whole attention heads)",

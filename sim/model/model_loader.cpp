@@ -25,7 +25,10 @@ namespace fs = std::filesystem;
 
 const std::vector<std::string> kModelKeys = {
     "name", "family", "layers", "hidden",  "heads",       "kv_heads", "ffn_hidden", "activation",
-    "norm", "bias",   "vocab",  "seq_len", "micro_batch", "dtype",    "tp",         "gpus_per_node"};
+    "norm", "bias",   "vocab",  "seq_len", "micro_batch", "dtype",    "tp",         "gpus_per_node",
+    // Structure beyond the family's defaults (docs/model-format.md).
+    "head_dim", "qkv_bias", "proj_bias", "mlp_bias", "positions", "rotary_dims", "residual", "shared_norm",
+    "norm_placement", "qk_norm", "tied_embeddings", "sliding_window", "window_layers"};
 
 std::string resolve_model_path(const std::string& path_or_name) {
   static const ShippedFolder kModels{"model", "configs/models", {".yaml", ".yml", ".json"}, true};
@@ -60,6 +63,41 @@ void check_keys(const YAML::Node& node, const std::string& file) {
   }
 }
 
+// The value of `name` among an enum's names (to_string of each value 0..N-1).
+template <typename Enum>
+Enum enum_of(const std::string& name) {
+  for (int i = 0;; ++i) {
+    if (name == to_string(Enum(i))) return Enum(i);
+  }
+}
+
+template <typename Enum>
+std::optional<Enum> opt_enum_of(YamlMap& map, const std::string& key, std::vector<std::string> names) {
+  const auto v = map.opt_enum(key, names);
+  if (!v) return std::nullopt;
+  return enum_of<Enum>(*v);
+}
+
+// The structural keys; each defaults to what the family implies.
+void read_structure(YamlMap& map, ModelSpec& m) {
+  if (map.has("head_dim")) m.head_size = checked_int(map, "head_dim", map.get_int("head_dim"));
+  m.qkv_bias = map.opt_bool("qkv_bias").value_or(m.qkv_bias);
+  m.proj_bias = map.opt_bool("proj_bias").value_or(m.proj_bias);
+  m.mlp_bias = map.opt_bool("mlp_bias").value_or(m.mlp_bias);
+  m.positions = opt_enum_of<Positions>(map, "positions", {"learned", "rotary"})
+                    .value_or(m.family == Family::Llama ? Positions::Rotary : Positions::Learned);
+  if (map.has("rotary_dims")) m.rotary_dims = checked_int(map, "rotary_dims", map.get_int("rotary_dims"));
+  m.residual = opt_enum_of<Residual>(map, "residual", {"sequential", "parallel"}).value_or(Residual::Sequential);
+  m.shared_norm = map.opt_bool("shared_norm").value_or(false);
+  m.norm_placement =
+      opt_enum_of<NormPlacement>(map, "norm_placement", {"pre", "post", "sandwich"}).value_or(NormPlacement::Pre);
+  m.qk_norm = opt_enum_of<QkNorm>(map, "qk_norm", {"none", "head", "full"}).value_or(QkNorm::None);
+  m.tied_embeddings = map.opt_bool("tied_embeddings").value_or(false);
+  if (map.has("sliding_window"))
+    m.sliding_window = checked_int(map, "sliding_window", map.get_int("sliding_window"));
+  m.window_layers = opt_enum_of<WindowLayers>(map, "window_layers", {"all", "even", "odd"}).value_or(WindowLayers::All);
+}
+
 ModelSpec parse_yaml_model(const YAML::Node& root, const std::string& file) {
   YamlMap map(root, file, "model");
   check_keys(root, file);
@@ -83,13 +121,13 @@ ModelSpec parse_yaml_model(const YAML::Node& root, const std::string& file) {
     throw_bad_input(map.where(),
                     "model: missing required key 'ffn_hidden' (the llama family has no default)");
   }
-  const auto act = map.opt_enum("activation", {"gelu", "swiglu"});
-  m.activation = act ? (*act == "gelu" ? Activation::Gelu : Activation::Swiglu)
-                     : (gpt ? Activation::Gelu : Activation::Swiglu);
+  const auto act = map.opt_enum("activation", {"gelu", "swiglu", "relu", "geglu"});
+  m.activation = act ? enum_of<Activation>(*act) : (gpt ? Activation::Gelu : Activation::Swiglu);
   const auto norm = map.opt_enum("norm", {"layernorm", "rmsnorm"});
   m.norm = norm ? (*norm == "layernorm" ? NormKind::LayerNorm : NormKind::RmsNorm)
                 : (gpt ? NormKind::LayerNorm : NormKind::RmsNorm);
-  m.bias = map.opt_bool("bias").value_or(gpt);
+  m.set_biases(map.opt_bool("bias").value_or(gpt));
+  read_structure(map, m);
   m.vocab = checked_int(map, "vocab", map.get_int("vocab"));
   m.seq_len = checked_int(map, "seq_len", map.get_int("seq_len"));
   m.micro_batch = checked_int(map, "micro_batch", map.get_int("micro_batch"));

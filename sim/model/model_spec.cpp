@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -22,11 +23,25 @@
 namespace domino {
 
 const char* to_string(Family f) { return f == Family::Gpt ? "gpt" : "llama"; }
-const char* to_string(Activation a) { return a == Activation::Gelu ? "gelu" : "swiglu"; }
+constexpr std::array<const char*, 4> kActivationNames = {"gelu", "swiglu", "relu", "geglu"};
+static_assert(size_t(Activation::Geglu) + 1 == kActivationNames.size());
+const char* to_string(Activation a) { return enum_name(a, kActivationNames); }
 const char* to_string(NormKind n) { return n == NormKind::LayerNorm ? "layernorm" : "rmsnorm"; }
 constexpr std::array<const char*, 3> kDTypeNames = {"bf16", "fp16", "fp32"};
 static_assert(size_t(DType::FP32) + 1 == kDTypeNames.size(), "one name per DType, in declaration order");
 const char* to_string(DType d) { return enum_name(d, kDTypeNames); }
+
+const char* to_string(Positions p) { return p == Positions::Learned ? "learned" : "rotary"; }
+const char* to_string(Residual r) { return r == Residual::Sequential ? "sequential" : "parallel"; }
+constexpr std::array<const char*, 3> kNormPlacementNames = {"pre", "post", "sandwich"};
+static_assert(size_t(NormPlacement::Sandwich) + 1 == kNormPlacementNames.size());
+const char* to_string(NormPlacement n) { return enum_name(n, kNormPlacementNames); }
+constexpr std::array<const char*, 3> kQkNormNames = {"none", "head", "full"};
+static_assert(size_t(QkNorm::Full) + 1 == kQkNormNames.size());
+const char* to_string(QkNorm q) { return enum_name(q, kQkNormNames); }
+constexpr std::array<const char*, 3> kWindowLayerNames = {"all", "even", "odd"};
+static_assert(size_t(WindowLayers::Odd) + 1 == kWindowLayerNames.size());
+const char* to_string(WindowLayers w) { return enum_name(w, kWindowLayerNames); }
 
 int dtype_bytes(DType d) { return d == DType::FP32 ? 4 : 2; }
 
@@ -40,18 +55,36 @@ struct LayerCounts {
   int64_t total() const { return gemm_weights + biases + norms; }
 };
 
+// Norms over the hidden width in one layer: one before each block (parallel blocks may share it), one after
+// each block's output (post), or both (sandwich).
+int hidden_norms_per_layer(const ModelSpec& m) {
+  const int pre = m.residual == Residual::Parallel && m.shared_norm ? 1 : 2;
+  switch (m.norm_placement) {
+    case NormPlacement::Pre: return pre;
+    case NormPlacement::Post: return 2;
+    case NormPlacement::Sandwich: return pre + 2;
+  }
+  return pre;
+}
+
 LayerCounts layer_counts(const ModelSpec& m, bool per_rank) {
   const int64_t h = m.hidden, d = m.head_dim();
   const int64_t q_heads = per_rank ? m.heads_per_rank() : m.heads;
   const int64_t kv_heads = per_rank ? m.kv_heads_per_rank() : m.kv_heads;
   const int64_t ffn = per_rank ? m.ffn_per_rank() : m.ffn_hidden;
-  const int64_t gate = m.activation == Activation::Swiglu ? 2 : 1;  // SwiGLU: gate and up projections
+  const int64_t gate = m.gated() ? 2 : 1;  // gated MLPs: gate and up projections
   const int64_t qkv_cols = (q_heads + 2 * kv_heads) * d;
+  const int64_t per_norm = m.norm == NormKind::LayerNorm ? 2 : 1;  // gamma (and beta)
   LayerCounts c;
   c.gemm_weights = h * qkv_cols + q_heads * d * h + h * ffn * gate + ffn * h;
   // Column-parallel biases are sharded; the row-parallel biases (projection, FC2) are replicated.
-  if (m.bias) c.biases = qkv_cols + h + ffn * gate + h;
-  c.norms = 2 * h * (m.norm == NormKind::LayerNorm ? 2 : 1);
+  if (m.qkv_bias) c.biases += qkv_cols;
+  if (m.proj_bias) c.biases += h;
+  if (m.mlp_bias) c.biases += ffn * gate + h;
+  c.norms = int64_t(hidden_norms_per_layer(m)) * h * per_norm;
+  // Per-head QK norms share one [head_dim] scale across heads (replicated); full ones span the projection.
+  if (m.qk_norm == QkNorm::PerHead) c.norms += 2 * d * per_norm;
+  if (m.qk_norm == QkNorm::Full) c.norms += (q_heads + kv_heads) * d * per_norm;
   return c;
 }
 
@@ -66,14 +99,22 @@ ModelFacts derive_facts(const ModelSpec& m) {
 
   ModelFacts f;
   f.params_per_layer = whole.total();
-  f.embedding_params = int64_t(m.vocab) * h + (m.family == Family::Gpt ? int64_t(m.seq_len) * h : 0);
-  f.head_params = norm_params + h * m.vocab;
+  f.embedding_params = int64_t(m.vocab) * h + (m.positions == Positions::Learned ? int64_t(m.seq_len) * h : 0);
+  const int64_t head_weight = m.tied_embeddings ? 0 : h * int64_t(m.vocab);  // tied: the embedding's
+  f.head_params = norm_params + head_weight;
   f.total_params = m.layers * f.params_per_layer + f.embedding_params + f.head_params;
   const int64_t vocab_shard = m.vocab_per_rank();
   const int64_t positions = f.embedding_params - int64_t(m.vocab) * h;
-  f.params_per_rank = m.layers * rank.total() + vocab_shard * h + positions + norm_params + h * vocab_shard;
-  f.train_flops_per_token = 6.0 * double(m.layers) * double(whole.gemm_weights) +
-                            12.0 * double(m.layers) * double(m.seq_len) * double(h) +
+  f.params_per_rank = m.layers * rank.total() + vocab_shard * h + positions + norm_params +
+                      (m.tied_embeddings ? 0 : h * vocab_shard);
+  // Attention scores and values: 12 x keys per query x attention width per layer (window layers see at
+  // most sliding_window keys).
+  double attention = 0;
+  for (int l = 0; l < m.layers; ++l) {
+    const int keys = m.windowed(l) ? std::min(m.seq_len, m.sliding_window) : m.seq_len;
+    attention += 12.0 * double(keys) * double(m.attn_width());
+  }
+  f.train_flops_per_token = 6.0 * double(m.layers) * double(whole.gemm_weights) + attention +
                             6.0 * double(h) * double(m.vocab);
   f.allreduce_bytes = m.tokens() * h * dtype_bytes(m.dtype);
   f.allreduces_per_layer = 4;
@@ -97,6 +138,35 @@ std::string bytes_str(double b) {
   return fmt::format("{:.0f} B", b);
 }
 
+std::string bias_summary(const ModelSpec& m) {
+  if (m.qkv_bias == m.proj_bias && m.proj_bias == m.mlp_bias) return m.qkv_bias ? "all linears" : "none";
+  std::string s;
+  for (const auto& [on, name] : {std::pair{m.qkv_bias, "qkv"}, {m.proj_bias, "proj"}, {m.mlp_bias, "mlp"}}) {
+    if (on) s += std::string(s.empty() ? "" : "+") + name;
+  }
+  return s;
+}
+
+// The block structure and every attention feature the schedule reads.
+std::string structure_summary(const ModelSpec& m) {
+  std::string block = fmt::format("{} residual", to_string(m.residual));
+  if (m.residual == Residual::Parallel) block += m.shared_norm ? " (one shared norm)" : " (a norm per block)";
+  std::string s = fmt::format("  block: {}, {}-norm; positions {}", block, to_string(m.norm_placement),
+                              to_string(m.positions));
+  if (m.positions == Positions::Rotary && m.rotated_dims() != m.head_dim())
+    s += fmt::format(" ({} of {} dims per head)", m.rotated_dims(), m.head_dim());
+  s += fmt::format("; embeddings {}\n", m.tied_embeddings ? "tied to the head" : "untied");
+  std::string attn = m.kv_heads == m.heads ? "multi-head" : m.kv_heads == 1 ? "multi-query" : "grouped-query";
+  if (m.head_size > 0 && m.attn_width() != m.hidden)
+    attn += fmt::format(", decoupled head dim (attention width {} vs hidden {})", m.attn_width(), m.hidden);
+  if (m.qk_norm != QkNorm::None) attn += fmt::format(", qk-norm {}", to_string(m.qk_norm));
+  if (m.sliding_window > 0) {
+    attn += fmt::format(", sliding window {} on {} layers", m.sliding_window, to_string(m.window_layers));
+    if (m.sliding_window >= m.seq_len) attn += " (no effect at this seq_len)";
+  }
+  return s + "  attention: " + attn + "\n";
+}
+
 }  // namespace
 
 std::string model_summary(const ModelSpec& m) {
@@ -107,8 +177,9 @@ std::string model_summary(const ModelSpec& m) {
   s += fmt::format("model {} ({} family) from {}\n", m.name, to_string(m.family), m.source);
   s += fmt::format("  layers {}, hidden {}, heads {} (kv heads {}, head dim {}), ffn {}\n", m.layers,
                    m.hidden, m.heads, m.kv_heads, m.head_dim(), m.ffn_hidden);
-  s += fmt::format("  activation {}, norm {}, bias {}, vocab {}\n", to_string(m.activation),
-                   to_string(m.norm), m.bias ? "yes" : "no", m.vocab);
+  s += fmt::format("  activation {}, norm {}, biases {}, vocab {}\n", to_string(m.activation),
+                   to_string(m.norm), bias_summary(m), m.vocab);
+  s += structure_summary(m);
   s += fmt::format("  seq_len {}, micro_batch {} ({} tokens), dtype {}\n", m.seq_len, m.micro_batch,
                    m.tokens(), to_string(m.dtype));
   s += fmt::format("  tensor parallel: tp {} on {} node{} of {} GPUs\n", m.tp, nodes, nodes > 1 ? "s" : "",
@@ -128,9 +199,38 @@ std::string model_summary(const ModelSpec& m) {
   s += fmt::format("  AllReduce: {} per layer of {} each, 2 more of that size and 2 for the loss ({} per iteration)\n",
                    f.allreduces_per_layer, bytes_str(double(f.allreduce_bytes)),
                    bytes_str(double(f.allreduce_bytes) * f.allreduces_per_layer * m.layers + ends));
+  for (const std::string& note : m.notes) s += "  note: " + note + "\n";
   s += fmt::format("  fingerprint {}\n", model_fingerprint(m));
   return s;
 }
+
+namespace {
+
+std::string bias_canon(const ModelSpec& m) {
+  if (m.qkv_bias == m.proj_bias && m.proj_bias == m.mlp_bias) return m.qkv_bias ? "1" : "0";
+  return fmt::format("q{}p{}m{}", int(m.qkv_bias), int(m.proj_bias), int(m.mlp_bias));
+}
+
+// Structural fields, each only when it differs from what the model files of its family meant before they
+// existed: the fingerprints of plans written for those models stay valid.
+std::string structure_canon(const ModelSpec& m) {
+  const Positions family_positions = m.family == Family::Llama ? Positions::Rotary : Positions::Learned;
+  std::string s;
+  if (m.head_size > 0 && m.head_size * m.heads != m.hidden) s += fmt::format("|head_dim={}", m.head_size);
+  if (m.positions != family_positions) s += fmt::format("|positions={}", to_string(m.positions));
+  if (m.positions == Positions::Rotary && m.rotated_dims() != m.head_dim())
+    s += fmt::format("|rotary_dims={}", m.rotary_dims);
+  if (m.residual != Residual::Sequential)
+    s += fmt::format("|residual={}|shared_norm={}", to_string(m.residual), int(m.shared_norm));
+  if (m.norm_placement != NormPlacement::Pre) s += fmt::format("|norm_placement={}", to_string(m.norm_placement));
+  if (m.qk_norm != QkNorm::None) s += fmt::format("|qk_norm={}", to_string(m.qk_norm));
+  if (m.tied_embeddings) s += "|tied_embeddings=1";
+  if (m.sliding_window > 0)
+    s += fmt::format("|sliding_window={}|window_layers={}", m.sliding_window, to_string(m.window_layers));
+  return s;
+}
+
+}  // namespace
 
 std::string model_fingerprint(const ModelSpec& m) {
   // Every field that changes the schedule or its timing, in a fixed order; never the name or source.
@@ -138,8 +238,8 @@ std::string model_fingerprint(const ModelSpec& m) {
       "model-v1|family={}|layers={}|hidden={}|heads={}|kv_heads={}|ffn_hidden={}|activation={}|norm={}|"
       "bias={}|vocab={}|seq_len={}|micro_batch={}|dtype={}|tp={}|gpus_per_node={}",
       to_string(m.family), m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden, to_string(m.activation),
-      to_string(m.norm), m.bias ? 1 : 0, m.vocab, m.seq_len, m.micro_batch, to_string(m.dtype), m.tp,
-      m.gpus_per_node);
+      to_string(m.norm), bias_canon(m), m.vocab, m.seq_len, m.micro_batch, to_string(m.dtype), m.tp,
+      m.gpus_per_node) + structure_canon(m);
   uint64_t hash = 1469598103934665603ull;  // FNV-1a 64: stable across platforms and releases
   for (unsigned char c : canon) {
     hash ^= c;
@@ -160,7 +260,8 @@ ModelSpec default_model() {
   m.ffn_hidden = 1536;
   m.activation = Activation::Gelu;
   m.norm = NormKind::LayerNorm;
-  m.bias = true;
+  m.set_biases(true);
+  m.positions = Positions::Learned;
   m.vocab = 1024;
   m.seq_len = 128;
   m.micro_batch = 8;

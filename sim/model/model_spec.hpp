@@ -4,18 +4,39 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace domino {
 
+// A family only chooses the defaults of a model file (gpt: learned positions, LayerNorm, GeLU, biases;
+// llama: rotary, RMSNorm, SwiGLU, no biases); the schedule reads the structural fields below.
 enum class Family { Gpt, Llama };
-enum class Activation { Gelu, Swiglu };
+// Swiglu and Geglu are gated: FC1 holds the gate and up projections side by side.
+enum class Activation { Gelu, Swiglu, Relu, Geglu };
 enum class NormKind { LayerNorm, RmsNorm };
 enum class DType { BF16, FP16, FP32 };
+enum class Positions { Learned, Rotary };
+// Sequential: x + attn(norm(x)), then + mlp(norm(.)). Parallel (GPT-J, GPT-NeoX, Falcon): attention and
+// MLP both read the layer's input, x + attn(norm1(x)) + mlp(norm2(x)).
+enum class Residual { Sequential, Parallel };
+// Where a block's norms sit: before it (pre), on its output before the residual add (post, OLMo 2), or
+// both (sandwich, Gemma 2).
+enum class NormPlacement { Pre, Post, Sandwich };
+// Normalization of queries and keys after the QKV projection: per head over head_dim (Qwen3), or over the
+// whole projection (OLMo 2).
+enum class QkNorm { None, PerHead, Full };
+// Which layers use the sliding window (Gemma 2: even; GPT-Neo: odd, its "local" layers).
+enum class WindowLayers { All, Even, Odd };
 
 const char* to_string(Family f);
 const char* to_string(Activation a);
 const char* to_string(NormKind n);
 const char* to_string(DType d);
+const char* to_string(Positions p);
+const char* to_string(Residual r);
+const char* to_string(NormPlacement n);
+const char* to_string(QkNorm q);
+const char* to_string(WindowLayers w);
 int dtype_bytes(DType d);
 
 struct ModelSpec {
@@ -28,7 +49,20 @@ struct ModelSpec {
   int ffn_hidden = 0;
   Activation activation = Activation::Gelu;
   NormKind norm = NormKind::LayerNorm;
-  bool bias = true;  // linear-layer biases (GPT: yes, Llama: no)
+  int head_size = 0;  // head dimension when decoupled from hidden / heads (Gemma, Qwen3); 0: hidden / heads
+  // Linear-layer biases: QKV, the attention output projection, FC1 and FC2 (YAML `bias` sets all three).
+  bool qkv_bias = true;
+  bool proj_bias = true;
+  bool mlp_bias = true;
+  Positions positions = Positions::Learned;
+  int rotary_dims = 0;  // rotary: leading dims of each head that are rotated; 0: all (GPT-J, GPT-NeoX: fewer)
+  Residual residual = Residual::Sequential;
+  bool shared_norm = false;  // parallel residual: one norm feeds attention and MLP (GPT-J, Falcon 7B)
+  NormPlacement norm_placement = NormPlacement::Pre;
+  QkNorm qk_norm = QkNorm::None;
+  bool tied_embeddings = false;  // the head's weight is the token embedding's (GPT-2, Gemma)
+  int sliding_window = 0;        // keys each query sees on window layers; 0: full causal attention
+  WindowLayers window_layers = WindowLayers::All;
   int vocab = 0;
   int seq_len = 0;
   int micro_batch = 0;
@@ -36,8 +70,20 @@ struct ModelSpec {
   int tp = 1;             // tensor-parallel degree
   int gpus_per_node = 8;  // TP groups larger than this span nodes
   std::string source;     // file it was read from, for messages ("<embedded>" for built-ins)
+  // What an importer chose for the user that differs from the file (a capped sequence length): tools print
+  // them; not part of the fingerprint.
+  std::vector<std::string> notes;
 
-  int head_dim() const { return hidden / heads; }
+  int head_dim() const { return head_size > 0 ? head_size : hidden / heads; }
+  int attn_width() const { return heads * head_dim(); }  // columns of the attention context (all heads)
+  bool gated() const { return activation == Activation::Swiglu || activation == Activation::Geglu; }
+  void set_biases(bool on) { qkv_bias = proj_bias = mlp_bias = on; }
+  int rotated_dims() const { return rotary_dims > 0 ? rotary_dims : head_dim(); }
+  // Whether layer l attends through the sliding window.
+  bool windowed(int layer) const {
+    if (sliding_window <= 0) return false;
+    return window_layers == WindowLayers::All || (layer % 2 == 0) == (window_layers == WindowLayers::Even);
+  }
   int heads_per_rank() const { return heads / tp; }
   // KV heads each rank holds: kv_heads/tp, or 1 (replicated) when tp is a multiple of kv_heads.
   int kv_heads_per_rank() const { return kv_heads >= tp ? kv_heads / tp : 1; }

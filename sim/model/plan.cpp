@@ -71,15 +71,23 @@ static void refuse_two_batch_slices(const std::string& name, const ModelSpec& mo
   std::vector<std::string> missing;
   if (name == "domino-ds") {
     if (model.norm == NormKind::RmsNorm) missing.push_back("RMSNorm (DeepSpeed's Domino has LayerNorm only)");
-    if (model.activation == Activation::Swiglu)
-      missing.push_back("SwiGLU (DeepSpeed's Domino has GeLU only)");
+    if (model.activation != Activation::Gelu)
+      missing.push_back(fmt::format("{} (DeepSpeed's Domino has GeLU only)", to_string(model.activation)));
     if (model.kv_heads < model.heads) {
       missing.push_back(fmt::format("grouped-query attention (kv_heads {} < heads {}; DeepSpeed's Domino has "
                                     "multi-head attention only)",
                                     model.kv_heads, model.heads));
     }
-    if (model.family == Family::Llama)
-      missing.push_back("rotary embeddings (Llama family; DeepSpeed's Domino has none)");
+    if (model.positions == Positions::Rotary)
+      missing.push_back("rotary embeddings (DeepSpeed's Domino has learned positions only)");
+    if (model.residual == Residual::Parallel)
+      missing.push_back("parallel attention/MLP blocks (DeepSpeed's Domino has sequential blocks only)");
+    if (model.norm_placement != NormPlacement::Pre)
+      missing.push_back(fmt::format("{}-norm blocks (DeepSpeed's Domino has pre-norm blocks only)",
+                                    to_string(model.norm_placement)));
+    if (model.qk_norm != QkNorm::None) missing.push_back("QK-norm (DeepSpeed's Domino has none)");
+    if (model.sliding_window > 0 && model.sliding_window < model.seq_len)
+      missing.push_back("sliding-window attention (DeepSpeed's Domino has full causal attention only)");
   }
   if (model.micro_batch % 2 != 0) {
     missing.push_back(fmt::format("micro_batch {} (odd), which 2 batch slices cannot split (use an even "

@@ -32,7 +32,7 @@ ModelSpec tiny_model(Family family, DType dtype) {
   m.ffn_hidden = family == Family::Llama ? 96 : 256;
   m.activation = family == Family::Llama ? Activation::Swiglu : Activation::Gelu;
   m.norm = family == Family::Llama ? NormKind::RmsNorm : NormKind::LayerNorm;
-  m.bias = family == Family::Gpt;
+  m.set_biases(family == Family::Gpt);
   m.vocab = 128;
   m.seq_len = 32;
   m.micro_batch = 4;

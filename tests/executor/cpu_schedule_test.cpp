@@ -25,7 +25,7 @@ ModelSpec tiny_model(bool llama) {
   m.layers = 2, m.hidden = 64, m.heads = 4, m.kv_heads = llama ? 2 : 4, m.ffn_hidden = llama ? 96 : 128;
   m.vocab = 96, m.seq_len = 16, m.micro_batch = 4, m.tp = 1;
   if (llama) {
-    m.family = Family::Llama, m.activation = Activation::Swiglu, m.norm = NormKind::RmsNorm, m.bias = false;
+    m.family = Family::Llama, m.positions = Positions::Rotary, m.activation = Activation::Swiglu, m.norm = NormKind::RmsNorm, m.set_biases(false);
   }
   validate_model(m);
   return m;

@@ -21,7 +21,7 @@ TEST(HfImport, Llama2MatchesTheShippedYaml) {
   EXPECT_EQ(hf.family, Family::Llama);
   EXPECT_EQ(hf.activation, Activation::Swiglu);
   EXPECT_EQ(hf.norm, NormKind::RmsNorm);
-  EXPECT_FALSE(hf.bias);
+  EXPECT_FALSE(hf.qkv_bias || hf.proj_bias || hf.mlp_bias);
   EXPECT_EQ(hf.dtype, DType::FP16);
   EXPECT_EQ(hf.seq_len, 2048);  // min(max_position_embeddings 4096, 2048)
   EXPECT_EQ(hf.micro_batch, 1);
@@ -56,7 +56,7 @@ TEST(HfImport, Gpt2SpellingsAndDefaults) {
   EXPECT_EQ(m.ffn_hidden, 4 * 768);  // n_inner absent
   EXPECT_EQ(m.activation, Activation::Gelu);
   EXPECT_EQ(m.norm, NormKind::LayerNorm);
-  EXPECT_TRUE(m.bias);
+  EXPECT_TRUE(m.qkv_bias && m.proj_bias && m.mlp_bias);
   EXPECT_EQ(m.seq_len, 1024);
   EXPECT_EQ(m.vocab, 50257);
   EXPECT_EQ(m.dtype, DType::BF16);  // no torch_dtype

@@ -47,7 +47,7 @@ TEST(ModelLoader, Llama70BUsesGroupedQueryAttention) {
   EXPECT_EQ(m.kv_heads_per_rank(), 1);
   EXPECT_EQ(m.activation, Activation::Swiglu);
   EXPECT_EQ(m.norm, NormKind::RmsNorm);
-  EXPECT_FALSE(m.bias);
+  EXPECT_FALSE(m.qkv_bias || m.proj_bias || m.mlp_bias);
   EXPECT_EQ(m.dtype, DType::BF16);
 }
 
@@ -95,10 +95,10 @@ TEST(ModelLoader, CpuModelsHaveTheSizesTheExecutorExpects) {
   const ModelSpec g = load_model("cpu-gpt");
   EXPECT_EQ(g.tp, 2);
   EXPECT_EQ(g.dtype, DType::FP32);
-  EXPECT_TRUE(g.bias);  // family default
+  EXPECT_TRUE(g.qkv_bias && g.proj_bias && g.mlp_bias);  // family default
   const ModelSpec l = load_model("cpu-llama");
   EXPECT_EQ(l.activation, Activation::Swiglu);
-  EXPECT_FALSE(l.bias);  // family default
+  EXPECT_FALSE(l.qkv_bias || l.proj_bias || l.mlp_bias);  // family default
   EXPECT_EQ(l.ffn_per_rank(), 512);
 }
 

@@ -12,12 +12,12 @@ namespace {
 ModelSpec llama_like() {
   ModelSpec m = default_model();
   m.name = "llama-like";
-  m.family = Family::Llama;
+  m.family = Family::Llama, m.positions = Positions::Rotary;
   m.kv_heads = 4;
   m.ffn_hidden = 1024;
   m.activation = Activation::Swiglu;
   m.norm = NormKind::RmsNorm;
-  m.bias = false;
+  m.set_biases(false);
   return m;
 }
 
@@ -170,13 +170,23 @@ TEST(ModelSpec, FingerprintCoversScheduleFieldsButNotName) {
       {"ffn_hidden", [](ModelSpec& m) { m.ffn_hidden = 1024; }},
       {"activation", [](ModelSpec& m) { m.activation = Activation::Swiglu; }},
       {"norm", [](ModelSpec& m) { m.norm = NormKind::RmsNorm; }},
-      {"bias", [](ModelSpec& m) { m.bias = false; }},
+      {"bias", [](ModelSpec& m) { m.set_biases(false); }},
       {"vocab", [](ModelSpec& m) { m.vocab = 2048; }},
       {"seq_len", [](ModelSpec& m) { m.seq_len = 256; }},
       {"micro_batch", [](ModelSpec& m) { m.micro_batch = 4; }},
       {"dtype", [](ModelSpec& m) { m.dtype = DType::BF16; }},
       {"tp", [](ModelSpec& m) { m.tp = 4; }},
       {"gpus_per_node", [](ModelSpec& m) { m.gpus_per_node = 4; }},
+      {"head_dim", [](ModelSpec& m) { m.head_size = 64; }},
+      {"qkv_bias", [](ModelSpec& m) { m.qkv_bias = false; }},
+      {"mlp_bias", [](ModelSpec& m) { m.mlp_bias = false; }},
+      {"positions", [](ModelSpec& m) { m.positions = Positions::Rotary; }},
+      {"rotary_dims", [](ModelSpec& m) { m.positions = Positions::Rotary, m.rotary_dims = 16; }},
+      {"residual", [](ModelSpec& m) { m.residual = Residual::Parallel; }},
+      {"norm_placement", [](ModelSpec& m) { m.norm_placement = NormPlacement::Sandwich; }},
+      {"qk_norm", [](ModelSpec& m) { m.qk_norm = QkNorm::PerHead; }},
+      {"tied_embeddings", [](ModelSpec& m) { m.tied_embeddings = true; }},
+      {"sliding_window", [](ModelSpec& m) { m.sliding_window = 64; }},
   };
   for (const auto& [field, change] : changes) {
     ModelSpec m = base;

@@ -32,7 +32,7 @@ inline ModelSpec tiny_gpt(int tp = 2) {
   m.ffn_hidden = 64;
   m.activation = Activation::Gelu;
   m.norm = NormKind::LayerNorm;
-  m.bias = true;
+  m.set_biases(true);
   m.vocab = 40;
   m.seq_len = 8;
   m.micro_batch = 8;
@@ -55,7 +55,7 @@ inline ModelSpec plan_files_model() {
 inline ModelSpec tiny_llama(int tp = 2) {
   ModelSpec m;
   m.name = "tiny-llama";
-  m.family = Family::Llama;
+  m.family = Family::Llama, m.positions = Positions::Rotary;
   m.layers = 3;
   m.hidden = 32;
   m.heads = 4;
@@ -63,7 +63,7 @@ inline ModelSpec tiny_llama(int tp = 2) {
   m.ffn_hidden = 48;
   m.activation = Activation::Swiglu;
   m.norm = NormKind::RmsNorm;
-  m.bias = false;
+  m.set_biases(false);
   m.vocab = 40;
   m.seq_len = 8;
   m.micro_batch = 8;

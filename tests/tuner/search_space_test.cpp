@@ -100,7 +100,7 @@ TEST(SearchSpace, BaselineChoicesAreAlwaysIncluded) {
   EXPECT_FALSE(s.pinned.empty());
   // On a model DeepSpeed's Domino does not run, domino-ds adds nothing; domino-deep still does.
   ModelSpec llama = default_model();
-  llama.family = Family::Llama, llama.norm = NormKind::RmsNorm, llama.activation = Activation::Swiglu;
+  llama.family = Family::Llama, llama.positions = Positions::Rotary, llama.norm = NormKind::RmsNorm, llama.activation = Activation::Swiglu;
   const SearchSpace ls = make_search_space(llama, o);
   const BlockPlan ds_choice = make_strategy_plan("domino-ds", m).layers[0].attn;
   EXPECT_FALSE(contains(ls.attn, ds_choice));
