@@ -72,7 +72,7 @@ static void refuse_two_batch_slices(const std::string& name, const ModelSpec& mo
   if (name == "domino-ds") {
     if (model.norm == NormKind::RmsNorm) missing.push_back("RMSNorm (DeepSpeed's Domino has LayerNorm only)");
     if (model.activation != Activation::Gelu)
-      missing.push_back(fmt::format("{} (DeepSpeed's Domino has GeLU only)", to_string(model.activation)));
+      missing.push_back(fmt::format("the {} activation (DeepSpeed's Domino has GeLU only)", to_string(model.activation)));
     if (model.kv_heads < model.heads) {
       missing.push_back(fmt::format("grouped-query attention (kv_heads {} < heads {}; DeepSpeed's Domino has "
                                     "multi-head attention only)",
