@@ -5,6 +5,7 @@
 // rope kernel against a reference (leading rotary_dims rotated rotate-half, the rest passed through).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -34,7 +35,7 @@ Plan seq_plan(const ModelSpec& m, int p) {
   return make_uniform_plan(m, attn, BlockPlan{}, "custom");
 }
 
-// The check of the parameter whose buffer name ends with `suffix` in layer 0.
+// The check of the parameter buffer `name`.
 const GradientCheck& check_of(const std::vector<GradientCheck>& checks, const std::string& name) {
   for (const GradientCheck& c : checks)
     if (c.param == name) return c;
@@ -68,10 +69,14 @@ TEST(CpuAttentionFeatures, QkNormGradientsMatch) {
     m.qk_norm = kind;
     for (const Plan& plan : {plain_plan(m), seq_plan(m, 2)}) {
       const std::vector<GradientCheck> checks = expect_gradients_match(m, plan);
-      // The loss depends on the gains: they take part in the forward.
-      EXPECT_GT(std::abs(check_of(checks, "L0.attn.qnorm.g").numeric), 1e-4) << to_string(kind);
-      EXPECT_GT(std::abs(check_of(checks, "L1.attn.knorm.g").numeric), 1e-4) << to_string(kind);
+      // The loss depends on the gains (they take part in the forward): some gain's directional derivative
+      // is clearly nonzero (one random direction may be nearly orthogonal to a gradient).
+      double largest = 0;
+      for (const char* g : {"L0.attn.qnorm.g", "L0.attn.knorm.g", "L1.attn.qnorm.g", "L1.attn.knorm.g"})
+        largest = std::max(largest, std::abs(check_of(checks, g).numeric));
+      EXPECT_GT(largest, 1e-3) << to_string(kind);
     }
+    EXPECT_GT(std::abs(loss_of(m, plain_plan(m)) - loss_of(small_llama(), plain_plan(m))), 1e-5) << to_string(kind);
   }
 }
 

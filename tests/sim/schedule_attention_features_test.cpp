@@ -183,12 +183,13 @@ TEST(AttentionFeatures, FullQkNormSpansTheProjectionAtTpOneAndIsRefusedAcrossRan
   try {
     validate_model(qk_model(QkNorm::Full, 2));
     FAIL() << "full QK-norm at tp 2 accepted";
-  } catch (const BadInput& e) {
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
     EXPECT_NE(std::string(e.what()).find("qk_norm"), std::string::npos) << e.what();
   }
   ModelSpec ln = test::tiny_gpt(1);
   ln.qk_norm = QkNorm::PerHead;
-  EXPECT_THROW(validate_model(ln), BadInput);
+  EXPECT_THROW(validate_model(ln), Error);
 }
 
 TEST(AttentionFeatures, PartialRotaryRotatesAndCostsFewerColumns) {
