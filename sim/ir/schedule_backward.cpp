@@ -177,27 +177,28 @@ void Builder::bwd_front(int l, Block block, int i) {
     bwd_column_parallel(l, block, i, {"fc1.dgrad", "fc1.wgrad", Fc1W, b.xn2, gb_.dhpre, -1, h_, fc1_cols_});
     return;
   }
-  const int64_t k_end = (a_l_ + kv_l_) * d_;  // end of the key columns: rope turns queries and keys
-  const Box keys{box.b0, box.b1, 0, box.s1};
+  // With QK-norm dQ and dK go to the gradient of the normalised [q | k], whose norms' backward writes
+  // qkv's gradient columns.
+  const int32_t qk = qk_norm_ ? b.qk : b.qkv, dqk = qk_norm_ ? gb_.dqk : gb_.dqkv;
+  const int64_t window = window_of(l);
   {
     Op& op = emit(l, BW, block, "core.bwd", i, -1, OpCode::AttnBwd);
-    qkv_operands(op, b.qkv, box, keys, false);
+    qkv_operands(op, qk, b.qkv, box, key_box(l, box), false);
     in(op, rows(b.probs, box));
     in(op, rows(gb_.dctx, box));
-    qkv_operands(op, gb_.dqkv, box, keys, true);
+    qkv_operands(op, dqk, gb_.dqkv, box, key_box(l, box), true);
     // Sequence slices share keys: the last slice (processed first) covers them all and writes "=",
-    // earlier slices add their share.
+    // earlier slices add their share. With a window a slice writes the keys below the next slice's first
+    // key, which no slice touched before it.
     op.attrs.accumulate = bp.dim == SplitDim::Sequence && i != bp.p - 1;
+    if (op.attrs.accumulate) op.attrs.overwrite_end = int32_t(first_key(slice_box(bp, i + 1), window));
     op.attrs.heads = int16_t(a_l_), op.attrs.kv_heads = int16_t(kv_l_), op.attrs.head_dim = int16_t(d_);
+    op.attrs.window = int32_t(window);
     // dV, dP, dQ and dK: four products over the causal (query, key) pairs.
-    op.flops = 8.0 * causal_pairs(box) * double(d_) * double(a_l_);
+    op.flops = 8.0 * causal_pairs(box, window) * double(d_) * double(a_l_);
   }
-  if (rotary_) {
-    Op& op = emit(l, BW, block, "rope.bwd", i, -1, OpCode::RopeBwd);
-    in(op, rows(gb_.dqkv, box, 0, k_end));
-    out(op, rows(gb_.dqkv, box, 0, k_end));
-    op.attrs.heads = int16_t(a_l_ + kv_l_), op.attrs.head_dim = int16_t(d_);
-  }
+  if (rotary_) emit_rope(l, BW, i, box, dqk);
+  if (qk_norm_) qk_norm_backward(l, i, box);
   bwd_column_parallel(l, block, i, {"qkv.dgrad", "qkv.wgrad", QkvW, b.xn1, gb_.dqkv, -1, h_, qkv_cols_});
 }
 
@@ -253,7 +254,8 @@ void Builder::optimizer_step(int layer, Block block, const char* name, int32_t p
 void Builder::optimizer() {
   static const char* const kLayerNames[kLayerParams] = {
       "qkv.w", "qkv.b", "proj.w",      "proj.b",      "fc1.w",      "fc1.b",
-      "fc2.w", "fc2.b", "attn.norm.g", "attn.norm.b", "mlp.norm.g", "mlp.norm.b"};
+      "fc2.w", "fc2.b", "attn.norm.g", "attn.norm.b", "mlp.norm.g", "mlp.norm.b",
+      "attn.qnorm.g", "attn.knorm.g"};
   static const char* const kGlobalNames[kGlobalParams] = {"tok", "pos", "w", "norm.g", "norm.b"};
   static const Block kGlobalBlocks[kGlobalParams] = {Block::Embedding, Block::Embedding, Block::Head,
                                                      Block::Head, Block::Head};
@@ -264,7 +266,7 @@ void Builder::optimizer() {
   for (int l = 0; l < m_.layers; ++l) {
     const LayerBuffers& b = lb_[size_t(l)];
     for (int p = 0; p < kLayerParams; ++p) {
-      const Block block = (p <= ProjB || p == N1G || p == N1B) ? Block::Attn : Block::Mlp;
+      const Block block = (p <= ProjB || p == N1G || p == N1B || p == QnG || p == KnG) ? Block::Attn : Block::Mlp;
       optimizer_step(l, block, kLayerNames[p], b.param[p], b.grad[p], b.state1[p], b.state2[p]);
     }
   }

@@ -83,6 +83,12 @@ void Builder::make_buffers() {
     if (m_.mlp_bias) add_param(P, G, S1, S2, Fc1B, pre + ".mlp.fc1.b", l, 1, fc1_cols_, ParamKind::Fc1Bias);
     add_param(P, G, S1, S2, Fc2W, pre + ".mlp.fc2.w", l, f_l_, h_, ParamKind::Fc2Weight);
     if (m_.mlp_bias) add_param(P, G, S1, S2, Fc2B, pre + ".mlp.fc2.b", l, 1, h_, ParamKind::Fc2Bias);
+    // QK-norm gains: one per head shared by all heads, or (full, tp = 1) one over the whole projection.
+    const bool per_head = m_.qk_norm == QkNorm::PerHead;
+    if (qk_norm_) {
+      add_param(P, G, S1, S2, QnG, pre + ".attn.qnorm.g", l, 1, per_head ? d_ : a_l_ * d_, ParamKind::QNormGamma);
+      add_param(P, G, S1, S2, KnG, pre + ".attn.knorm.g", l, 1, per_head ? d_ : kv_l_ * d_, ParamKind::KNormGamma);
+    }
 
     const auto act = [&](const char* what, int64_t cols) {
       return add_buffer(pre + "." + what, BufferRole::Activation, l, B_, S_, cols);
@@ -91,6 +97,10 @@ void Builder::make_buffers() {
     b.xn1 = act("attn.norm.y", h_);
     b.st1 = act("attn.norm.stats", 2);
     b.qkv = act("attn.qkv", qkv_cols_);
+    if (qk_norm_) {
+      b.qk = act("attn.qk", (a_l_ + kv_l_) * d_);
+      b.qk_stats = act("attn.qk.stats", per_head ? 2 * (a_l_ + kv_l_) : 4);
+    }
     b.probs = act("attn.probs", a_l_ * S_);
     b.ctx = act("attn.ctx", a_l_ * d_);
     b.x_mid = act("x_mid", h_);
@@ -112,6 +122,7 @@ void Builder::make_buffers() {
   gb_.dxf = add_buffer("grad.head.norm.y", BufferRole::Workspace, -1, B_, S_, h_);
   gb_.dctx = add_buffer("grad.attn.ctx", BufferRole::Workspace, -1, B_, S_, a_l_ * d_);
   gb_.dqkv = add_buffer("grad.attn.qkv", BufferRole::Workspace, -1, B_, S_, qkv_cols_);
+  if (qk_norm_) gb_.dqk = add_buffer("grad.attn.qk", BufferRole::Workspace, -1, B_, S_, (a_l_ + kv_l_) * d_);
   gb_.dact = add_buffer("grad.mlp.act", BufferRole::Workspace, -1, B_, S_, f_l_);
   gb_.dhpre = add_buffer("grad.mlp.fc1.y", BufferRole::Workspace, -1, B_, S_, fc1_cols_);
 }

@@ -77,7 +77,7 @@ void Builder::residual_then_next_norm(int l, Block block, int i) {
   if (next_block(l, block, &nl, &nb) && early_norm(nl, nb, i)) fwd_norm(nl, nb, i);
 }
 
-// Attention: QKV, rope (Llama), the causal core. MLP: FC1, the activation.
+// Attention: QKV, QK-norm, rope (rotary models), the causal core. MLP: FC1, the activation.
 void Builder::fwd_front(int l, Block block, int i) {
   const NormColumnGemm a = norm_column_gemm(l, block);
   const Box box = slice_box(block_plan(l, block), i);
@@ -96,22 +96,21 @@ void Builder::fwd_front(int l, Block block, int i) {
     out(op, rows(b.act, box));
     return;
   }
-  const int64_t k_end = (a_l_ + kv_l_) * d_;  // end of the key columns: rope turns queries and keys
-  if (rotary_) {
-    Op& op = emit(l, Phase::Forward, block, "rope", i, -1, OpCode::RopeFwd);
-    in(op, rows(b.qkv, box, 0, k_end));
-    out(op, rows(b.qkv, box, 0, k_end));
-    op.attrs.heads = int16_t(a_l_ + kv_l_), op.attrs.head_dim = int16_t(d_);
-  }
-  // Causal: the slice's queries see keys [0, its last position], from this and all earlier slices.
-  const Box keys{box.b0, box.b1, 0, box.s1};
+  // QK-norm writes the normalised queries and keys to qk; rope then turns them there.
+  const int32_t qk = qk_norm_ ? b.qk : b.qkv;
+  if (qk_norm_) qk_norm_forward(l, i, box);
+  if (rotary_) emit_rope(l, Phase::Forward, i, box, qk);
+  // Causal: the slice's queries see keys [0, its last position], from this and all earlier slices (with
+  // a sliding window only the last `window` positions).
+  const int64_t window = window_of(l);
   Op& op = emit(l, Phase::Forward, block, "core", i, -1, OpCode::AttnFwd);
-  qkv_operands(op, b.qkv, box, keys, false);
+  qkv_operands(op, qk, b.qkv, box, key_box(l, box), false);
   out(op, rows(b.ctx, box));
   out(op, rows(b.probs, box));
   op.attrs.heads = int16_t(a_l_), op.attrs.kv_heads = int16_t(kv_l_), op.attrs.head_dim = int16_t(d_);
+  op.attrs.window = int32_t(window);
   // QK^T and PV over the (query, key) pairs a causal kernel computes.
-  op.flops = 4.0 * causal_pairs(box) * double(d_) * double(a_l_);
+  op.flops = 4.0 * causal_pairs(box, window) * double(d_) * double(a_l_);
 }
 
 void Builder::fwd_back(int l, Block block, int i) {

@@ -48,6 +48,13 @@ std::optional<ModelViolation> check_structure(const ModelSpec& m) {
     return bad("sliding_window", fmt::format("must be 0 (none) or a positive window, got {}", m.sliding_window));
   if (m.window_layers != WindowLayers::All && m.sliding_window == 0)
     return bad("window_layers", "given without a sliding_window");
+  // QK-norm is an RMSNorm with gains only; over the whole projection it needs every rank's heads.
+  if (m.qk_norm != QkNorm::None && m.norm != NormKind::RmsNorm)
+    return bad("qk_norm", "with LayerNorm (norm: layernorm) is not modelled: QK-norm is an RMSNorm without bias");
+  if (m.qk_norm == QkNorm::Full && m.tp > 1)
+    return bad("qk_norm", fmt::format("full (over all heads, OLMo 2) needs the sum of squares across tensor-parallel "
+                                      "ranks, which is not modelled: use tp 1 (got tp {}) or qk_norm: head",
+                                      m.tp));
   return std::nullopt;
 }
 
