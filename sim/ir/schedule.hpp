@@ -130,6 +130,8 @@ enum class ParamKind : uint8_t {
   None, QkvWeight, QkvBias, ProjWeight, ProjBias, Fc1Weight, Fc1Bias, Fc2Weight, Fc2Bias,
   AttnNormGamma, AttnNormBeta, MlpNormGamma, MlpNormBeta, FinalNormGamma, FinalNormBeta,
   TokenEmbedding, PositionEmbedding, HeadWeight,
+  // Post / sandwich norms on a block's reduced output (appended: the values above seed parameter init).
+  AttnPostNormGamma, AttnPostNormBeta, MlpPostNormGamma, MlpPostNormBeta,
 };
 const char* to_string(ParamKind k);
 
