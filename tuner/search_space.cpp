@@ -57,15 +57,18 @@ std::vector<T> parse_comma_list(const std::string& text, ParseWord parse_word) {
 
 // The plan validator refuses these choices (fits() drops them); say so, since the user asked for them.
 void skip_structural_choices(const ModelSpec& model, const SearchOptions& o, SearchSpace* space) {
-  const bool wants_q = std::any_of(o.q_values.begin(), o.q_values.end(), [&](int q) { return q > 1 && q <= o.max_q; });
+  const bool wants_q =
+      std::any_of(o.q_values.begin(), o.q_values.end(), [&](int q) { return q > 1 && q <= o.max_q; });
   if (wants_q && model.norm_placement != NormPlacement::Pre) {
-    space->skipped.push_back(fmt::format("column splits q>1 skipped: {}-norm blocks normalise whole rows of the "
-                                         "reduced block output",
-                                         to_string(model.norm_placement)));
+    space->skipped.push_back(
+        fmt::format("column splits q>1 skipped: {}-norm blocks normalise whole rows of the "
+                    "reduced block output",
+                    to_string(model.norm_placement)));
   }
   const bool wants_ds = std::find(o.orders.begin(), o.orders.end(), SliceOrder::DeepSpeed) != o.orders.end();
   if (wants_ds && model.residual == Residual::Parallel) {
-    space->skipped.push_back("order deepspeed skipped: DeepSpeed's Domino has no parallel attention/MLP blocks");
+    space->skipped.push_back(
+        "order deepspeed skipped: DeepSpeed's Domino has no parallel attention/MLP blocks");
   }
 }
 

@@ -21,6 +21,8 @@
 //   behind its own wgrad and the other slice's B' (for p = 2: F'1's behind B'0, F'0's behind the
 //   previous block's B'1), and N' waits for them just before it runs: DeepSpeed's rule.
 //   A deep next-processed block's held-back N'0 comes after this block's first B'.
+// Parallel blocks (deep order only): the MLP's N' wait until the attention's B' have read d(x_out) of their
+// rows. Post norms: B'_i starts with the post norm's backward.
 #include "sim/ir/schedule_builder_internal.hpp"
 
 namespace domino::detail {
@@ -78,7 +80,8 @@ void Builder::emit_pending_mlp_norms(int l, int lowest_attn_slice_done) {
   std::vector<int> still;
   for (int k : pending_mlp_norms_) {
     bool read = true;
-    for (int a = 0; a < lowest_attn_slice_done; ++a) read = read && !slice_box(attn, a).intersects(slice_box(mlp, k));
+    for (int a = 0; a < lowest_attn_slice_done; ++a)
+      read = read && !slice_box(attn, a).intersects(slice_box(mlp, k));
     if (read) {
       bwd_norm(l, Block::Mlp, k);
     } else {
@@ -205,7 +208,8 @@ void Builder::bwd_post_norm(int l, Block block, int i) {
   const LayerBuffers& b = lb_[size_t(l)];
   const size_t k = block == Block::Attn ? 0 : 1;
   const int gamma = k == 0 ? P1G : P2G;
-  Op& op = emit(l, Phase::Backward, block, "post.norm.bwd", i, -1, rms_ ? OpCode::RmsNormBwd : OpCode::LayerNormBwd);
+  Op& op = emit(l, Phase::Backward, block, "post.norm.bwd", i, -1,
+                rms_ ? OpCode::RmsNormBwd : OpCode::LayerNormBwd);
   in(op, whole(partial_buffer(false, block, l, bp, i, 0)));
   in(op, rows(b.post_st[k], box));
   in(op, whole(b.param[size_t(gamma)]));
@@ -230,7 +234,8 @@ void Builder::bwd_front(int l, Block block, int i) {
       in(op, rows(gb_.dact, box));
       out(op, rows(gb_.dhpre, box));
     }
-    bwd_column_parallel(l, block, i, {"fc1.dgrad", "fc1.wgrad", Fc1W, norm_column_gemm(l, block).xn, gb_.dhpre, -1, h_, fc1_cols_});
+    const int32_t x = norm_column_gemm(l, block).xn;
+    bwd_column_parallel(l, block, i, {"fc1.dgrad", "fc1.wgrad", Fc1W, x, gb_.dhpre, -1, h_, fc1_cols_});
     return;
   }
   const int64_t k_end = (a_l_ + kv_l_) * d_;  // end of the key columns: rope turns queries and keys
@@ -254,7 +259,8 @@ void Builder::bwd_front(int l, Block block, int i) {
     out(op, rows(gb_.dqkv, box, 0, k_end));
     op.attrs.heads = int16_t(a_l_ + kv_l_), op.attrs.head_dim = int16_t(d_);
   }
-  bwd_column_parallel(l, block, i, {"qkv.dgrad", "qkv.wgrad", QkvW, norm_column_gemm(l, block).xn, gb_.dqkv, -1, h_, qkv_cols_});
+  const int32_t x = norm_column_gemm(l, block).xn;
+  bwd_column_parallel(l, block, i, {"qkv.dgrad", "qkv.wgrad", QkvW, x, gb_.dqkv, -1, h_, qkv_cols_});
 }
 
 // N'_i: the norm backward adds the reduced input gradient (q chunks) into the residual gradient, which
@@ -324,6 +330,7 @@ void Builder::optimizer() {
       "qkv.w", "qkv.b", "proj.w",      "proj.b",      "fc1.w",      "fc1.b",
       "fc2.w", "fc2.b", "attn.norm.g", "attn.norm.b", "mlp.norm.g", "mlp.norm.b",
       "attn.post.norm.g", "attn.post.norm.b", "mlp.post.norm.g", "mlp.post.norm.b"};
+  const auto attn_param = [](int p) { return p <= ProjB || p == N1G || p == N1B || p == P1G || p == P1B; };
   static const char* const kGlobalNames[kGlobalParams] = {"tok", "pos", "w", "norm.g", "norm.b"};
   static const Block kGlobalBlocks[kGlobalParams] = {Block::Embedding, Block::Embedding, Block::Head,
                                                      Block::Head, Block::Head};
@@ -334,7 +341,7 @@ void Builder::optimizer() {
   for (int l = 0; l < m_.layers; ++l) {
     const LayerBuffers& b = lb_[size_t(l)];
     for (int p = 0; p < kLayerParams; ++p) {
-      const Block block = (p <= ProjB || p == N1G || p == N1B || p == P1G || p == P1B) ? Block::Attn : Block::Mlp;
+      const Block block = attn_param(p) ? Block::Attn : Block::Mlp;
       optimizer_step(l, block, kLayerNames[p], b.param[p], b.grad[p], b.state1[p], b.state2[p]);
     }
   }

@@ -71,24 +71,33 @@ void Builder::make_buffers() {
     auto* G = &b.grad;
     auto* S1 = &b.state1;
     auto* S2 = &b.state2;
-    if (pre_norm_) add_param(P, G, S1, S2, N1G, pre + ".attn.norm.g", l, 1, h_, ParamKind::AttnNormGamma);
-    if (pre_norm_ && layernorm_) add_param(P, G, S1, S2, N1B, pre + ".attn.norm.b", l, 1, h_, ParamKind::AttnNormBeta);
+    if (pre_norm_) {
+      add_param(P, G, S1, S2, N1G, pre + ".attn.norm.g", l, 1, h_, ParamKind::AttnNormGamma);
+      if (layernorm_) add_param(P, G, S1, S2, N1B, pre + ".attn.norm.b", l, 1, h_, ParamKind::AttnNormBeta);
+    }
     add_param(P, G, S1, S2, QkvW, pre + ".attn.qkv.w", l, h_, qkv_cols_, ParamKind::QkvWeight);
     if (m_.qkv_bias) add_param(P, G, S1, S2, QkvB, pre + ".attn.qkv.b", l, 1, qkv_cols_, ParamKind::QkvBias);
     add_param(P, G, S1, S2, ProjW, pre + ".attn.proj.w", l, a_l_ * d_, h_, ParamKind::ProjWeight);
     if (m_.proj_bias) add_param(P, G, S1, S2, ProjB, pre + ".attn.proj.b", l, 1, h_, ParamKind::ProjBias);
     const bool mlp_norm = pre_norm_ && !shared_norm_;  // a shared norm is the attention's
-    if (mlp_norm) add_param(P, G, S1, S2, N2G, pre + ".mlp.norm.g", l, 1, h_, ParamKind::MlpNormGamma);
-    if (mlp_norm && layernorm_) add_param(P, G, S1, S2, N2B, pre + ".mlp.norm.b", l, 1, h_, ParamKind::MlpNormBeta);
+    if (mlp_norm) {
+      add_param(P, G, S1, S2, N2G, pre + ".mlp.norm.g", l, 1, h_, ParamKind::MlpNormGamma);
+      if (layernorm_) add_param(P, G, S1, S2, N2B, pre + ".mlp.norm.b", l, 1, h_, ParamKind::MlpNormBeta);
+    }
     add_param(P, G, S1, S2, Fc1W, pre + ".mlp.fc1.w", l, h_, fc1_cols_, ParamKind::Fc1Weight);
     if (m_.mlp_bias) add_param(P, G, S1, S2, Fc1B, pre + ".mlp.fc1.b", l, 1, fc1_cols_, ParamKind::Fc1Bias);
     add_param(P, G, S1, S2, Fc2W, pre + ".mlp.fc2.w", l, f_l_, h_, ParamKind::Fc2Weight);
     if (m_.mlp_bias) add_param(P, G, S1, S2, Fc2B, pre + ".mlp.fc2.b", l, 1, h_, ParamKind::Fc2Bias);
-    if (post_norm_) {
-      add_param(P, G, S1, S2, P1G, pre + ".attn.post.norm.g", l, 1, h_, ParamKind::AttnPostNormGamma);
-      if (layernorm_) add_param(P, G, S1, S2, P1B, pre + ".attn.post.norm.b", l, 1, h_, ParamKind::AttnPostNormBeta);
-      add_param(P, G, S1, S2, P2G, pre + ".mlp.post.norm.g", l, 1, h_, ParamKind::MlpPostNormGamma);
-      if (layernorm_) add_param(P, G, S1, S2, P2B, pre + ".mlp.post.norm.b", l, 1, h_, ParamKind::MlpPostNormBeta);
+    for (int k = 0; k < 2 && post_norm_; ++k) {
+      const std::string name = pre + (k == 0 ? ".attn" : ".mlp") + ".post.norm";
+      const int g = k == 0 ? P1G : P2G;
+      const bool attn = k == 0;
+      add_param(P, G, S1, S2, g, name + ".g", l, 1, h_,
+                attn ? ParamKind::AttnPostNormGamma : ParamKind::MlpPostNormGamma);
+      if (layernorm_) {
+        add_param(P, G, S1, S2, g + 1, name + ".b", l, 1, h_,
+                  attn ? ParamKind::AttnPostNormBeta : ParamKind::MlpPostNormBeta);
+      }
     }
 
     const auto act = [&](const char* what, int64_t cols) {
@@ -155,8 +164,9 @@ int32_t Builder::saved_partial(Block block, int layer, const BlockPlan& bp, int 
   const auto it = partials_.find(key);
   if (it != partials_.end()) return it->second;
   const bool batch = bp.dim == SplitDim::Batch;
-  const int32_t id = add_buffer(fmt::format("L{}.{}.post.norm.x.s{}", layer, to_string(block), slice), BufferRole::Activation,
-                                layer, batch ? B_ / bp.p : B_, batch ? S_ : S_ / bp.p, h_);
+  const std::string name = fmt::format("L{}.{}.post.norm.x.s{}", layer, to_string(block), slice);
+  const int32_t id =
+      add_buffer(name, BufferRole::Activation, layer, batch ? B_ / bp.p : B_, batch ? S_ : S_ / bp.p, h_);
   partials_.emplace(key, id);
   return id;
 }

@@ -22,7 +22,9 @@ struct Box {
 
 // Per-layer parameters, indexed the same way for Param, Grad and optimizer-state buffers.
 // P1/P2: the post norms of attention and MLP (norm_placement post or sandwich).
-enum LayerParam : int { QkvW, QkvB, ProjW, ProjB, Fc1W, Fc1B, Fc2W, Fc2B, N1G, N1B, N2G, N2B, P1G, P1B, P2G, P2B, kLayerParams };
+enum LayerParam : int {
+  QkvW, QkvB, ProjW, ProjB, Fc1W, Fc1B, Fc2W, Fc2B, N1G, N1B, N2G, N2B, P1G, P1B, P2G, P2B, kLayerParams
+};
 // Parameters outside the layers.
 enum GlobalParam : int { TokEmb, PosEmb, HeadW, FinG, FinB, kGlobalParams };
 

@@ -10,7 +10,8 @@
 //   are in this order and the slices cover the same rows (DeepSpeed's fused add + LayerNorm); otherwise
 //   N0 comes before F0 and N(i+1) right before B_i (for p = 2 on layer 0: N0 F0 N1 B0, as DeepSpeed).
 // The inter-layer hold-back happens only when the next block's first slice shares no rows with the last
-// slice.
+// slice. Parallel blocks (docs/plan-format.md, "Block structure"): with inter overlap the attention's adds
+// all wait for the MLP's adds of the same rows. Post norms run right before their slice's add.
 #include "sim/ir/schedule_builder_internal.hpp"
 
 namespace domino::detail {
@@ -143,8 +144,8 @@ Builder::NormColumnGemm Builder::norm_column_gemm(int l, Block block) const {
   if (!pre_norm_) {
     const bool attn = block == Block::Attn;
     const int32_t x = attn ? b.x_in : b.x_mid;
-    return attn ? NormColumnGemm{x, -1, -1, x, -1, "qkv", b.param[QkvW], b.param[QkvB], b.qkv, qkv_cols_, N1G}
-                : NormColumnGemm{x, -1, -1, x, -1, "fc1", b.param[Fc1W], b.param[Fc1B], b.hpre, fc1_cols_, N2G};
+    if (attn) return {x, -1, -1, x, -1, "qkv", b.param[QkvW], b.param[QkvB], b.qkv, qkv_cols_, N1G};
+    return {x, -1, -1, x, -1, "fc1", b.param[Fc1W], b.param[Fc1B], b.hpre, fc1_cols_, N2G};
   }
   if (block == Block::Attn) {
     return NormColumnGemm{b.x_in, b.param[N1G], b.param[N1B], b.xn1, b.st1, "qkv", b.param[QkvW],
@@ -203,7 +204,8 @@ void Builder::fwd_post_norm(int l, Block block, int i) {
   const LayerBuffers& b = lb_[size_t(l)];
   const size_t k = block == Block::Attn ? 0 : 1;
   const int gamma = k == 0 ? P1G : P2G;
-  Op& op = emit(l, Phase::Forward, block, "post.norm", i, -1, rms_ ? OpCode::RmsNormFwd : OpCode::LayerNormFwd);
+  Op& op =
+      emit(l, Phase::Forward, block, "post.norm", i, -1, rms_ ? OpCode::RmsNormFwd : OpCode::LayerNormFwd);
   in(op, whole(partial_buffer(false, block, l, bp, i, 0)));
   in(op, whole(b.param[size_t(gamma)]));
   if (layernorm_) in(op, whole(b.param[size_t(gamma + 1)]));

@@ -45,9 +45,10 @@ std::optional<ModelViolation> check_structure(const ModelSpec& m) {
   if (m.shared_norm && m.residual != Residual::Parallel)
     return bad("shared_norm", "only parallel blocks (residual: parallel) can share one norm");
   if (m.norm_placement != NormPlacement::Pre && m.residual == Residual::Parallel) {
-    return bad("norm_placement", fmt::format("{} norms with parallel blocks (residual: parallel) are not modelled "
-                                             "(no model family has them)",
-                                             to_string(m.norm_placement)));
+    return bad("norm_placement",
+               fmt::format("{} norms with parallel blocks (residual: parallel) are not modelled "
+                           "(no model family has them)",
+                           to_string(m.norm_placement)));
   }
   // The post norm reads the reduced output of the row-parallel GEMM; its bias would be added before it.
   if (m.norm_placement != NormPlacement::Pre && (m.proj_bias || m.mlp_bias)) {

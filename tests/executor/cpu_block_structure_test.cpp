@@ -43,7 +43,8 @@ ModelSpec placed(bool llama, NormPlacement placement) {
 // wait for attention slices that cover their rows).
 std::vector<Plan> plans(const ModelSpec& m) {
   std::vector<Plan> out;
-  for (const char* name : {"megatron-sync", "domino-deep", "slices:2:sequence"}) out.push_back(make_strategy_plan(name, m));
+  for (const char* name : {"megatron-sync", "domino-deep", "slices:2:sequence"})
+    out.push_back(make_strategy_plan(name, m));
   const BlockPlan attn{SplitDim::Batch, 2, 1, OverlapMode::Inter, true};
   const BlockPlan mlp{SplitDim::Sequence, 4, 1, OverlapMode::Inter, true};
   out.push_back(make_uniform_plan(m, attn, mlp, "custom"));
@@ -72,8 +73,9 @@ TEST(CpuBlockStructure, PostAndSandwichNormGradientsMatch) {
       for (const Plan& plan : all) {
         SCOPED_TRACE(m.name + " " + to_string(placement) + " " + plan.strategy);
         const std::vector<GradientCheck> checks = expect_gradients_match(m, plan);
-        const auto post = std::count_if(checks.begin(), checks.end(),
-                                        [](const GradientCheck& c) { return c.param.find("post.norm") != std::string::npos; });
+        const auto post = std::count_if(checks.begin(), checks.end(), [](const GradientCheck& c) {
+          return c.param.find("post.norm") != std::string::npos;
+        });
         EXPECT_EQ(post, int64_t(m.layers) * 2 * (llama ? 1 : 2));  // gamma (and beta) of both blocks
       }
     }
@@ -89,16 +91,20 @@ TEST(CpuBlockStructure, EarlyMlpNormBackwardBreaksTheGradients) {
   const auto is_mlp_norm_bwd = [](const Op& op) {
     return op.phase == Phase::Backward && op.block == Block::Mlp && std::string(op.name) == "norm.bwd";
   };
-  const auto first_attn_bwd = [](const Op& op) { return op.phase == Phase::Backward && op.block == Block::Attn; };
+  const auto first_attn_bwd = [](const Op& op) {
+    return op.phase == Phase::Backward && op.block == Block::Attn;
+  };
   for (auto norm = std::find_if(s.ops.begin(), s.ops.end(), is_mlp_norm_bwd); norm != s.ops.end();
        norm = std::find_if(norm + 1, s.ops.end(), is_mlp_norm_bwd)) {
     // Move it back to just before the layer's first attention backward op.
-    const auto attn = std::find_if(s.ops.begin(), norm, [&](const Op& op) { return first_attn_bwd(op) && op.layer == norm->layer; });
+    const auto attn = std::find_if(
+        s.ops.begin(), norm, [&](const Op& op) { return first_attn_bwd(op) && op.layer == norm->layer; });
     ASSERT_NE(attn, norm) << op_id(*norm) << " already precedes the attention's backward";
     std::rotate(attn, norm, norm + 1);
   }
   const std::vector<GradientCheck> checks = check_gradients(s);
-  const auto wrong = std::count_if(checks.begin(), checks.end(), [](const GradientCheck& c) { return !c.close(); });
+  const auto wrong =
+      std::count_if(checks.begin(), checks.end(), [](const GradientCheck& c) { return !c.close(); });
   EXPECT_GT(wrong, 0) << "the gradient check cannot tell the parallel block's dependency";
 }
 

@@ -85,7 +85,8 @@ TEST(ScheduleStructure, ParallelMlpFrontDoesNotWaitForTheAttentionAllReduce) {
       const ModelSpec m = parallel_gpt(shared);
       const Indexed p(test::build_verified(m, make_strategy_plan(strategy, m)));
       for (int i = 0; i <= last; ++i) {
-        EXPECT_FALSE(reaches(p, "L1.fwd.attn.ar.s" + std::to_string(i), fc1)) << strategy << " shared " << shared;
+        EXPECT_FALSE(reaches(p, "L1.fwd.attn.ar.s" + std::to_string(i), fc1))
+            << strategy << " shared " << shared;
       }
       // The MLP's add of the same rows still follows the attention's (x_out = x_mid + mlp).
       EXPECT_LT(p.pos("L1.fwd.attn.add.s0"), p.pos("L1.fwd.mlp.add.s0")) << strategy;
@@ -140,7 +141,8 @@ TEST(ScheduleStructure, ParallelBlocksReadTheLayerInput) {
 
 // The point of parallel blocks: with the same plan, more of the communication hides behind compute.
 TEST(ScheduleStructure, ParallelBlocksHideMoreCommunication) {
-  const CostModel cm(load_profile((std::filesystem::path(DOMINO_SOURCE_DIR) / "profiles" / "dgx-h100.yaml").string()));
+  const CostModel cm(
+      load_profile((std::filesystem::path(DOMINO_SOURCE_DIR) / "profiles" / "dgx-h100.yaml").string()));
   ModelSpec seq = test::gpt3_13b();
   seq.layers = 4;
   for (const char* strategy : {"slices:1", "domino-deep"}) {
@@ -158,7 +160,8 @@ TEST(ScheduleStructure, ParallelBlocksHideMoreCommunication) {
 TEST(ScheduleStructure, ParallelBlocksRefuseDeepSpeedOrder) {
   const ModelSpec m = parallel_gpt(false);
   EXPECT_THROW(make_strategy_plan("domino-ds", m), Error);
-  const std::string yaml = "format_version: 1\nmodel: {name: " + m.name + ", fingerprint: \"0\"}\ntp: 2\nlayers:\n"
+  const std::string yaml = "format_version: 1\nmodel: {name: " + m.name +
+                           ", fingerprint: \"0\"}\ntp: 2\nlayers:\n"
                            "  - {layers: 0-2, attn: {p: 2, overlap: inter, order: deepspeed}, mlp: {p: 2}}\n";
   try {
     load_plan_string(yaml, "par.yaml", m, /*force=*/true);
@@ -170,7 +173,8 @@ TEST(ScheduleStructure, ParallelBlocksRefuseDeepSpeedOrder) {
 }
 
 TEST(ScheduleStructure, ScheduleHoldsTheParametersTheModelCounts) {
-  const std::vector<ModelSpec> models = {parallel_gpt(false), parallel_gpt(true), post_llama(NormPlacement::Post),
+  const std::vector<ModelSpec> models = {parallel_gpt(false), parallel_gpt(true),
+                                         post_llama(NormPlacement::Post),
                                          post_llama(NormPlacement::Sandwich)};
   for (const ModelSpec& m : models) {
     const Schedule s = test::build_verified(m, make_strategy_plan("megatron-sync", m));
@@ -201,8 +205,10 @@ TEST(ScheduleStructure, PostNormNormalisesTheReducedOutputBeforeTheAdd) {
       EXPECT_EQ(x.s.buffers[size_t(saved)].role, BufferRole::Activation);
       // Backward: the post norm's backward feeds the row-parallel dgrad.
       const std::string bw = std::string("L1.bwd.") + block;
-      EXPECT_TRUE(reads(x.op(bw + ".post.norm.bwd.s1"), buffer_id(x.s, std::string("L1.") + block + ".post.norm.x.s1")));
-      EXPECT_LT(x.pos(bw + ".post.norm.bwd.s1"), x.pos(bw + (block[0] == 'a' ? ".proj.dgrad.s1" : ".fc2.dgrad.s1")));
+      EXPECT_TRUE(reads(x.op(bw + ".post.norm.bwd.s1"),
+                        buffer_id(x.s, std::string("L1.") + block + ".post.norm.x.s1")));
+      EXPECT_LT(x.pos(bw + ".post.norm.bwd.s1"),
+                x.pos(bw + (block[0] == 'a' ? ".proj.dgrad.s1" : ".fc2.dgrad.s1")));
     }
     // Without a pre-norm the input gradient is added to the residual gradient by a plain add.
     EXPECT_EQ(x.at.count("L1.bwd.attn.add.bwd.s0"), sandwich ? 0u : 1u);

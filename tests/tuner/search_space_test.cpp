@@ -161,7 +161,8 @@ TEST(SearchSpace, BlockStructureSkipsChoicesAndSaysWhy) {
   ModelSpec par = default_model();
   par.residual = Residual::Parallel;
   const SearchSpace p = make_search_space(par, SearchOptions{});
-  EXPECT_TRUE(std::none_of(p.attn.begin(), p.attn.end(), [](const BlockPlan& b) { return b.order == SliceOrder::DeepSpeed; }));
+  EXPECT_TRUE(std::none_of(p.attn.begin(), p.attn.end(),
+                           [](const BlockPlan& b) { return b.order == SliceOrder::DeepSpeed; }));
   EXPECT_TRUE(std::any_of(p.attn.begin(), p.attn.end(), [](const BlockPlan& b) { return b.q > 1; }));
   EXPECT_NE(describe(p, SearchOptions{}).find("order deepspeed skipped"), std::string::npos);
   EXPECT_EQ(describe(make_search_space(default_model(), SearchOptions{}), SearchOptions{}).find("skipped"),
