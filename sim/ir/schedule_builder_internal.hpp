@@ -180,7 +180,7 @@ class Builder {
   std::vector<int32_t> blocking_;
   Deferred deferred_;
 
-  // Block structure (helper B): parallel residual, shared norm (schedule_backward.cpp's header).
+  // Block structure: parallel residual, shared norm, post norms (docs/plan-format.md, "Block structure").
   bool parallel_ = false, shared_norm_ = false;
   bool pre_norm_ = true, post_norm_ = false;  // norm_placement: pre and sandwich / post and sandwich
   void fwd_post_norm(int l, Block block, int i);
