@@ -70,6 +70,10 @@ std::array<int64_t, 2> full_shape(const ModelSpec& m, const BufferDesc& buf) {
     case ParamKind::MlpNormBeta:
     case ParamKind::FinalNormGamma:
     case ParamKind::FinalNormBeta:
+    case ParamKind::AttnPostNormGamma:
+    case ParamKind::AttnPostNormBeta:
+    case ParamKind::MlpPostNormGamma:
+    case ParamKind::MlpPostNormBeta:
       return {1, h};
     case ParamKind::TokenEmbedding:
       return {m.vocab, h};

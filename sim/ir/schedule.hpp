@@ -144,6 +144,8 @@ enum class ParamKind : uint8_t {
   // QK-norm gains (replicated): per head [1, head_dim]; full (tp = 1 only) [1, heads*head_dim] for the
   // queries and [1, kv_heads*head_dim] for the keys.
   QNormGamma, KNormGamma,
+  // Post / sandwich norms on a block's reduced output (appended: the values above seed parameter init).
+  AttnPostNormGamma, AttnPostNormBeta, MlpPostNormGamma, MlpPostNormBeta,
 };
 const char* to_string(ParamKind k);
 

@@ -26,6 +26,10 @@ Builder::Builder(const ModelSpec& m, const Plan& plan, const BuildOptions& optio
   qk_norm_ = m.qk_norm != QkNorm::None;
   qkv_cols_ = (a_l_ + 2 * kv_l_) * d_;
   fc1_cols_ = m.gated() ? 2 * f_l_ : f_l_;
+  parallel_ = m.residual == Residual::Parallel;
+  shared_norm_ = m.shared_norm;
+  pre_norm_ = m.norm_placement != NormPlacement::Post;
+  post_norm_ = m.norm_placement != NormPlacement::Pre;
 }
 
 void Builder::run() {

@@ -85,7 +85,7 @@ static_assert(size_t(BufferRole::Data) + 1 == kBufferRoleNames.size(),
               "one name per BufferRole, in declaration order");
 const char* to_string(BufferRole r) { return enum_name(r, kBufferRoleNames); }
 
-constexpr std::array<const char*, 20> kParamKindNames = {"none",
+constexpr std::array<const char*, 24> kParamKindNames = {"none",
                                                          "qkv_weight",
                                                          "qkv_bias",
                                                          "proj_weight",
@@ -104,8 +104,12 @@ constexpr std::array<const char*, 20> kParamKindNames = {"none",
                                                          "position_embedding",
                                                          "head_weight",
                                                          "q_norm_gamma",
-                                                         "k_norm_gamma"};
-static_assert(size_t(ParamKind::KNormGamma) + 1 == kParamKindNames.size(),
+                                                         "k_norm_gamma",
+                                                         "attn_post_norm_gamma",
+                                                         "attn_post_norm_beta",
+                                                         "mlp_post_norm_gamma",
+                                                         "mlp_post_norm_beta"};
+static_assert(size_t(ParamKind::MlpPostNormBeta) + 1 == kParamKindNames.size(),
               "one name per ParamKind, in declaration order");
 const char* to_string(ParamKind k) { return enum_name(k, kParamKindNames); }
 
