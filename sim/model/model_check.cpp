@@ -91,8 +91,12 @@ std::optional<ModelViolation> check_model(const ModelSpec& m) {
   }
   if (m.positions == Positions::Rotary && m.rotated_dims() % 2 != 0) {
     return bad(m.rotary_dims > 0 ? "rotary_dims" : m.head_size > 0 ? "head_dim" : "heads",
-               fmt::format("the rotary embedding turns pairs of dims: {} rotated dims per head is odd",
-                           m.rotated_dims()));
+               m.rotary_dims > 0 || m.head_size > 0
+                   ? fmt::format("the rotary embedding turns pairs of dims: {} rotated dims per head is odd",
+                                 m.rotated_dims())
+                   : fmt::format("head dimension {} (hidden {} / heads {}) must be even: the rotary "
+                                 "embedding turns pairs of dims",
+                                 m.head_dim(), m.hidden, m.heads));
   }
   if (m.heads % m.tp != 0) {
     return bad("tp", fmt::format("tp {} does not divide heads {} (each rank holds whole attention heads)",
