@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sim/base/yaml_reader.hpp"
 #include "sim/model/hf_import_internal.hpp"
 
 namespace domino::hf {
@@ -75,8 +76,12 @@ void gemma2(const Reader& r, ModelSpec& m) {
   m.window_layers = WindowLayers::Even;  // Gemma2Attention: sliding_window if not layer_idx % 2
 }
 
+// Whether head_dim() is meaningful yet (heads positive and dividing hidden, or a head_dim given).
+bool whole_heads(const ModelSpec& m) { return m.heads > 0 && (m.head_size > 0 || m.hidden % m.heads == 0); }
+
 // Rotary over a fraction of each head; the product must be a whole number of dims.
 void partial_rotary(const Reader& r, ModelSpec& m, const std::string& key, double fraction) {
+  if (!whole_heads(m)) return;  // check_model names the heads that do not divide hidden
   const double dims = fraction * m.head_dim();
   if (fraction <= 0 || fraction > 1 || std::abs(dims - std::round(dims)) > 1e-9) {
     r.fail(key, fmt::format("{} of the head dimension {} is not a whole number of dims in (0, {}]", fraction,
@@ -114,11 +119,11 @@ void falcon(const Reader& r, ModelSpec& m) {
   const bool multi_query = r.opt_bool("multi_query").value_or(true);
   m.kv_heads = new_arch ? r.opt_int({"num_kv_heads"}).value_or(m.heads) : multi_query ? 1 : m.heads;
   if (!new_arch) r.has("num_kv_heads");  // read but unused by transformers without the new architecture
+  // Parallel blocks share one input_layernorm unless there are two (ln_attn, ln_mlp): the new architecture's
+  // default, or num_ln_in_parallel_attn: 2. Sequential blocks have their two norms whatever it says.
+  const int norms = r.opt_int({"num_ln_in_parallel_attn"}).value_or(new_arch ? 2 : 1);
   if (r.opt_bool("parallel_attn").value_or(true)) {
     m.residual = Residual::Parallel;
-    // One input_layernorm feeds both blocks unless there are two (ln_attn, ln_mlp): the new architecture's
-    // default, or num_ln_in_parallel_attn: 2.
-    const int norms = r.opt_int({"num_ln_in_parallel_attn"}).value_or(new_arch ? 2 : 1);
     m.shared_norm = norms != 2;
   }
 }
@@ -165,6 +170,7 @@ void gptj(const Reader& r, ModelSpec& m) {
   m.residual = Residual::Parallel;   // x + attn(ln_1(x)) + mlp(ln_1(x))
   m.shared_norm = true;
   const int dims = r.has("rotary_dim") ? r.opt_int({"rotary_dim"}).value_or(0) : 64;  // null: whole head
+  if (!whole_heads(m)) return;
   if (dims < 0 || dims > m.head_dim())
     r.fail("rotary_dim", fmt::format("{} is not within the head dimension {}", dims, m.head_dim()));
   m.rotary_dims = dims == m.head_dim() ? 0 : dims;
@@ -249,10 +255,13 @@ Activation read_activation(const Reader& r, const Rule& rule) {
   if (rule.gated && (act == "silu" || act == "swish")) return Activation::Swiglu;
   if (gelu) return rule.gated ? Activation::Geglu : Activation::Gelu;
   if (!rule.gated && act == "relu") return Activation::Relu;
-  const std::string supported = rule.gated ? "silu, swish or a GeLU (" + join(kGeluNames) + ")"
-                                           : "relu or a GeLU (" + join(kGeluNames) + ")";
-  r.fail(key, fmt::format("activation '{}' is not supported for model_type '{}' ({} MLP): supported: {}", act,
-                          rule.type, rule.gated ? "gated" : "plain", supported));
+  std::vector<std::string> names = kGeluNames;
+  names.insert(names.begin(), rule.gated ? "swish" : "relu");
+  if (rule.gated) names.insert(names.begin(), "silu");
+  const std::string near = closest_key(act, names);
+  r.fail(key, fmt::format("activation '{}' is not supported for model_type '{}' ({} MLP); supported: {}{}", act,
+                          rule.type, rule.gated ? "gated" : "plain", join(names),
+                          near.empty() ? "" : " (did you mean '" + near + "'?)"));
 }
 
 void read_head_dim(const Reader& r, const Rule& rule, ModelSpec& m) {

@@ -52,6 +52,12 @@ bool ignored(const std::string& key) {
   });
 }
 
+// " (did you mean 'x'?)" for a near spelling of an allowed value, else "".
+std::string suggestion(const std::string& value, const std::vector<std::string>& allowed) {
+  const std::string near = closest_key(value, allowed);
+  return near.empty() ? "" : " (did you mean '" + near + "'?)";
+}
+
 // A readable model name: _name_or_path, else the checkpoint folder of ".../config.json", else the file stem.
 std::string model_name(const Reader& r, const std::string& path) {
   if (auto n = r.opt_string({"_name_or_path"}); n && !n->empty()) return *n;
@@ -95,9 +101,8 @@ std::string read_model_type(const Reader& r) {
   if (!type) r.fail_file("missing 'model_type' (supported: " + hf::join(supported) + ")");
   hf::refuse_unmodelled_architecture(r);
   if (std::find(supported.begin(), supported.end(), *type) == supported.end()) {
-    const std::string near = closest_key(*type, supported);
     r.fail("model_type", "'" + *type + "' is not supported; supported: " + hf::join(supported) +
-                             (near.empty() ? "" : " (did you mean '" + near + "'?)"));
+                             suggestion(*type, supported));
   }
   return *type;
 }
@@ -131,7 +136,8 @@ void read_dtype(const Reader& r, ModelSpec& m) {
     else if (*dt == "float32")
       m.dtype = DType::FP32;
     else
-      r.fail(r.present(dtype_keys), "'" + *dt + "' is not supported; supported: bfloat16, float16, float32");
+      r.fail(r.present(dtype_keys), "'" + *dt + "' is not supported; supported: bfloat16, float16, float32" +
+                                        suggestion(*dt, {"bfloat16", "float16", "float32"}));
   }
 }
 
