@@ -27,13 +27,16 @@ void all_layer_window(const Reader& r, ModelSpec& m, int absent) {
   m.sliding_window = has ? r.opt_int({"sliding_window"}).value_or(0) : absent;
 }
 
+// A layer count check_model accepts: per-layer lists are only built for those (it names the others).
+bool plausible_layers(const ModelSpec& m) { return m.layers > 0 && m.layers <= (1 << 14); }
+
 // Qwen2/Qwen3: with use_sliding_window, the layers from max_window_layers on use the window
 // (transformers' layer_types: sliding for i >= max_window_layers); a layer_types list overrides.
 void qwen_window(const Reader& r, ModelSpec& m) {
   const int window = r.opt_int({"sliding_window"}).value_or(4096);
   const bool use = r.opt_bool("use_sliding_window").value_or(false);
   const int from = r.opt_int({"max_window_layers"}).value_or(28);
-  if (read_layer_types(r, use ? window : 0, m) || !use) return;
+  if (read_layer_types(r, use ? window : 0, m) || !use || !plausible_layers(m)) return;
   std::vector<bool> windowed(size_t(std::max(m.layers, 0)));
   for (int l = 0; l < m.layers; ++l) windowed[size_t(l)] = l >= from;
   set_window_layers(r, windowed, window, "use_sliding_window, max_window_layers", m);
@@ -142,6 +145,7 @@ void gpt_neo(const Reader& r, ModelSpec& m) {
   std::vector<bool> windowed;
   const nlohmann::json* types = r.value("attention_types");
   const auto bad = [&] { r.fail("attention_types", "expected [[[\"global\" | \"local\", ...], repeats], ...]"); };
+  if (!plausible_layers(m)) return;
   if (!types) {
     for (int l = 0; l < m.layers; ++l) windowed.push_back(l % 2 == 1);  // GPTNeoConfig's default pattern
   } else {

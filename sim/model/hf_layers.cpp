@@ -53,7 +53,7 @@ void set_window_layers(const Reader& r, const std::vector<bool>& windowed, int w
 bool read_layer_types(const Reader& r, int window, ModelSpec& m) {
   const nlohmann::json* types = r.value("layer_types");
   if (types == nullptr) return false;
-  if (!types->is_array() || int(types->size()) != m.layers)
+  if (!types->is_array() || types->size() != size_t(std::max(m.layers, 0)))
     r.fail("layer_types", fmt::format("expected a list of {} layer types", m.layers));
   std::vector<bool> windowed;
   for (const auto& t : *types) {
