@@ -167,9 +167,11 @@ int main(int argc, char** argv) {
       model = domino::load_model(model_arg, overrides);
     }
     if (summary) {
-      std::fputs(domino::model_summary(model).c_str(), stdout);
+      std::fputs(domino::model_summary(model).c_str(), stdout);  // the summary lists the notes itself
       return 0;
     }
+    // What the importer chose for the user (a capped sequence length): said once, apart from the results.
+    for (const std::string& note : model.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
     if (plan_path.empty() && strategy.empty()) {
       domino::throw_bad_input("give --plan PLAN or --strategy NAME (" + strategy_list + ")");
     }

@@ -1,141 +1,65 @@
-// hf_import.cpp: Hugging Face config.json -> ModelSpec. Unknown JSON keys are ignored (real configs carry
-// dozens); keys we read must have the right type. Messages locate the JSON key in the file.
+// hf_import.cpp: Hugging Face config.json -> ModelSpec: parsing, the sizes every family shares, dtype,
+// sequence length, and the final check that every key of the file was either read or is on the list of keys
+// that cannot change the schedule (docs/hf-import.md). The per-family structure is in hf_families.cpp.
 #include "sim/model/hf_import.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 #include <climits>
 #include <filesystem>
-#include <nlohmann/json.hpp>
-#include <optional>
 #include <utility>
-#include <vector>
 
-#include "sim/base/error.hpp"
 #include "sim/base/json_text.hpp"
-#include "sim/model/model_check.hpp"
 #include "sim/base/yaml_reader.hpp"
+#include "sim/model/hf_import_internal.hpp"
+#include "sim/model/model_check.hpp"
 
 namespace domino {
 
 namespace {
 
 using nlohmann::json;
-using Spellings = std::vector<std::string>;
+using hf::Reader;
+using hf::Spellings;
 
-const std::vector<std::string> kLlamaTypes = {"llama", "mistral"};
-const std::vector<std::string> kGptTypes = {"gpt2", "gpt_neox", "gptj", "gpt_neo", "opt"};
-// Every spelling of the keys real checkpoints use.
 const Spellings kHiddenKeys = {"hidden_size", "n_embd"};
 const Spellings kLayerKeys = {"num_hidden_layers", "n_layer", "num_layers"};
 const Spellings kHeadKeys = {"num_attention_heads", "n_head", "num_heads"};
-const Spellings kKvHeadKeys = {"num_key_value_heads"};
 const Spellings kVocabKeys = {"vocab_size"};
-const Spellings kFfnKeys = {"intermediate_size", "n_inner", "ffn_dim"};
+const Spellings kFfnKeys = {"intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size"};
 const Spellings kPosKeys = {"max_position_embeddings", "n_positions", "n_ctx"};
-const std::vector<std::string> kActivations = {"gelu",        "gelu_new",   "gelu_fast", "gelu_pytorch_tanh",
-                                               "gelu_python", "quick_gelu", "relu",      "silu",
-                                               "swish"};
 
-// A JSON value for a message: scalars as written (long strings cut), containers by kind. Never dump() a
-// container: a hostile file nests arrays deeply enough to exhaust the stack of a recursive printer.
-std::string describe(const nlohmann::json& v) {
-  if (v.is_array()) return "an array";
-  if (v.is_object()) return "an object";
-  std::string s = v.dump();
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
-  return s;
+// Keys that cannot change the schedule or its cost: training-only regularization, token ids, numerical
+// constants of pointwise operations, inference caches, bookkeeping. docs/hf-import.md gives the reasons.
+const std::vector<std::string> kIgnoredKeys = {
+    "architectures", "auto_map", "transformers_version", "use_cache", "initializer_range", "init_std",
+    "dropout", "layerdrop", "rope_theta", "rope_scaling", "rope_parameters", "rotary_emb_base",
+    "original_max_position_embeddings", "tokenizer_class", "task_specific_params", "id2label", "label2id",
+    "prefix", "gradient_checkpointing", "scale_attn_weights", "scale_attn_by_inverse_layer_idx",
+    "reorder_and_upcast_attn", "attention_softmax_in_fp32", "scale_attention_softmax_in_fp32",
+    "attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar", "cache_implementation",
+    "clip_qkv", "pretraining_tp", "use_mrope", "rotary", "mlp_type", "norm_type", "sliding_window_size", "attention_layers",
+    "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout"};
+// Suffixes of the same kind: dropout probabilities, token ids, norm epsilons.
+const std::vector<std::string> kIgnoredSuffixes = {"_dropout", "_pdrop", "_dropout_prob", "_token_id", "_eps",
+                                                   "_epsilon"};
+
+bool ignored(const std::string& key) {
+  if (std::find(kIgnoredKeys.begin(), kIgnoredKeys.end(), key) != kIgnoredKeys.end()) return true;
+  return std::any_of(kIgnoredSuffixes.begin(), kIgnoredSuffixes.end(), [&](const std::string& s) {
+    return key.size() >= s.size() && key.compare(key.size() - s.size(), s.size(), s) == 0;
+  });
 }
 
-SourceLoc loc_at_byte(const std::string& path, const std::string& text, size_t byte) {
-  SourceLoc loc{path, 1, 1};
-  for (size_t i = 0; i < byte && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++loc.line;
-      loc.column = 1;
-    } else {
-      ++loc.column;
-    }
-  }
-  return loc;
-}
-
-// Reads the keys Domino needs; each accessor takes every spelling real checkpoints use.
-class HfReader {
- public:
-  HfReader(const json& j, const std::string& text, const std::string& path)
-      : j_(j), text_(text), path_(path) {}
-
-  // First spelling present with a non-null value, or "".
-  std::string present(const Spellings& keys) const {
-    for (const auto& k : keys) {
-      if (j_.contains(k) && !j_[k].is_null()) return k;
-    }
-    return "";
-  }
-
-  // Location of "key": in the text (first occurrence used as a key), else the file's start.
-  SourceLoc where(const std::string& key) const {
-    const std::string quoted = "\"" + key + "\"";
-    for (size_t pos = text_.find(quoted); pos != std::string::npos; pos = text_.find(quoted, pos + 1)) {
-      size_t after = pos + quoted.size();
-      while (after < text_.size() && std::isspace(static_cast<unsigned char>(text_[after]))) ++after;
-      if (after < text_.size() && text_[after] == ':') return loc_at_byte(path_, text_, pos);
-    }
-    return SourceLoc{path_, 1, 1};
-  }
-
-  [[noreturn]] void fail(const std::string& key, const std::string& message) const {
-    throw_bad_input(where(key), "config.json '" + key + "': " + message);
-  }
-
-  std::optional<int> opt_int(const Spellings& keys) const {
-    const std::string k = present(keys);
-    if (k.empty()) return std::nullopt;
-    const json& v = j_[k];
-    if (!v.is_number_integer()) fail(k, "expected an integer, got " + describe(v));
-    if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(INT_MAX)
-                               : (v.get<int64_t>() > INT_MAX || v.get<int64_t>() < INT_MIN)) {
-      fail(k, "value " + describe(v) + " is out of range");
-    }
-    return static_cast<int>(v.get<int64_t>());
-  }
-
-  int get_int(const Spellings& keys) const {
-    if (auto v = opt_int(keys)) return *v;
-    throw_bad_input(SourceLoc{path_, 1, 1}, "config.json: missing required key '" + keys.front() + "'" +
-                                                (keys.size() > 1 ? " (or " + join(keys, 1) + ")" : ""));
-  }
-
-  std::optional<std::string> opt_string(const Spellings& keys) const {
-    const std::string k = present(keys);
-    if (k.empty()) return std::nullopt;
-    if (!j_[k].is_string()) fail(k, "expected a string, got " + describe(j_[k]));
-    return j_[k].get<std::string>();
-  }
-
-  static std::string join(const std::vector<std::string>& v, size_t from = 0) {
-    std::string s;
-    for (size_t i = from; i < v.size(); ++i) s += (s.empty() ? "" : ", ") + v[i];
-    return s;
-  }
-
- private:
-  const json& j_;
-  const std::string& text_;
-  const std::string& path_;
-};
-
-std::string one_of(const std::string& value, const std::vector<std::string>& allowed) {
+// " (did you mean 'x'?)" for a near spelling of an allowed value, else "".
+std::string suggestion(const std::string& value, const std::vector<std::string>& allowed) {
   const std::string near = closest_key(value, allowed);
-  return "'" + value + "' is not supported; supported: " + HfReader::join(allowed) +
-         (near.empty() ? "" : " (did you mean '" + near + "'?)");
+  return near.empty() ? "" : " (did you mean '" + near + "'?)";
 }
 
 // A readable model name: _name_or_path, else the checkpoint folder of ".../config.json", else the file stem.
-std::string model_name(const HfReader& r, const std::string& path) {
+std::string model_name(const Reader& r, const std::string& path) {
   if (auto n = r.opt_string({"_name_or_path"}); n && !n->empty()) return *n;
   const std::filesystem::path p(path);
   if (p.filename() == "config.json" && p.has_parent_path() && !p.parent_path().filename().empty()) {
@@ -157,67 +81,51 @@ json parse_config(const std::string& text, const std::string& path) {
     if (what.rfind("parse error at line", 0) == 0 && what.find(": ") != std::string::npos) {
       what = what.substr(what.find(": ") + 2);
     }
-    throw_bad_input(loc_at_byte(path, text, f.byte > 0 ? f.byte - 1 : 0), "JSON syntax error: " + what);
+    size_t line = 1, column = 1;
+    for (size_t i = 0; i + 1 < f.byte && i < text.size(); ++i) {
+      column = text[i] == '\n' ? 1 : column + 1;
+      line += text[i] == '\n';
+    }
+    throw_bad_input(SourceLoc{path, int(line), int(column)}, "JSON syntax error: " + what);
   }
   if (!parsed.value.is_object())
     throw_bad_input(SourceLoc{path, 1, 1}, "a Hugging Face config.json must be a JSON object");
   return std::move(parsed.value);
 }
 
-// The family model_type names; BadInput when it is missing or not one Domino supports.
-Family read_family(const HfReader& r, const std::string& path) {
-  std::vector<std::string> supported = kLlamaTypes;
-  supported.insert(supported.end(), kGptTypes.begin(), kGptTypes.end());
+// The model_type; BadInput when it is missing or not one Domino supports (after the architectures Domino
+// refuses by name, so that a mixture of experts is never answered with a near spelling of a dense family).
+std::string read_model_type(const Reader& r) {
+  const auto& supported = hf::supported_types();
   const auto type = r.opt_string({"model_type"});
-  if (!type) {
-    throw_bad_input(SourceLoc{path, 1, 1},
-                    "config.json: missing 'model_type' (supported: " + HfReader::join(supported) + ")");
-  }
+  if (!type) r.fail_file("missing 'model_type' (supported: " + hf::join(supported) + ")");
+  hf::refuse_unmodelled_architecture(r);
   if (std::find(supported.begin(), supported.end(), *type) == supported.end()) {
-    r.fail("model_type", one_of(*type, supported));
+    r.fail("model_type", "'" + *type + "' is not supported; supported: " + hf::join(supported) +
+                             suggestion(*type, supported));
   }
-  return std::find(kLlamaTypes.begin(), kLlamaTypes.end(), *type) != kLlamaTypes.end() ? Family::Llama : Family::Gpt;
+  return *type;
 }
 
-void read_shape(const HfReader& r, ModelSpec& m) {
+void read_shape(const Reader& r, ModelSpec& m) {
   m.hidden = r.get_int(kHiddenKeys);
   m.layers = r.get_int(kLayerKeys);
   m.heads = r.get_int(kHeadKeys);
-  m.kv_heads = r.opt_int(kKvHeadKeys).value_or(m.heads);
   m.vocab = r.get_int(kVocabKeys);
-  if (auto head_dim = r.opt_int({"head_dim"}); head_dim && int64_t(*head_dim) * m.heads != m.hidden) {
-    r.fail("head_dim", fmt::format("{} differs from hidden_size / num_attention_heads ({} / {}): decoupled "
-                                   "head dimensions are not supported",
-                                   *head_dim, m.hidden, m.heads));
-  }
 }
 
-void read_ffn_hidden(const HfReader& r, const std::string& path, ModelSpec& m) {
+// FC1's width; non-gated families default to 4 x hidden as GPT-2 (n_inner: null) and Falcon do.
+void read_ffn_hidden(const Reader& r, ModelSpec& m) {
   if (auto ffn = r.opt_int(kFfnKeys)) {
     m.ffn_hidden = *ffn;
-  } else if (m.family == Family::Gpt) {
+  } else if (!m.gated()) {
     m.ffn_hidden = int(std::min<int64_t>(4 * int64_t(m.hidden), INT_MAX));  // GPT-2 convention: n_inner null
   } else {
-    throw_bad_input(SourceLoc{path, 1, 1}, "config.json: missing required key 'intermediate_size'");
+    r.fail_file("missing required key 'intermediate_size'");
   }
 }
 
-void read_activation_and_norm(const HfReader& r, ModelSpec& m) {
-  // Llama-family MLPs are always gated (gate/up/down projections), whatever the activation function.
-  m.activation = m.family == Family::Llama ? Activation::Swiglu : Activation::Gelu;
-  const Spellings act_keys = {"hidden_act", "activation_function"};
-  if (auto act = r.opt_string(act_keys)) {
-    if (std::find(kActivations.begin(), kActivations.end(), *act) == kActivations.end()) {
-      r.fail(r.present(act_keys), one_of(*act, kActivations));
-    }
-  }
-  m.norm = (m.family == Family::Llama || r.present({"rms_norm_eps"}) != "") ? NormKind::RmsNorm
-                                                                            : NormKind::LayerNorm;
-  m.set_biases(m.family == Family::Gpt);
-  m.positions = m.family == Family::Llama ? Positions::Rotary : Positions::Learned;
-}
-
-void read_dtype(const HfReader& r, ModelSpec& m) {
+void read_dtype(const Reader& r, ModelSpec& m) {
   const Spellings dtype_keys = {"torch_dtype", "dtype"};
   m.dtype = DType::BF16;
   if (auto dt = r.opt_string(dtype_keys)) {
@@ -228,36 +136,61 @@ void read_dtype(const HfReader& r, ModelSpec& m) {
     else if (*dt == "float32")
       m.dtype = DType::FP32;
     else
-      r.fail(r.present(dtype_keys), one_of(*dt, {"bfloat16", "float16", "float32"}));
+      r.fail(r.present(dtype_keys), "'" + *dt + "' is not supported; supported: bfloat16, float16, float32" +
+                                        suggestion(*dt, {"bfloat16", "float16", "float32"}));
   }
 }
 
-void read_seq_len(const HfReader& r, const std::string& path, const ModelOverrides& overrides, ModelSpec& m) {
-  const auto max_pos = r.opt_int(kPosKeys);
-  if (!overrides.seq_len && !max_pos) {
-    throw_bad_input(SourceLoc{path, 1, 1},
-                    "config.json: no max_position_embeddings, n_positions or n_ctx: pass --seq-len");
+// Today's configs allow 32K to 1M positions, reached by long-context extension after pretraining; the
+// simulator's attention cost and the trace grow with seq_len squared. 4096, the pretraining length of most of
+// these families, keeps a default prediction representative and quick; --seq-len chooses another.
+constexpr int kSeqLenCap = 4096;
+
+void read_seq_len(const Reader& r, const std::string& model_type, const ModelOverrides& overrides, ModelSpec& m) {
+  auto max_pos = r.opt_int(kPosKeys);
+  if (overrides.seq_len) return;  // apply_overrides sets it
+  if (!max_pos && model_type == "falcon") {
+    m.seq_len = 2048;  // FalconConfig's default: Falcon's config.json files leave it out
+    m.notes.push_back("seq_len 2048: Falcon's default (config.json has no max_position_embeddings); pass "
+                      "--seq-len to change");
+    return;
   }
-  m.seq_len = max_pos ? std::min(*max_pos, 2048) : 0;
+  if (!max_pos) r.fail_file("no max_position_embeddings, n_positions or n_ctx: pass --seq-len");
+  m.seq_len = std::min(*max_pos, kSeqLenCap);
+  if (m.seq_len != *max_pos) {
+    m.notes.push_back(fmt::format("seq_len {}: the config allows {}; pass --seq-len to change", m.seq_len,
+                                  *max_pos));
+  }
+}
+
+// A key neither read nor known to be harmless may change the model: refuse it rather than guess.
+void refuse_unread_keys(const Reader& r, const std::string& model_type) {
+  for (const std::string& key : r.unread_keys()) {
+    if (ignored(key)) continue;
+    r.fail(key, fmt::format("unknown key for model_type '{}': Domino refuses keys it does not read unless they "
+                            "cannot change the model (docs/hf-import.md lists both)",
+                            model_type));
+  }
 }
 
 // A model the checks refuse: blames the command-line override, else the JSON key the value came from (so
 // the user knows which line to look at), else the file.
-[[noreturn]] void fail_check(const HfReader& r, const std::string& path, const ModelOverrides& overrides,
-                             const ModelViolation& v) {
+[[noreturn]] void fail_check(const Reader& r, const ModelOverrides& overrides, const ModelViolation& v) {
   const std::string flag = override_flag(v.key, overrides);
   if (!flag.empty()) {
-    throw_bad_input(SourceLoc{path, 1, 1}, fmt::format("model '{}' (from the command-line override {}): {}",
-                                                       v.key, flag, v.message));
+    throw_bad_input(SourceLoc{r.path(), 1, 1}, fmt::format("model '{}' (from the command-line override {}): {}",
+                                                           v.key, flag, v.message));
   }
   const std::vector<std::pair<std::string, Spellings>> json_keys = {
-      {"hidden", kHiddenKeys}, {"layers", kLayerKeys}, {"heads", kHeadKeys}, {"kv_heads", kKvHeadKeys},
-      {"ffn_hidden", kFfnKeys}, {"vocab", kVocabKeys}, {"seq_len", kPosKeys}};
+      {"hidden", kHiddenKeys}, {"layers", kLayerKeys}, {"heads", kHeadKeys},
+      {"kv_heads", {"num_key_value_heads", "num_kv_heads"}}, {"ffn_hidden", kFfnKeys}, {"vocab", kVocabKeys},
+      {"seq_len", kPosKeys}, {"head_dim", {"head_dim"}}, {"sliding_window", {"sliding_window", "window_size"}},
+      {"rotary_dims", {"rotary_dim", "rotary_pct", "partial_rotary_factor"}}};
   for (const auto& [model_key, spellings] : json_keys) {
     const std::string k = r.present(spellings);
     if (model_key == v.key && !k.empty()) r.fail(k, "model '" + v.key + "': " + v.message);
   }
-  throw_bad_input(SourceLoc{path, 1, 1}, "model '" + v.key + "': " + v.message);
+  throw_bad_input(SourceLoc{r.path(), 1, 1}, "model '" + v.key + "': " + v.message);
 }
 
 }  // namespace
@@ -270,24 +203,24 @@ bool looks_like_hf_config(const std::string& text) {
   return !(j.contains("family") && !j.contains("model_type"));
 }
 
-ModelSpec import_hf_config(const std::string& text, const std::string& path,
-                           const ModelOverrides& overrides) {
+ModelSpec import_hf_config(const std::string& text, const std::string& path, const ModelOverrides& overrides) {
   const json j = parse_config(text, path);
-  const HfReader r(j, text, path);
+  const Reader r(j, text, path);
   ModelSpec m;
   m.source = path;
-  m.family = read_family(r, path);
+  const std::string model_type = read_model_type(r);
   m.name = model_name(r, path);
   read_shape(r, m);
-  read_ffn_hidden(r, path, m);
-  read_activation_and_norm(r, m);
+  hf::apply_family(r, model_type, m);
+  read_ffn_hidden(r, m);
   read_dtype(r, m);
-  read_seq_len(r, path, overrides, m);
+  read_seq_len(r, model_type, overrides, m);
   m.micro_batch = 1;
   m.tp = 1;
   m.gpus_per_node = 8;
+  refuse_unread_keys(r, model_type);
   apply_overrides(m, overrides);
-  if (const auto v = check_model(m)) fail_check(r, path, overrides, *v);
+  if (const auto v = check_model(m)) fail_check(r, overrides, *v);
   return m;
 }
 

@@ -1,5 +1,6 @@
-// hf_import.hpp: reads a Hugging Face config.json (llama, mistral, gpt2, gpt_neox, gptj, gpt_neo, opt) as a
-// model description; sequence length, micro-batch and TP come from the command-line overrides.
+// hf_import.hpp: reads a Hugging Face config.json of a dense decoder family (docs/hf-import.md lists them and
+// every key read) as a model description; micro-batch and TP, and the sequence length when given, come from
+// the command-line overrides.
 #pragma once
 
 #include <string>

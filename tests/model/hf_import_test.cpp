@@ -1,11 +1,13 @@
 // hf_import_test.cpp: real Hugging Face config.json layouts (Llama-2, Mistral, GPT-2, GPT-NeoX) import
-// with the right family, sizes and defaults, and take the command-line overrides.
+// with the right family, sizes and defaults, and take the command-line overrides; the sequence-length cap
+// and its note; the architectures refused by name (experts, latent attention, OLMo 1) and unknown keys.
 #include "sim/model/hf_import.hpp"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "sim/base/error.hpp"
 #include "sim/model/model_spec.hpp"
@@ -23,7 +25,8 @@ TEST(HfImport, Llama2MatchesTheShippedYaml) {
   EXPECT_EQ(hf.norm, NormKind::RmsNorm);
   EXPECT_FALSE(hf.qkv_bias || hf.proj_bias || hf.mlp_bias);
   EXPECT_EQ(hf.dtype, DType::FP16);
-  EXPECT_EQ(hf.seq_len, 2048);  // min(max_position_embeddings 4096, 2048)
+  EXPECT_EQ(hf.seq_len, 4096);  // max_position_embeddings, within the cap: no note
+  EXPECT_TRUE(hf.notes.empty());
   EXPECT_EQ(hf.micro_batch, 1);
   EXPECT_EQ(hf.tp, 1);
   // Same architecture as configs/models/llama2-7b.yaml: identical parameter count.
@@ -61,8 +64,8 @@ TEST(HfImport, Gpt2SpellingsAndDefaults) {
   EXPECT_EQ(m.vocab, 50257);
   EXPECT_EQ(m.dtype, DType::BF16);  // no torch_dtype
   EXPECT_EQ(m.name, "gpt2");        // file stem
-  // GPT-2 small: 124M parameters with a tied head; ours counts the head separately (+38.6M).
-  EXPECT_NEAR(double(derive_facts(m).total_params) / 1e6, 124.4 + 38.6, 1.0);
+  EXPECT_TRUE(m.tied_embeddings);   // GPT2Config's default: the head is the token embedding
+  EXPECT_NEAR(double(derive_facts(m).total_params) / 1e6, 124.4, 0.5);  // GPT-2 small: 124M published
 }
 
 TEST(HfImport, GptNeoX20B) {
@@ -129,6 +132,93 @@ TEST(HfImport, DetectionDistinguishesOurFormat) {
   EXPECT_FALSE(looks_like_hf_config(R"({"family": "gpt", "layers": 2})"));
   EXPECT_FALSE(looks_like_hf_config("family: gpt\n"));
   EXPECT_FALSE(looks_like_hf_config("{family: gpt}"));  // YAML flow mapping, not JSON
+}
+
+
+// The message of the BadInput the import of `path` throws ("" and a test failure when it imports).
+std::string refusal(const std::string& path) {
+  try {
+    load_model(path);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << path << " imported";
+  return "";
+}
+
+std::string refusal_text(const std::string& text) {
+  try {
+    import_hf_config(text, "config.json", {});
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << text << " imported";
+  return "";
+}
+
+bool has(const std::string& message, const std::string& part) { return message.find(part) != std::string::npos; }
+
+TEST(HfImport, MixtureOfExpertsRefusedNamingExpertsNotANearFamily) {
+  const std::string m = refusal(kHf + "mixtral-8x7b-instruct.json");
+  EXPECT_TRUE(has(m, "'num_local_experts'")) << m;
+  EXPECT_TRUE(has(m, "experts are not modelled") || has(m, "mixture-of-experts MLPs are not modelled")) << m;
+  EXPECT_TRUE(has(m, "dense decoder-only")) << m;  // says what is supported instead
+  EXPECT_FALSE(has(m, "did you mean")) << m;
+  // A MoE model type is refused as such even without an expert count.
+  const std::string dbrx = refusal_text(R"({"model_type": "dbrx", "d_model": 6144})");
+  EXPECT_TRUE(has(dbrx, "mixture-of-experts")) << dbrx;
+  EXPECT_FALSE(has(dbrx, "did you mean")) << dbrx;
+  const std::string qwen_moe = refusal_text(R"({"model_type": "qwen2_moe", "num_experts": 60})");
+  EXPECT_TRUE(has(qwen_moe, "60 experts")) << qwen_moe;
+}
+
+TEST(HfImport, LatentAttentionRefusedNamingIt) {
+  const std::string m = refusal(kHf + "deepseek-v2-lite.json");
+  EXPECT_TRUE(has(m, "experts")) << m;
+  EXPECT_TRUE(has(m, "latent attention")) << m;
+  // Latent attention alone, in an otherwise dense config.
+  const std::string mla = refusal_text(R"({"model_type": "llama", "kv_lora_rank": 512})");
+  EXPECT_TRUE(has(mla, "latent attention")) << mla;
+  EXPECT_TRUE(has(mla, "'kv_lora_rank'")) << mla;
+}
+
+TEST(HfImport, Olmo1NonParametricNormRefused) {
+  const std::string m = refusal(kHf + "amd-olmo-1b-sft.json");
+  EXPECT_TRUE(has(m, "LayerNorm without parameters")) << m;
+  EXPECT_TRUE(has(m, "olmo2")) << m;
+}
+
+TEST(HfImport, UnknownKeysRefusedUnlessHarmlessOrNull) {
+  std::ifstream in(kHf + "llama-3.1-8b.json");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_NO_THROW(import_hf_config(text, "llama.json", {}));
+  const auto with = [&](const std::string& entry) { return "{" + entry + "," + text.substr(text.find('{') + 1); };
+  const std::string unknown = refusal_text(with(R"("num_nextn_predict_layers": 1)"));
+  EXPECT_TRUE(has(unknown, "'num_nextn_predict_layers'")) << unknown;
+  EXPECT_TRUE(has(unknown, "unknown key for model_type 'llama'")) << unknown;
+  // A key another family reads is not read by this one: refused too (transformers' Llama ignores it).
+  EXPECT_TRUE(has(refusal_text(with(R"("parallel_attn": true)")), "'parallel_attn'"));
+  // Null means "not set": harmless. Documented harmless keys (dropout, token ids) pass.
+  EXPECT_NO_THROW(import_hf_config(with(R"("num_nextn_predict_layers": null)"), "llama.json", {}));
+  EXPECT_NO_THROW(import_hf_config(with(R"("resid_pdrop": 0.1, "sep_token_id": 3)"), "llama.json", {}));
+}
+
+TEST(HfImport, SeqLenCappedWithANote) {
+  const ModelSpec m = load_model(kHf + "llama-3.1-8b.json");
+  EXPECT_EQ(m.seq_len, 4096);
+  ASSERT_EQ(m.notes.size(), 1u);
+  EXPECT_TRUE(has(m.notes[0], "seq_len 4096")) << m.notes[0];
+  EXPECT_TRUE(has(m.notes[0], "131072")) << m.notes[0];
+  EXPECT_TRUE(has(m.notes[0], "--seq-len")) << m.notes[0];
+  EXPECT_TRUE(has(model_summary(m), "note: seq_len 4096")) << model_summary(m);
+  ModelOverrides o;
+  o.seq_len = 8192;
+  const ModelSpec longer = load_model(kHf + "llama-3.1-8b.json", o);
+  EXPECT_EQ(longer.seq_len, 8192);
+  EXPECT_TRUE(longer.notes.empty());                         // the user chose: nothing to say
+  EXPECT_TRUE(load_model(kHf + "gpt2.json").notes.empty());  // 1024 is within the cap
 }
 
 }  // namespace

@@ -86,6 +86,8 @@ int main(int argc, char** argv) {
     } else {
       model = domino::load_model(model_arg, overrides);
     }
+    // What the importer chose for the user (a capped sequence length): said once, apart from the results.
+    for (const std::string& note : model.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
     if (!tps.empty()) model.tp = tps.front();
     domino::validate_model(model);
 
