@@ -65,8 +65,11 @@ void relu_bwd(const Op& op, const CpuOpContext& ctx) {
       x, dy, dx);
 }
 
-// out = silu(gate) * up, silu(g) = g * sigmoid(g).
-void swiglu_fwd(const Op& op, const CpuOpContext& ctx) {
+namespace {
+
+// The gated activations (SwiGLU, GeGLU) read FC1's [gate | up]: out = act(gate) * up.
+template <typename Act>
+void gated_fwd(const Op& op, const CpuOpContext& ctx, Act act) {
   const View in = view_of(ctx, op.in[0]);
   const int64_t f = in.cols / 2;
   const View gate = in.columns(0, f), up = in.columns(f, f);
@@ -74,49 +77,15 @@ void swiglu_fwd(const Op& op, const CpuOpContext& ctx) {
   for_each_run(
       in.rows,
       [&](int64_t r, int64_t n) {
-        const auto g = gate.map(r, n).array();
-        out.map(r, n).array() = g / (1.0f + (-g).exp()) * up.map(r, n).array();
+        out.map(r, n).array() = act(gate.map(r, n).array()) * up.map(r, n).array();
       },
       in, out);
 }
 
-// dgate = dy * up * s (1 + g (1 - s)), dup = dy * g * s with s = sigmoid(g). Written so that out may
-// alias the forward input.
-void swiglu_bwd(const Op& op, const CpuOpContext& ctx) {
-  const View in = view_of(ctx, op.in[0]);
-  const int64_t f = in.cols / 2;
-  const View gate = in.columns(0, f), up = in.columns(f, f);
-  const View dy = view_of(ctx, op.in[1]);
-  const View out = view_of(ctx, op.out[0]);
-  const View dgate = out.columns(0, f), dup = out.columns(f, f);
-  ArrayRowMap s(scratch(f, 0), f);
-  ArrayRowMap dg(scratch(f, 1), f);
-  for (int64_t r = 0; r < in.rows; ++r) {
-    const ArrayRowMap g = gate.row_array(r);
-    const ArrayRowMap dyr = dy.row_array(r);
-    s = 1.0f / (1.0f + (-g).exp());
-    dg = dyr * up.row_array(r) * s * (1.0f + g * (1.0f - s));
-    dup.row_array(r) = dyr * g * s;
-    dgate.row_array(r) = dg;
-  }
-}
-
-// out = gelu(gate) * up.
-void geglu_fwd(const Op& op, const CpuOpContext& ctx) {
-  const View in = view_of(ctx, op.in[0]);
-  const int64_t f = in.cols / 2;
-  const View gate = in.columns(0, f), up = in.columns(f, f);
-  const View out = view_of(ctx, op.out[0]);
-  for_each_run(
-      in.rows,
-      [&](int64_t r, int64_t n) {
-        out.map(r, n).array() = gelu(gate.map(r, n).array()) * up.map(r, n).array();
-      },
-      in, out);
-}
-
-// dgate = dy * up * gelu'(g), dup = dy * gelu(g). Written so that out may alias the forward input.
-void geglu_bwd(const Op& op, const CpuOpContext& ctx) {
+// Their backward, row by row: row(g, up, dy, dup, t, dg) writes dgate into dg (t: scratch), then dup; dgate
+// is stored last, so that out may alias the forward input.
+template <typename Row>
+void gated_bwd(const Op& op, const CpuOpContext& ctx, Row row) {
   const View in = view_of(ctx, op.in[0]);
   const int64_t f = in.cols / 2;
   const View gate = in.columns(0, f), up = in.columns(f, f);
@@ -126,13 +95,44 @@ void geglu_bwd(const Op& op, const CpuOpContext& ctx) {
   ArrayRowMap t(scratch(f, 0), f);
   ArrayRowMap dg(scratch(f, 1), f);
   for (int64_t r = 0; r < in.rows; ++r) {
-    const ArrayRowMap g = gate.row_array(r);
-    const ArrayRowMap dyr = dy.row_array(r);
-    gelu_grad(g, t, dg);
-    dg *= dyr * up.row_array(r);
-    dup.row_array(r) = dyr * gelu(g);
+    ArrayRowMap dup_r = dup.row_array(r);
+    row(gate.row_array(r), up.row_array(r), dy.row_array(r), dup_r, t, dg);
     dgate.row_array(r) = dg;
   }
+}
+
+}  // namespace
+
+// out = silu(gate) * up, silu(g) = g * sigmoid(g).
+void swiglu_fwd(const Op& op, const CpuOpContext& ctx) {
+  gated_fwd(op, ctx, [](const auto& g) { return g / (1.0f + (-g).exp()); });
+}
+
+// dgate = dy * up * s (1 + g (1 - s)), dup = dy * g * s with s = sigmoid(g).
+void swiglu_bwd(const Op& op, const CpuOpContext& ctx) {
+  gated_bwd(op, ctx,
+            [](const ArrayRowMap& g, const ArrayRowMap& up, const ArrayRowMap& dy, ArrayRowMap& dup,
+               ArrayRowMap& s, ArrayRowMap& dg) {
+              s = 1.0f / (1.0f + (-g).exp());
+              dg = dy * up * s * (1.0f + g * (1.0f - s));
+              dup = dy * g * s;
+            });
+}
+
+// out = gelu(gate) * up.
+void geglu_fwd(const Op& op, const CpuOpContext& ctx) {
+  gated_fwd(op, ctx, [](const auto& g) { return gelu(g); });
+}
+
+// dgate = dy * up * gelu'(g), dup = dy * gelu(g).
+void geglu_bwd(const Op& op, const CpuOpContext& ctx) {
+  gated_bwd(op, ctx,
+            [](const ArrayRowMap& g, const ArrayRowMap& up, const ArrayRowMap& dy, ArrayRowMap& dup,
+               ArrayRowMap& t, ArrayRowMap& dg) {
+              gelu_grad(g, t, dg);
+              dg *= dy * up;
+              dup = dy * gelu(g);
+            });
 }
 
 }  // namespace domino::cpu
