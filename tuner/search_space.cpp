@@ -55,6 +55,23 @@ std::vector<T> parse_comma_list(const std::string& text, ParseWord parse_word) {
   return out;
 }
 
+// The plan validator refuses these choices (fits() drops them); say so, since the user asked for them.
+void skip_structural_choices(const ModelSpec& model, const SearchOptions& o, SearchSpace* space) {
+  const bool wants_q =
+      std::any_of(o.q_values.begin(), o.q_values.end(), [&](int q) { return q > 1 && q <= o.max_q; });
+  if (wants_q && model.norm_placement != NormPlacement::Pre) {
+    space->skipped.push_back(
+        fmt::format("column splits q>1 skipped: {}-norm blocks normalise whole rows of the "
+                    "reduced block output",
+                    to_string(model.norm_placement)));
+  }
+  const bool wants_ds = std::find(o.orders.begin(), o.orders.end(), SliceOrder::DeepSpeed) != o.orders.end();
+  if (wants_ds && model.residual == Residual::Parallel) {
+    space->skipped.push_back(
+        "order deepspeed skipped: DeepSpeed's Domino has no parallel attention/MLP blocks");
+  }
+}
+
 }  // namespace
 
 double SearchSpace::plans(int layers) const {
@@ -77,6 +94,7 @@ SearchSpace make_search_space(const ModelSpec& model, const SearchOptions& o) {
     throw_bad_input("search space: an empty list of choices (p, q, overlap, backward overlap or order)");
 
   SearchSpace space;
+  skip_structural_choices(model, o, &space);
   bool any_slicing = false;
   for (Block block : {Block::Attn, Block::Mlp}) {
     std::vector<BlockPlan>& list = block == Block::Attn ? space.attn : space.mlp;
@@ -142,10 +160,12 @@ std::string describe(const SearchSpace& space, const SearchOptions& o) {
     if (p <= o.max_p) ps += fmt::format("{}{}", ps.empty() ? "" : ",", p);
   for (int q : o.q_values)
     if (q <= o.max_q) qs += fmt::format("{}{}", qs.empty() ? "" : ",", q);
+  std::string skipped;
+  for (const std::string& why : space.skipped) skipped += "; " + why;
   return fmt::format(
-      "attn {} x mlp {} choices per layer (splits {}; p {}; q {}; overlap {}; bwd overlap {}; orders {}{})",
+      "attn {} x mlp {} choices per layer (splits {}; p {}; q {}; overlap {}; bwd overlap {}; orders {}{}{})",
       space.attn.size(), space.mlp.size(), dims, ps, qs, o.overlaps.size(), o.bwd_overlaps.size(), orders,
-      o.include_baselines ? "; baselines' choices included" : "");
+      o.include_baselines ? "; baselines' choices included" : "", skipped);
 }
 
 std::string block_label(const BlockPlan& b) {

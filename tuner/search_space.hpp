@@ -29,6 +29,8 @@ struct SearchSpace {
   std::vector<BlockPlan> attn;
   std::vector<BlockPlan> mlp;
   std::vector<std::string> notes;  // what was folded away or added, for the report
+  std::vector<std::string>
+      skipped;                     // choices the model's structure rules out, with why (describe prints them)
   std::vector<LayerPlan> pinned;   // the baselines' choices: never screened out
   const std::vector<BlockPlan>& of(Block b) const { return b == Block::Attn ? attn : mlp; }
   // Number of distinct per-block assignments of the whole model: (|attn| * |mlp|)^layers, as a

@@ -1,9 +1,10 @@
 // cpu_elementwise.cpp: row-wise ops without reductions across rows: residual add and rotary embedding.
-// Rotary angles come from a per-thread cos/sin table computed in double once per (head_dim, length).
+// Rotary angles come from a per-thread cos/sin table computed in double once per (rotated width, length).
 #include "executor/cpu/cpu_views.hpp"
 
 #include <Eigen/Core>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -50,13 +51,16 @@ void residual_add(const Op& op, const CpuOpContext& ctx) {
       a, b, out);
 }
 
-// Rotate-half: (x_i, x_{i+d/2}) -> (x_i cos - x_{i+d/2} sin, x_i sin + x_{i+d/2} cos); the inverse uses -sin.
+// Rotate-half over the first r columns of each head (r = rotary_dims, or d): (x_i, x_{i+r/2}) ->
+// (x_i cos - x_{i+r/2} sin, x_i sin + x_{i+r/2} cos), angles from r; the inverse uses -sin. Columns
+// [r, d) of a head pass through (copied when the op is not in place).
 void rope(const Op& op, const CpuOpContext& ctx, bool inverse) {
   const View dst = view_of(ctx, op.out[0]);
   const View src = op.n_in > 0 ? view_of(ctx, op.in[0]) : dst;
-  const int64_t heads = op.attrs.heads, d = op.attrs.head_dim, half = d / 2;
+  const int64_t heads = op.attrs.heads, d = op.attrs.head_dim;
+  const int64_t rot = op.attrs.rotary_dims > 0 ? op.attrs.rotary_dims : d, half = rot / 2;
   thread_local RopeTable table;
-  table.ensure(d, dst.s0 + dst.seq_rows);  // every batch entry covers the same seq range
+  table.ensure(rot, dst.s0 + dst.seq_rows);  // every batch entry covers the same seq range
   const float sign = inverse ? -1.0f : 1.0f;
   for (int64_t r = 0; r < dst.rows; ++r) {
     const int64_t pos = dst.seq_index(r);
@@ -72,6 +76,7 @@ void rope(const Op& op, const CpuOpContext& ctx, bool inverse) {
         y[i] = x1 * c[i] - x2 * si;
         y[i + half] = x1 * si + x2 * c[i];
       }
+      if (y != x) std::copy(x + rot, x + d, y + rot);
     }
   }
 }

@@ -2,11 +2,16 @@
 // Query rows are cut into blocks and each block's GEMMs run over the keys its queries can see only, so the
 // masked upper triangle is (mostly) skipped, as a causal kernel does and as the cost model charges. Query
 // heads that share a KV head (grouped-query attention) form one batch with a zero stride on K and V.
+// With a sliding window a block's GEMMs also skip the keys before its first query's window, and K/V may
+// start at a seq k0 > 0 (windowed sequence slices); P's columns stay absolute key positions.
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
 
 #include "executor/cuda/cuda_gemm.hpp"
+#include "executor/runtime/check.hpp"
 
 namespace domino::cuda {
 namespace {
@@ -23,9 +28,9 @@ DevView block(const DevView& v, int64_t b) {
   return out;
 }
 
-// Query rows [r0, r1) and the keys [0, keys) they see.
+// Query rows [r0, r1) and the keys [lo, lo + keys) (absolute positions) they see.
 struct QueryBlock {
-  int64_t r0, r1, keys;
+  int64_t r0, r1, lo, keys;
 };
 
 // At least 128 rows per block (narrower GEMMs lose more than the skipped keys save) and at most 16 blocks
@@ -40,13 +45,20 @@ struct CausalBlocks {
   const QueryBlock* end() const { return at.data() + count; }
 };
 
-CausalBlocks causal_blocks(int64_t sq, int64_t seq0, int64_t nk) {
+// K/V hold keys [k0, kv_end); the query rows start at position seq0.
+struct KeyRange {
+  int64_t k0, kv_end, window;
+};
+
+CausalBlocks causal_blocks(int64_t sq, int64_t seq0, const KeyRange& kr) {
   const int64_t n = std::clamp<int64_t>((sq + 127) / 128, 1, kMaxQueryBlocks);
   CausalBlocks blocks;
   for (int64_t i = n - 1; i >= 0; --i) {
     const int64_t r0 = i * sq / n, r1 = (i + 1) * sq / n;
-    const int64_t keys = i == n - 1 ? nk : std::min(nk, seq0 + r1);
-    blocks.at[size_t(blocks.count++)] = QueryBlock{r0, r1, keys};
+    const bool all = i == n - 1;
+    const int64_t lo = all || kr.window <= 0 ? kr.k0 : std::max(kr.k0, seq0 + r0 - kr.window + 1);
+    const int64_t hi = all ? kr.kv_end : std::min(kr.kv_end, seq0 + r1);
+    blocks.at[size_t(blocks.count++)] = QueryBlock{r0, r1, lo, hi - lo};
   }
   return blocks;
 }
@@ -58,6 +70,7 @@ struct AttnBlock {
   const AttnShape& a;
   QueryBlock qb;
   int g;
+  int64_t k0;  // key position of K/V's first row
   int group() const { return a.heads / a.kv_heads; }
   int64_t d() const { return a.head_dim; }
   int64_t h0() const { return int64_t(g) * group(); }
@@ -66,9 +79,9 @@ struct AttnBlock {
   char* query_head(const DevView& v, int64_t h) const {
     return offset(v.base, qb.r0 * v.row_stride + h * d(), v.elt);
   }
-  char* key_head(const DevView& v) const { return offset(v.base, g * d(), v.elt); }
+  char* key_head(const DevView& v) const { return offset(v.base, (qb.lo - k0) * v.row_stride + g * d(), v.elt); }
   char* p_head(const DevView& v, int64_t h) const {
-    return offset(v.base, qb.r0 * v.row_stride + h * a.key_stride, v.elt);
+    return offset(v.base, qb.r0 * v.row_stride + h * a.key_stride + qb.lo, v.elt);
   }
 };
 
@@ -119,23 +132,37 @@ struct AttnBwdViews {
   DevView q, k, v, p, dctx, dq, dk, dv, dp;
 };
 
+// Zeroes the first `rows` rows of a key-shaped view of one batch entry (the rows an accumulating backward
+// writes "=").
+void zero_key_rows(const DevView& v, int64_t rows, StreamHandle s) {
+  if (rows <= 0) return;
+  const size_t eb = size_t(elt_bytes(v.elt));
+  DOMINO_CUDA_CHECK(cudaMemset2DAsync(v.base, size_t(v.row_stride) * eb, 0, size_t(v.ncols) * eb, size_t(rows),
+                                      static_cast<cudaStream_t>(s)));
+}
+
+KeyRange key_range(const DevView& k, const AttnShape& a) {
+  return KeyRange{k.seq0, k.seq0 + k.rows_per_batch, a.window};
+}
+
 }  // namespace
 
 void attention_fwd(void* h, StreamHandle s, const AttentionFwdArgs& args) {
   const DevView &q = args.q, &k = args.k, &v = args.v, &p = args.p, &ctx = args.ctx;
   const AttnShape& a = args.shape;
-  const int64_t sq = q.rows_per_batch, nk = k.rows_per_batch;
+  const int64_t sq = q.rows_per_batch;
+  const KeyRange kr = key_range(k, a);
   const float scale = 1.f / std::sqrt(float(a.head_dim));
-  const CausalBlocks blocks = causal_blocks(sq, q.seq0, nk);
+  const CausalBlocks blocks = causal_blocks(sq, q.seq0, kr);
   for (int64_t b = 0; b < q.nbatch; ++b) {
     const DevView qb = block(q, b), kb = block(k, b), vb = block(v, b), pb = block(p, b), cb = block(ctx, b);
     for (const QueryBlock& r : blocks) {
-      for (int g = 0; g < a.kv_heads; ++g) head_scores(h, AttnBlock{a, r, g}, qb, kb, pb, scale);
+      for (int g = 0; g < a.kv_heads; ++g) head_scores(h, AttnBlock{a, r, g, kr.k0}, qb, kb, pb, scale);
     }
-    // Reads only the keys [0, position] of each row, all inside the columns its block computed.
-    causal_softmax_fwd(pb, SoftmaxShape{a.heads, a.key_stride, nk, 1.f}, s);
+    // Reads only the keys of each row's window, all inside the columns its block computed.
+    causal_softmax_fwd(pb, SoftmaxShape{a.heads, a.key_stride, kr.kv_end, 1.f, a.window}, s);
     for (const QueryBlock& r : blocks) {
-      for (int g = 0; g < a.kv_heads; ++g) head_context(h, AttnBlock{a, r, g}, pb, vb, cb);
+      for (int g = 0; g < a.kv_heads; ++g) head_context(h, AttnBlock{a, r, g, kr.k0}, pb, vb, cb);
     }
   }
 }
@@ -143,28 +170,33 @@ void attention_fwd(void* h, StreamHandle s, const AttentionFwdArgs& args) {
 void attention_bwd(void* h, StreamHandle s, const AttentionBwdArgs& args) {
   const AttnShape& a = args.shape;
   const DevView& q = args.q;
-  const int64_t sq = q.rows_per_batch, nk = args.k.rows_per_batch;
+  const int64_t sq = q.rows_per_batch;
+  const KeyRange kr = key_range(args.k, a);
   const int64_t ld_dp = int64_t(a.heads) * a.key_stride;
   const float scale = 1.f / std::sqrt(float(a.head_dim));
-  const CausalBlocks blocks = causal_blocks(sq, q.seq0, nk);
+  const CausalBlocks blocks = causal_blocks(sq, q.seq0, kr);
+  // Accumulating with a window: the keys below overwrite_end are written "=" (zeroed first).
+  const int64_t fresh = args.accumulate ? std::clamp<int64_t>(args.overwrite_end - kr.k0, 0, kr.kv_end - kr.k0) : 0;
   for (int64_t b = 0; b < q.nbatch; ++b) {
     AttnBwdViews w{block(q, b),         block(args.k, b),  block(args.v, b),  block(args.p, b),
                    block(args.dctx, b), block(args.dq, b), block(args.dk, b), block(args.dv, b),
                    DevView{args.dp_scratch, q.elt, ld_dp, sq * ld_dp, sq, 1, ld_dp, q.seq0}};
+    zero_key_rows(w.dk, fresh, s);
+    zero_key_rows(w.dv, fresh, s);
     // The first block (the last query rows) sees every key, so it alone decides overwrite vs accumulate.
     for (int i = 0; i < blocks.count; ++i) {
       const bool overwrite = i == 0 && !args.accumulate;
       for (int g = 0; g < a.kv_heads; ++g) {
-        const AttnBlock t{a, blocks.at[size_t(i)], g};
+        const AttnBlock t{a, blocks.at[size_t(i)], g, kr.k0};
         head_scores(h, t, w.dctx, w.v, w.dp, 1.f);     // dP_h = dctx_h V_g^T
         key_grad(h, t, w.p, w.dctx, w.dv, overwrite);  // dV_g (+)= sum_h P_h^T dctx_h
       }
     }
-    causal_softmax_bwd(w.p, w.dp, SoftmaxShape{a.heads, a.key_stride, nk, scale}, s);
+    causal_softmax_bwd(w.p, w.dp, SoftmaxShape{a.heads, a.key_stride, kr.kv_end, scale, a.window}, s);
     for (int i = 0; i < blocks.count; ++i) {
       const bool overwrite = i == 0 && !args.accumulate;
       for (int g = 0; g < a.kv_heads; ++g) {
-        const AttnBlock t{a, blocks.at[size_t(i)], g};
+        const AttnBlock t{a, blocks.at[size_t(i)], g, kr.k0};
         head_context(h, t, w.dp, w.k, w.dq);         // dQ_h = dS_h K_g
         key_grad(h, t, w.dp, w.q, w.dk, overwrite);  // dK_g (+)= sum_h dS_h^T Q_h
       }

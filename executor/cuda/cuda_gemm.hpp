@@ -42,6 +42,7 @@ namespace domino::cuda {
 struct AttnShape {
   int heads = 0, kv_heads = 0, head_dim = 0;
   int64_t key_stride = 0;  // columns per head in the probabilities buffer (the model's seq_len)
+  int64_t window = 0;      // sliding window: a query at i sees keys (i - window, i]; 0: all earlier keys
 };
 // Causal attention of AttnFwd (see sim/ir/schedule.hpp) through strided-batched GEMMs and the softmax kernel.
 struct AttentionFwdArgs {
@@ -56,6 +57,7 @@ struct AttentionBwdArgs {
   DevView q, k, v, p, dctx;
   DevView dq, dk, dv;
   bool accumulate = false;
+  int64_t overwrite_end = 0;  // with accumulate: dK/dV rows of key positions below it are written ("=")
   AttnShape shape;
   void* dp_scratch = nullptr;  // rows_per_batch * heads * key_stride elements of q's type
 };

@@ -60,7 +60,8 @@ void relu_bwd(const DevView& x, const DevView& dy, const DevView& dx, StreamHand
 // GeGLU: gelu (the tanh approximation of gelu_fwd) of the gate times up; layout as SwiGLU.
 void geglu_fwd(const DevView& x, const DevView& y, StreamHandle s);
 void geglu_bwd(const DevView& x, const DevView& dy, const DevView& dx, StreamHandle s);
-void rope(const DevView& x, int heads, int head_dim, bool inverse, StreamHandle s);
+// Rotates the first rotary_dims columns of each head (rotate-half within them; 0: all head_dim).
+void rope(const DevView& x, int heads, int head_dim, int rotary_dims, bool inverse, StreamHandle s);
 void residual_add(const DevView& a, const DevView& b, const DevView* bias, const DevView& out, StreamHandle s);
 void add_bias(const DevView& out, const DevView& bias, StreamHandle s);
 void bias_grad(const DevView& dy, const DevView& dbias, bool accumulate, float* scratch, StreamHandle s);
@@ -102,9 +103,10 @@ struct SoftmaxShape {
   int64_t key_stride = 0;  // columns per head in P
   int64_t nk = 0;          // keys [0, nk)
   float scale = 1.f;
+  int64_t window = 0;      // sliding window: keys (query - window, query] only; 0: none
 };
 // Causal softmax in place on the scores of query rows [q0, q0+nq) against keys [0, nk): scale, mask
-// key > query, normalise; entries of masked keys set to 0.
+// key > query (and key <= query - window), normalise; entries of masked keys set to 0.
 void causal_softmax_fwd(const DevView& p, const SoftmaxShape& shape, StreamHandle s);
 // dS = P * (dP - rowsum(dP * P)) * scale, in place on dp.
 void causal_softmax_bwd(const DevView& p, const DevView& dp, const SoftmaxShape& shape, StreamHandle s);

@@ -81,6 +81,25 @@ void run_gemm(const Launch& l) {
   }
 }
 
+// Batch entry b of v with each row cut into `groups` rows of ncols / groups columns: a grouped norm
+// (QK-norm per head, attrs.head_dim > 0) normalises each group as a row of its own.
+DevView grouped(const DevView& v, int64_t b, int64_t groups) {
+  DevView g = v;
+  g.base = static_cast<char*>(v.base) + b * v.batch_stride * elt_bytes(v.elt);
+  g.ncols = v.ncols / groups;
+  g.nbatch = v.rows_per_batch;
+  g.batch_stride = v.row_stride;
+  g.rows_per_batch = groups;
+  g.row_stride = g.ncols;
+  g.seq0 = 0;
+  return g;
+}
+
+int64_t norm_groups(const Launch& l) {
+  const int64_t g = l.op.attrs.head_dim;
+  return g > 0 ? l.op.in[0].cols() / g : 1;
+}
+
 void run_norm_fwd(const Launch& l) {
   NormFwdArgs a;
   a.rms = l.op.code == OpCode::RmsNormFwd;
@@ -89,7 +108,13 @@ void run_norm_fwd(const Launch& l) {
   a.beta = a.rms ? nullptr : &beta;
   a.y = l.out(0), a.stats = l.out(1);
   a.eps = l.op.attrs.eps;
-  norm_fwd(a, l.s);
+  const int64_t groups = norm_groups(l);
+  if (groups == 1) return norm_fwd(a, l.s);
+  const DevView x = a.x, y = a.y, stats = a.stats;
+  for (int64_t b = 0; b < x.nbatch; ++b) {
+    a.x = grouped(x, b, groups), a.y = grouped(y, b, groups), a.stats = grouped(stats, b, groups);
+    norm_fwd(a, l.s);
+  }
 }
 
 void run_norm_bwd(const Launch& l) {
@@ -106,7 +131,16 @@ void run_norm_bwd(const Launch& l) {
   a.dbeta = a.rms ? nullptr : &dbeta;
   a.accumulate_params = l.op.attrs.accumulate_params;
   a.scratch = l.dev.reduce_scratch;
-  norm_bwd(a, l.s);
+  const int64_t groups = norm_groups(l);
+  if (groups == 1) return norm_bwd(a, l.s);
+  // One dy chunk (the verifier's rule); every batch entry after the first adds to the gains' gradients.
+  const DevView x = a.x, stats = a.stats, dy0 = dy[0], dx = a.dx;
+  for (int64_t b = 0; b < x.nbatch; ++b) {
+    a.x = grouped(x, b, groups), a.stats = grouped(stats, b, groups), a.dx = grouped(dx, b, groups);
+    dy[0] = grouped(dy0, b, groups);
+    a.accumulate_params = l.op.attrs.accumulate_params || b > 0;
+    norm_bwd(a, l.s);
+  }
 }
 
 void run_activation(const Launch& l) {
@@ -121,7 +155,7 @@ void run_activation(const Launch& l) {
     case OpCode::GegluFwd: return geglu_fwd(l.in(0), l.out(0), l.s);
     case OpCode::GegluBwd: return geglu_bwd(l.in(0), l.in(1), l.out(0), l.s);
     default:  // RopeFwd, RopeBwd: in place on out[0]
-      return rope(l.out(0), op.attrs.heads, op.attrs.head_dim, op.code == OpCode::RopeBwd, l.s);
+      return rope(l.out(0), op.attrs.heads, op.attrs.head_dim, op.attrs.rotary_dims, op.code == OpCode::RopeBwd, l.s);
   }
 }
 
@@ -129,7 +163,8 @@ void run_attention(const Launch& l) {
   const Op& op = l.op;
   const bool fwd = op.code == OpCode::AttnFwd;
   const BufferDesc& probs = l.dev.schedule->buffers[size_t(fwd ? op.out[1].buffer : op.in[3].buffer)];
-  const AttnShape shape{op.attrs.heads, op.attrs.kv_heads, op.attrs.head_dim, probs.cols / op.attrs.heads};
+  const AttnShape shape{op.attrs.heads, op.attrs.kv_heads, op.attrs.head_dim, probs.cols / op.attrs.heads,
+                        op.attrs.window};
   if (fwd) {
     AttentionFwdArgs a;
     a.q = l.in(0), a.k = l.in(1), a.v = l.in(2);
@@ -141,6 +176,7 @@ void run_attention(const Launch& l) {
   a.q = l.in(0), a.k = l.in(1), a.v = l.in(2), a.p = l.in(3), a.dctx = l.in(4);
   a.dq = l.out(0), a.dk = l.out(1), a.dv = l.out(2);
   a.accumulate = l.accumulate();
+  a.overwrite_end = op.attrs.overwrite_end;
   a.shape = shape;
   a.dp_scratch = l.dev.attn_scratch;
   attention_bwd(l.cublas, l.s, a);

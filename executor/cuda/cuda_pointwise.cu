@@ -89,13 +89,13 @@ __global__ void geglu_bwd_kernel(View<T> x, View<T> dy, View<T> dx) {
   }
 }
 template <typename T>
-__global__ void rope_kernel(View<T> x, int heads, int d, float sign) {
-  const int half = d / 2;
+__global__ void rope_kernel(View<T> x, int heads, int d, int rot, float sign) {
+  const int half = rot / 2;  // partial rotary: the first rot columns of each head turn, the rest stay
   DOMINO_FOR_EACH(x.rows() * heads * half) {
     const int64_t r = i / (int64_t(heads) * half);
     const int hh = static_cast<int>((i / half) % heads), k = static_cast<int>(i % half);
     // In double as the CPU's table: a float angle is off by about pos * 6e-8 rad (1e-3 at 16k positions).
-    const double theta = double(x.pos(r)) * pow(10000.0, -2.0 * k / d);
+    const double theta = double(x.pos(r)) * pow(10000.0, -2.0 * k / rot);
     double snd, csd;
     sincos(theta, &snd, &csd);
     const float sn = float(snd) * sign, cs = float(csd);
@@ -243,8 +243,9 @@ void geglu_bwd(const DevView& x, const DevView& dy, const DevView& dx, StreamHan
   DOMINO_DISPATCH_ELT(x.elt, geglu_bwd_kernel<T><<<grid_for(dy.rows() * dy.ncols), 256, 0, stream_of(s)>>>(view_of<T>(x), view_of<T>(dy), view_of<T>(dx)));
   DOMINO_CUDA_LAUNCHED("geglu_bwd_kernel");
 }
-void rope(const DevView& x, int heads, int head_dim, bool inverse, StreamHandle s) {
-  DOMINO_DISPATCH_ELT(x.elt, rope_kernel<T><<<grid_for(x.rows() * heads * (head_dim / 2)), 256, 0, stream_of(s)>>>(view_of<T>(x), heads, head_dim, inverse ? -1.f : 1.f));
+void rope(const DevView& x, int heads, int head_dim, int rotary_dims, bool inverse, StreamHandle s) {
+  const int rot = rotary_dims > 0 ? rotary_dims : head_dim;
+  DOMINO_DISPATCH_ELT(x.elt, rope_kernel<T><<<grid_for(x.rows() * heads * (rot / 2)), 256, 0, stream_of(s)>>>(view_of<T>(x), heads, head_dim, rot, inverse ? -1.f : 1.f));
   DOMINO_CUDA_LAUNCHED("rope_kernel");
 }
 void residual_add(const DevView& a, const DevView& b, const DevView* bias, const DevView& out, StreamHandle s) {

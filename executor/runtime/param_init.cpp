@@ -24,13 +24,16 @@ uint64_t hash_of(uint64_t seed, uint64_t a, uint64_t b, uint64_t c, uint64_t d) 
 float symmetric_unit(uint64_t h) { return float(int64_t(h >> 40) - (int64_t(1) << 23)) / float(1 << 23); }
 
 bool is_gamma(ParamKind k) {
-  return k == ParamKind::AttnNormGamma || k == ParamKind::MlpNormGamma || k == ParamKind::FinalNormGamma;
+  return k == ParamKind::AttnNormGamma || k == ParamKind::MlpNormGamma || k == ParamKind::FinalNormGamma ||
+         k == ParamKind::QNormGamma || k == ParamKind::KNormGamma ||
+         k == ParamKind::AttnPostNormGamma || k == ParamKind::MlpPostNormGamma;
 }
 
 bool is_zero_init(ParamKind k) {
   switch (k) {
     case ParamKind::QkvBias: case ParamKind::ProjBias: case ParamKind::Fc1Bias: case ParamKind::Fc2Bias:
     case ParamKind::AttnNormBeta: case ParamKind::MlpNormBeta: case ParamKind::FinalNormBeta:
+    case ParamKind::AttnPostNormBeta: case ParamKind::MlpPostNormBeta:
       return true;
     default:
       return false;

@@ -3,13 +3,15 @@
 // - QKV [h, (a+2kv)*d], columns [all Q heads | all K heads | all V heads]; rank r holds
 //   [its a/tp Q heads | its K heads | its V heads]. With tp > kv_heads the KV heads are replicated:
 //   rank r uses KV head r / (tp/kv_heads) (the group of its query heads).
-// - proj [h, h] and fc2 [ffn, h]: row-parallel, rank r holds its rows.
+// - proj [heads*head_dim, h] and fc2 [ffn, h]: row-parallel, rank r holds its rows (proj's rows are the
+//   attention width, which differs from h when head_dim is decoupled, as in Gemma).
 // - fc1 [h, ffn] (GeLU) or [h, 2*ffn] = [gate | up] (SwiGLU): rank r holds [gate_r | up_r].
 // - Token embedding [V, h]: rank r holds rows [r*n, r*n + n); head [h, V]: columns [r*n, r*n + n), with
 //   n = ModelSpec::vocab_per_rank() (vocab-parallel). When tp does not divide V the last shard's ids at or
 //   beyond V are padding: zero, never looked up, never a target (vocab_padding).
 // - Column-parallel biases follow their columns; row-parallel biases, norms, positional embedding:
-//   replicated.
+//   replicated. QK-norm gains: replicated (per head: [1, head_dim]; full, tp = 1 only: the projection's
+//   width).
 #include "sim/base/error.hpp"
 #include "sim/ir/schedule.hpp"
 
@@ -49,7 +51,11 @@ std::array<int64_t, 2> full_shape(const ModelSpec& m, const BufferDesc& buf) {
     case ParamKind::QkvBias:
       return {1, qkv};
     case ParamKind::ProjWeight:
-      return {h, h};
+      return {m.attn_width(), h};
+    case ParamKind::QNormGamma:
+      return {1, m.qk_norm == QkNorm::Full ? m.attn_width() : m.head_dim()};
+    case ParamKind::KNormGamma:
+      return {1, m.qk_norm == QkNorm::Full ? int64_t(m.kv_heads) * m.head_dim() : m.head_dim()};
     case ParamKind::Fc1Weight:
       return {h, fc1};
     case ParamKind::Fc1Bias:
@@ -64,6 +70,10 @@ std::array<int64_t, 2> full_shape(const ModelSpec& m, const BufferDesc& buf) {
     case ParamKind::MlpNormBeta:
     case ParamKind::FinalNormGamma:
     case ParamKind::FinalNormBeta:
+    case ParamKind::AttnPostNormGamma:
+    case ParamKind::AttnPostNormBeta:
+    case ParamKind::MlpPostNormGamma:
+    case ParamKind::MlpPostNormBeta:
       return {1, h};
     case ParamKind::TokenEmbedding:
       return {m.vocab, h};

@@ -49,6 +49,9 @@ enum class OpCode : uint8_t {
   MatMulWgrad,
   // in[0]=x, in[1]=gamma [1,1,h], in[2]=beta [1,1,h] (LayerNorm only); out[0]=y, out[1]=stats [.,.,2]
   // holding (mean, rstd) per row (RMSNorm: mean stored as 0). eps = attrs.eps.
+  // Grouped (QK-norm per head): attrs.head_dim = g > 0 normalises each group of g columns of a row on its
+  // own with the one gamma (and beta) [1,1,g] every group shares; stats then holds (mean, rstd) per group,
+  // [., ., 2 * cols/g]. The backward takes the same attrs.head_dim (then with chunks = 1).
   LayerNormFwd,
   RmsNormFwd,
   // in[0]=x (the forward input), in[1]=stats, in[2]=gamma, in[3..3+n)=dy given as n column chunks
@@ -67,6 +70,9 @@ enum class OpCode : uint8_t {
   SwigluBwd,
   // In place on out[0] (== in[0]): rotary embedding on attrs.heads heads of attrs.head_dim columns each,
   // position of a row = its seq index; rotate-half convention, base 10000. RopeBwd applies the inverse.
+  // Partial rotary (GPT-NeoX rotary_pct, GPT-J rotary_dim): attrs.rotary_dims = r > 0 rotates only the
+  // first r columns of each head, rotate-half within them (GPT-NeoX's layout: pairs (i, i + r/2), angle
+  // pos * 10000^(-2i/r)); the other columns pass through. 0: all head_dim columns.
   RopeFwd,
   RopeBwd,
   // Causal attention for the query rows of one slice. in[0]=Q [rows, H*d], in[1]=K [keys, KV*d],
@@ -76,10 +82,15 @@ enum class OpCode : uint8_t {
   // d = attrs.head_dim, scale 1/sqrt(d). out[0]=context [rows, H*d]; out[1]=probabilities P, a region of
   // the probs buffer [batch, seq(query), H*seq_len(keys)] covering the query rows, head-major columns
   // (column = head*seq_len + key position), entries beyond kv_end or above the diagonal written as 0.
+  // Sliding window (attrs.window = w > 0): the query at position i sees keys (i - w, i] only; K/V may then
+  // start at seq k0 > 0 (any k0 <= max(0, first query position - w + 1)); P entries outside are 0.
   AttnFwd,
   // in[0]=Q, in[1]=K, in[2]=V, in[3]=P (as in AttnFwd), in[4]=dcontext [rows, H*d];
   // out[0] = dQ (query rows; "="), out[1] = dK, out[2] = dV over the key rows of in[1]/in[2]
-  // ("(+)=" with attrs.accumulate: several query slices contribute to the same keys).
+  // ("(+)=" with attrs.accumulate: several query slices contribute to the same keys). With accumulate,
+  // the dK/dV rows at seq positions below attrs.overwrite_end are written ("=") nonetheless: with a
+  // sliding window the slice processed first no longer covers every key, so each slice writes the keys no
+  // slice before it touched. attrs.window as in AttnFwd.
   AttnBwd,
   // out[0] = in[0] + in[1] (+ in[2], a [1,1,n] bias broadcast over rows, if present).
   ResidualAdd,
@@ -149,6 +160,11 @@ enum class ParamKind : uint8_t {
   None, QkvWeight, QkvBias, ProjWeight, ProjBias, Fc1Weight, Fc1Bias, Fc2Weight, Fc2Bias,
   AttnNormGamma, AttnNormBeta, MlpNormGamma, MlpNormBeta, FinalNormGamma, FinalNormBeta,
   TokenEmbedding, PositionEmbedding, HeadWeight,
+  // QK-norm gains (replicated): per head [1, head_dim]; full (tp = 1 only) [1, heads*head_dim] for the
+  // queries and [1, kv_heads*head_dim] for the keys.
+  QNormGamma, KNormGamma,
+  // Post / sandwich norms on a block's reduced output (appended: the values above seed parameter init).
+  AttnPostNormGamma, AttnPostNormBeta, MlpPostNormGamma, MlpPostNormBeta,
 };
 const char* to_string(ParamKind k);
 
@@ -185,6 +201,10 @@ struct OpAttrs {
   bool weight_decay = false;       // optimizer: this parameter decays (matrices; not biases or norm gains)
   ReduceOp reduce = ReduceOp::Sum; // AllReduce: how the group combines its elements
   int32_t vocab = 0;               // vocabulary-parallel ops: the full vocabulary; 0: unsharded
+  // Attention features (see AttnFwd, AttnBwd, RopeFwd above); 0 keeps the plain behaviour.
+  int32_t window = 0;              // attention: keys each query sees (sliding window); 0: all earlier keys
+  int32_t overwrite_end = 0;       // AttnBwd with accumulate: dK/dV rows below this seq are written
+  int16_t rotary_dims = 0;         // rope: leading columns of each head that are rotated; 0: all
 };
 
 // The vocabulary ids a vocabulary-parallel op sees on `rank`: [first, first + width), of which those

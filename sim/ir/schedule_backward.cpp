@@ -21,6 +21,8 @@
 //   behind its own wgrad and the other slice's B' (for p = 2: F'1's behind B'0, F'0's behind the
 //   previous block's B'1), and N' waits for them just before it runs: DeepSpeed's rule.
 //   A deep next-processed block's held-back N'0 comes after this block's first B'.
+// Parallel blocks (deep order only): the MLP's N' wait until the attention's B' have read d(x_out) of their
+// rows. Post norms: B'_i starts with the post norm's backward.
 #include "sim/ir/schedule_builder_internal.hpp"
 
 namespace domino::detail {
@@ -42,18 +44,51 @@ void Builder::backward_block(int l, Block block) {
     backward_block_deepspeed(l, block);
     return;
   }
+  // Parallel layers: the MLP's norm backwards wait (pending) for the attention's row-parallel backward,
+  // which must read d(x_out) before they add into it; each goes right before the attention's next norm
+  // backward once the attention has read all its rows (latest: the end of the attention's block).
+  const bool mlp_pending = parallel_ && block == Block::Mlp;
+  const bool attn_flushes = parallel_ && block == Block::Attn;
   for (int j = 0; j < bp.p; ++j) {
     const int i = bp.p - 1 - j;
     bwd_back(l, block, i);
     bwd_front(l, block, i);
     if (j == 0) flush_deferred_backward();
-    if (j > 0) bwd_norm(l, block, i + 1);
+    if (j > 0 && attn_flushes) emit_pending_mlp_norms(l, i);
+    if (j > 0 && mlp_pending) pending_mlp_norms_.push_back(i + 1);
+    if (j > 0 && !mlp_pending) bwd_norm(l, block, i + 1);
   }
+  if (mlp_pending) {
+    pending_mlp_norms_.push_back(0);
+    pending_layer_ = l;
+    return;
+  }
+  if (attn_flushes) emit_pending_mlp_norms(l, 0);
   if (defers_norm_backward(l, block)) {
     deferred_ = Deferred{true, l, block, 0};
   } else {
     bwd_norm(l, block, 0);
   }
+}
+
+// Emits the pending MLP norm backwards of layer l whose rows no attention slice below
+// `lowest_attn_slice_done` covers: every attention slice that reads their d(x_out) rows has run its B'.
+void Builder::emit_pending_mlp_norms(int l, int lowest_attn_slice_done) {
+  if (pending_layer_ != l) return;
+  const BlockPlan& attn = block_plan(l, Block::Attn);
+  const BlockPlan& mlp = block_plan(l, Block::Mlp);
+  std::vector<int> still;
+  for (int k : pending_mlp_norms_) {
+    bool read = true;
+    for (int a = 0; a < lowest_attn_slice_done; ++a)
+      read = read && !slice_box(attn, a).intersects(slice_box(mlp, k));
+    if (read) {
+      bwd_norm(l, Block::Mlp, k);
+    } else {
+      still.push_back(k);
+    }
+  }
+  pending_mlp_norms_ = std::move(still);
 }
 
 // Mirrors forward_block_deepspeed op for op (see the header).
@@ -153,13 +188,38 @@ void Builder::bwd_column_parallel(int l, Block block, int i, const LinearBwd& li
   after_input_grad_allreduces(op, ars, bp);
 }
 
+// With a post norm, the row-parallel layer's output gradient is the post norm's backward of d(x_out) rows.
 void Builder::bwd_back(int l, Block block, int i) {
   const LayerBuffers& b = lb_[size_t(l)];
+  if (post_norm_) bwd_post_norm(l, block, i);
+  const int32_t dy = post_norm_ ? gb_.dpost : gb_.dresid;
   if (block == Block::Mlp) {
-    bwd_row_parallel(l, block, i, {"fc2.dgrad", "fc2.wgrad", Fc2W, b.act, gb_.dresid, gb_.dact, f_l_, h_});
+    bwd_row_parallel(l, block, i, {"fc2.dgrad", "fc2.wgrad", Fc2W, b.act, dy, gb_.dact, f_l_, h_});
   } else {
-    bwd_row_parallel(l, block, i, {"proj.dgrad", "proj.wgrad", ProjW, b.ctx, gb_.dresid, gb_.dctx, a_l_ * d_, h_});
+    bwd_row_parallel(l, block, i, {"proj.dgrad", "proj.wgrad", ProjW, b.ctx, dy, gb_.dctx, a_l_ * d_, h_});
   }
+}
+
+// Post norm backward of slice i: its input is the saved reduced sums, its output gradient the residual
+// gradient's rows (one chunk: q = 1); writes the gradient of the reduced sums into dpost.
+void Builder::bwd_post_norm(int l, Block block, int i) {
+  const BlockPlan& bp = block_plan(l, block);
+  const Box box = slice_box(bp, i);
+  const LayerBuffers& b = lb_[size_t(l)];
+  const size_t k = block == Block::Attn ? 0 : 1;
+  const int gamma = k == 0 ? P1G : P2G;
+  Op& op = emit(l, Phase::Backward, block, "post.norm.bwd", i, -1,
+                rms_ ? OpCode::RmsNormBwd : OpCode::LayerNormBwd);
+  in(op, whole(partial_buffer(false, block, l, bp, i, 0)));
+  in(op, rows(b.post_st[k], box));
+  in(op, whole(b.param[size_t(gamma)]));
+  in(op, rows(gb_.dresid, box));
+  out(op, rows(gb_.dpost, box));
+  const int32_t dgamma = b.grad[size_t(gamma)];
+  out(op, whole(dgamma));
+  if (layernorm_) out(op, whole(b.grad[size_t(gamma + 1)]));
+  op.attrs.chunks = 1;
+  op.attrs.accumulate_params = !norm_grads_started_.insert(dgamma).second;
 }
 
 void Builder::bwd_front(int l, Block block, int i) {
@@ -174,52 +234,68 @@ void Builder::bwd_front(int l, Block block, int i) {
       in(op, rows(gb_.dact, box));
       out(op, rows(gb_.dhpre, box));
     }
-    bwd_column_parallel(l, block, i, {"fc1.dgrad", "fc1.wgrad", Fc1W, b.xn2, gb_.dhpre, -1, h_, fc1_cols_});
+    const int32_t x = norm_column_gemm(l, block).xn;
+    bwd_column_parallel(l, block, i, {"fc1.dgrad", "fc1.wgrad", Fc1W, x, gb_.dhpre, -1, h_, fc1_cols_});
     return;
   }
-  const int64_t k_end = (a_l_ + kv_l_) * d_;  // end of the key columns: rope turns queries and keys
-  const Box keys{box.b0, box.b1, 0, box.s1};
+  // With QK-norm dQ and dK go to the gradient of the normalised [q | k], whose norms' backward writes
+  // qkv's gradient columns.
+  const int32_t qk = qk_norm_ ? b.qk : b.qkv, dqk = qk_norm_ ? gb_.dqk : gb_.dqkv;
+  const int64_t window = window_of(l);
   {
     Op& op = emit(l, BW, block, "core.bwd", i, -1, OpCode::AttnBwd);
-    qkv_operands(op, b.qkv, box, keys, false);
+    qkv_operands(op, qk, b.qkv, box, key_box(l, box), false);
     in(op, rows(b.probs, box));
     in(op, rows(gb_.dctx, box));
-    qkv_operands(op, gb_.dqkv, box, keys, true);
+    qkv_operands(op, dqk, gb_.dqkv, box, key_box(l, box), true);
     // Sequence slices share keys: the last slice (processed first) covers them all and writes "=",
-    // earlier slices add their share.
+    // earlier slices add their share. With a window a slice writes the keys below the next slice's first
+    // key, which no slice touched before it.
     op.attrs.accumulate = bp.dim == SplitDim::Sequence && i != bp.p - 1;
+    if (op.attrs.accumulate) op.attrs.overwrite_end = int32_t(first_key(slice_box(bp, i + 1), window));
     op.attrs.heads = int16_t(a_l_), op.attrs.kv_heads = int16_t(kv_l_), op.attrs.head_dim = int16_t(d_);
+    op.attrs.window = int32_t(window);
     // dV, dP, dQ and dK: four products over the causal (query, key) pairs.
-    op.flops = 8.0 * causal_pairs(box) * double(d_) * double(a_l_);
+    op.flops = 8.0 * causal_pairs(box, window) * double(d_) * double(a_l_);
   }
-  if (rotary_) {
-    Op& op = emit(l, BW, block, "rope.bwd", i, -1, OpCode::RopeBwd);
-    in(op, rows(gb_.dqkv, box, 0, k_end));
-    out(op, rows(gb_.dqkv, box, 0, k_end));
-    op.attrs.heads = int16_t(a_l_ + kv_l_), op.attrs.head_dim = int16_t(d_);
-  }
-  bwd_column_parallel(l, block, i, {"qkv.dgrad", "qkv.wgrad", QkvW, b.xn1, gb_.dqkv, -1, h_, qkv_cols_});
+  if (rotary_) emit_rope(l, BW, i, box, dqk);
+  if (qk_norm_) qk_norm_backward(l, i, box);
+  const int32_t x = norm_column_gemm(l, block).xn;
+  bwd_column_parallel(l, block, i, {"qkv.dgrad", "qkv.wgrad", QkvW, x, gb_.dqkv, -1, h_, qkv_cols_});
 }
 
 // N'_i: the norm backward adds the reduced input gradient (q chunks) into the residual gradient, which
 // already holds the pass-through part.
+// A shared norm (parallel blocks) is linear in its output gradient: the MLP runs its own norm backward with
+// the attention norm's input, stats and gamma, adding into the same gamma / beta gradients and d(x_in).
+// Exact, at the price of one more small op per slice.
+// Without a norm before the block (post only) N'_i is a plain add of the reduced sums (q = 1).
 void Builder::bwd_norm(int l, Block block, int i) {
   const BlockPlan& bp = block_plan(l, block);
   const Box box = slice_box(bp, i);
   const LayerBuffers& b = lb_[size_t(l)];
-  const bool attn = block == Block::Attn;
+  if (!pre_norm_) {
+    Op& op = emit(l, Phase::Backward, block, "add.bwd", i, -1, OpCode::ResidualAdd);
+    in(op, rows(gb_.dresid, box));
+    in(op, whole(partial_buffer(true, block, l, bp, i, 0)));
+    out(op, rows(gb_.dresid, box));
+    return;
+  }
+  const NormColumnGemm a = norm_column_gemm(l, block);
   Op& op =
       emit(l, Phase::Backward, block, "norm.bwd", i, -1, rms_ ? OpCode::RmsNormBwd : OpCode::LayerNormBwd);
-  in(op, rows(attn ? b.x_in : b.x_mid, box));
-  in(op, rows(attn ? b.st1 : b.st2, box));
-  in(op, whole(b.param[attn ? N1G : N2G]));
+  in(op, rows(a.x, box));
+  in(op, rows(a.stats, box));
+  in(op, whole(a.gamma));
   for (int c = 0; c < bp.q; ++c) in(op, whole(partial_buffer(true, block, l, bp, i, c)));
   out(op, rows(gb_.dresid, box));
-  out(op, whole(b.grad[attn ? N1G : N2G]));
-  if (layernorm_) out(op, whole(b.grad[attn ? N1B : N2B]));
+  const int32_t dgamma = b.grad[size_t(a.norm_param)];
+  out(op, whole(dgamma));
+  if (layernorm_) out(op, whole(b.grad[size_t(a.norm_param + 1)]));
   op.attrs.chunks = int16_t(bp.q);
   op.attrs.accumulate = true;
-  op.attrs.accumulate_params = i != bp.p - 1;
+  // The first writer of the gradients (slice p-1 of an unshared norm) writes "=".
+  op.attrs.accumulate_params = !norm_grads_started_.insert(dgamma).second;
 }
 
 // Megatron-LM's parameter groups: weight matrices and embeddings decay; biases and norm parameters do not.
@@ -253,7 +329,12 @@ void Builder::optimizer_step(int layer, Block block, const char* name, int32_t p
 void Builder::optimizer() {
   static const char* const kLayerNames[kLayerParams] = {
       "qkv.w", "qkv.b", "proj.w",      "proj.b",      "fc1.w",      "fc1.b",
-      "fc2.w", "fc2.b", "attn.norm.g", "attn.norm.b", "mlp.norm.g", "mlp.norm.b"};
+      "fc2.w", "fc2.b", "attn.norm.g", "attn.norm.b", "mlp.norm.g", "mlp.norm.b",
+      "attn.qnorm.g", "attn.knorm.g", "attn.post.norm.g", "attn.post.norm.b", "mlp.post.norm.g",
+      "mlp.post.norm.b"};
+  const auto attn_param = [](int p) {
+    return p <= ProjB || p == N1G || p == N1B || p == QnG || p == KnG || p == P1G || p == P1B;
+  };
   static const char* const kGlobalNames[kGlobalParams] = {"tok", "pos", "w", "norm.g", "norm.b"};
   static const Block kGlobalBlocks[kGlobalParams] = {Block::Embedding, Block::Embedding, Block::Head,
                                                      Block::Head, Block::Head};
@@ -264,7 +345,7 @@ void Builder::optimizer() {
   for (int l = 0; l < m_.layers; ++l) {
     const LayerBuffers& b = lb_[size_t(l)];
     for (int p = 0; p < kLayerParams; ++p) {
-      const Block block = (p <= ProjB || p == N1G || p == N1B) ? Block::Attn : Block::Mlp;
+      const Block block = attn_param(p) ? Block::Attn : Block::Mlp;
       optimizer_step(l, block, kLayerNames[p], b.param[p], b.grad[p], b.state1[p], b.state2[p]);
     }
   }

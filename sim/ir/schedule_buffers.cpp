@@ -73,34 +73,64 @@ void Builder::make_buffers() {
     auto* G = &b.grad;
     auto* S1 = &b.state1;
     auto* S2 = &b.state2;
-    add_param(P, G, S1, S2, N1G, pre + ".attn.norm.g", l, 1, h_, ParamKind::AttnNormGamma);
-    if (layernorm_) add_param(P, G, S1, S2, N1B, pre + ".attn.norm.b", l, 1, h_, ParamKind::AttnNormBeta);
+    if (pre_norm_) {
+      add_param(P, G, S1, S2, N1G, pre + ".attn.norm.g", l, 1, h_, ParamKind::AttnNormGamma);
+      if (layernorm_) add_param(P, G, S1, S2, N1B, pre + ".attn.norm.b", l, 1, h_, ParamKind::AttnNormBeta);
+    }
     add_param(P, G, S1, S2, QkvW, pre + ".attn.qkv.w", l, h_, qkv_cols_, ParamKind::QkvWeight);
     if (m_.qkv_bias) add_param(P, G, S1, S2, QkvB, pre + ".attn.qkv.b", l, 1, qkv_cols_, ParamKind::QkvBias);
     add_param(P, G, S1, S2, ProjW, pre + ".attn.proj.w", l, a_l_ * d_, h_, ParamKind::ProjWeight);
     if (m_.proj_bias) add_param(P, G, S1, S2, ProjB, pre + ".attn.proj.b", l, 1, h_, ParamKind::ProjBias);
-    add_param(P, G, S1, S2, N2G, pre + ".mlp.norm.g", l, 1, h_, ParamKind::MlpNormGamma);
-    if (layernorm_) add_param(P, G, S1, S2, N2B, pre + ".mlp.norm.b", l, 1, h_, ParamKind::MlpNormBeta);
+    const bool mlp_norm = pre_norm_ && !shared_norm_;  // a shared norm is the attention's
+    if (mlp_norm) {
+      add_param(P, G, S1, S2, N2G, pre + ".mlp.norm.g", l, 1, h_, ParamKind::MlpNormGamma);
+      if (layernorm_) add_param(P, G, S1, S2, N2B, pre + ".mlp.norm.b", l, 1, h_, ParamKind::MlpNormBeta);
+    }
     add_param(P, G, S1, S2, Fc1W, pre + ".mlp.fc1.w", l, h_, fc1_cols_, ParamKind::Fc1Weight);
     if (m_.mlp_bias) add_param(P, G, S1, S2, Fc1B, pre + ".mlp.fc1.b", l, 1, fc1_cols_, ParamKind::Fc1Bias);
     add_param(P, G, S1, S2, Fc2W, pre + ".mlp.fc2.w", l, f_l_, h_, ParamKind::Fc2Weight);
     if (m_.mlp_bias) add_param(P, G, S1, S2, Fc2B, pre + ".mlp.fc2.b", l, 1, h_, ParamKind::Fc2Bias);
+    // QK-norm gains: one per head shared by all heads, or (full, tp = 1) one over the whole projection.
+    const bool per_head = m_.qk_norm == QkNorm::PerHead;
+    if (qk_norm_) {
+      add_param(P, G, S1, S2, QnG, pre + ".attn.qnorm.g", l, 1, per_head ? d_ : a_l_ * d_, ParamKind::QNormGamma);
+      add_param(P, G, S1, S2, KnG, pre + ".attn.knorm.g", l, 1, per_head ? d_ : kv_l_ * d_, ParamKind::KNormGamma);
+    }
+    for (int k = 0; k < 2 && post_norm_; ++k) {
+      const std::string name = pre + (k == 0 ? ".attn" : ".mlp") + ".post.norm";
+      const int g = k == 0 ? P1G : P2G;
+      const bool attn = k == 0;
+      add_param(P, G, S1, S2, g, name + ".g", l, 1, h_,
+                attn ? ParamKind::AttnPostNormGamma : ParamKind::MlpPostNormGamma);
+      if (layernorm_) {
+        add_param(P, G, S1, S2, g + 1, name + ".b", l, 1, h_,
+                  attn ? ParamKind::AttnPostNormBeta : ParamKind::MlpPostNormBeta);
+      }
+    }
 
     const auto act = [&](const char* what, int64_t cols) {
       return add_buffer(pre + "." + what, BufferRole::Activation, l, B_, S_, cols);
     };
     b.x_in = l == 0 ? gb_.x0 : lb_[size_t(l - 1)].x_out;
-    b.xn1 = act("attn.norm.y", h_);
-    b.st1 = act("attn.norm.stats", 2);
+    if (pre_norm_) b.xn1 = act("attn.norm.y", h_);
+    if (pre_norm_) b.st1 = act("attn.norm.stats", 2);
     b.qkv = act("attn.qkv", qkv_cols_);
+    if (qk_norm_) {
+      b.qk = act("attn.qk", (a_l_ + kv_l_) * d_);
+      b.qk_stats = act("attn.qk.stats", per_head ? 2 * (a_l_ + kv_l_) : 4);
+    }
     b.probs = act("attn.probs", a_l_ * S_);
     b.ctx = act("attn.ctx", a_l_ * d_);
     b.x_mid = act("x_mid", h_);
-    b.xn2 = act("mlp.norm.y", h_);
-    b.st2 = act("mlp.norm.stats", 2);
+    if (mlp_norm) b.xn2 = act("mlp.norm.y", h_);
+    if (mlp_norm) b.st2 = act("mlp.norm.stats", 2);
     b.hpre = act("mlp.fc1.y", fc1_cols_);
     b.act = act("mlp.act", f_l_);
     b.x_out = act("x_out", h_);
+    for (int k = 0; k < 2 && post_norm_; ++k) {
+      b.post_y[size_t(k)] = act(k == 0 ? "attn.post.norm.y" : "mlp.post.norm.y", h_);
+      b.post_st[size_t(k)] = act(k == 0 ? "attn.post.norm.stats" : "mlp.post.norm.stats", 2);
+    }
   }
 
   gb_.xf = add_buffer("head.norm.y", BufferRole::Activation, -1, B_, S_, h_);
@@ -114,15 +144,20 @@ void Builder::make_buffers() {
   gb_.dxf = add_buffer("grad.head.norm.y", BufferRole::Workspace, -1, B_, S_, h_);
   gb_.dctx = add_buffer("grad.attn.ctx", BufferRole::Workspace, -1, B_, S_, a_l_ * d_);
   gb_.dqkv = add_buffer("grad.attn.qkv", BufferRole::Workspace, -1, B_, S_, qkv_cols_);
+  if (qk_norm_) gb_.dqk = add_buffer("grad.attn.qk", BufferRole::Workspace, -1, B_, S_, (a_l_ + kv_l_) * d_);
   gb_.dact = add_buffer("grad.mlp.act", BufferRole::Workspace, -1, B_, S_, f_l_);
   gb_.dhpre = add_buffer("grad.mlp.fc1.y", BufferRole::Workspace, -1, B_, S_, fc1_cols_);
+  if (post_norm_) gb_.dpost = add_buffer("grad.post.norm.x", BufferRole::Workspace, -1, B_, S_, h_);
 }
 
 // Partial sums of one (slice, chunk) before their AllReduce: contiguous, so the AllReduce covers the whole
 // buffer. Layers alternate between two sets (parity) so that an AllReduce still in flight from layer l
 // never shares a buffer with layer l+1's writes; the shape is part of the key because layers may differ.
+// Post norms keep the forward ones per layer: the reduced sums are the norm's input, saved for backward.
 int32_t Builder::partial_buffer(bool backward, Block block, int layer, const BlockPlan& bp, int slice,
                                 int chunk) {
+  const bool saved = post_norm_ && !backward;
+  if (saved) return saved_partial(block, layer, bp, slice);
   const int parity = layer & 1;
   const std::array<int, 8> key{backward, int(block), parity, int(bp.dim), bp.p, bp.q, slice, chunk};
   const auto it = partials_.find(key);
@@ -133,6 +168,18 @@ int32_t Builder::partial_buffer(bool backward, Block block, int layer, const Blo
                   batch ? "batch" : "seq", bp.p, bp.q, slice, chunk);
   const int32_t id =
       add_buffer(name, BufferRole::Workspace, -1, batch ? B_ / bp.p : B_, batch ? S_ : S_ / bp.p, h_ / bp.q);
+  partials_.emplace(key, id);
+  return id;
+}
+
+int32_t Builder::saved_partial(Block block, int layer, const BlockPlan& bp, int slice) {
+  const std::array<int, 8> key{2, int(block), layer, int(bp.dim), bp.p, bp.q, slice, 0};
+  const auto it = partials_.find(key);
+  if (it != partials_.end()) return it->second;
+  const bool batch = bp.dim == SplitDim::Batch;
+  const std::string name = fmt::format("L{}.{}.post.norm.x.s{}", layer, to_string(block), slice);
+  const int32_t id =
+      add_buffer(name, BufferRole::Activation, layer, batch ? B_ / bp.p : B_, batch ? S_ : S_ / bp.p, h_);
   partials_.emplace(key, id);
   return id;
 }

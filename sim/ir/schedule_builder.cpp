@@ -23,8 +23,13 @@ Builder::Builder(const ModelSpec& m, const Plan& plan, const BuildOptions& optio
   rotary_ = m.positions == Positions::Rotary;
   rms_ = m.norm == NormKind::RmsNorm;
   layernorm_ = !rms_;
+  qk_norm_ = m.qk_norm != QkNorm::None;
   qkv_cols_ = (a_l_ + 2 * kv_l_) * d_;
   fc1_cols_ = m.gated() ? 2 * f_l_ : f_l_;
+  parallel_ = m.residual == Residual::Parallel;
+  shared_norm_ = m.shared_norm;
+  pre_norm_ = m.norm_placement != NormPlacement::Post;
+  post_norm_ = m.norm_placement != NormPlacement::Pre;
 }
 
 void Builder::run() {
@@ -75,16 +80,22 @@ Region Builder::rows(int32_t buf, const Box& b) const {
 // Query positions [s0, s1) of a causal attention see keys [0, q]: sum over q of (q + 1) pairs per batch
 // entry. The unsliced attention and every sequence slice are counted alike, so slicing along the sequence
 // earns no discount; a tiled kernel's extra work on the diagonal tiles is left to the efficiency curve.
-double causal_pairs(const Box& box) {
+// With a sliding window a query sees min(q + 1, window) keys.
+double causal_pairs(const Box& box, int64_t window) {
   const double queries = double(box.s1 - box.s0);
-  return double(box.b1 - box.b0) * queries * double(box.s0 + box.s1 + 1) / 2.0;
+  if (window <= 0) return double(box.b1 - box.b0) * queries * double(box.s0 + box.s1 + 1) / 2.0;
+  const int64_t split = std::clamp(window, box.s0, box.s1);  // queries below it see fewer than `window` keys
+  const double short_rows = double(split - box.s0) * double(box.s0 + split + 1) / 2.0;
+  return double(box.b1 - box.b0) * (short_rows + double(box.s1 - split) * double(window));
 }
 
-// Attention's three operands in a [q | k | v] buffer: the slice's query rows, and the key and value rows
-// [0, the slice's last position] its causal queries see.
-void Builder::qkv_operands(Op& op, int32_t buf, const Box& box, const Box& keys, bool as_outputs) {
+// Attention's three operands: the slice's query rows of Q and the key and value rows `keys` (those its
+// causal queries see) of K and V; Q and K come from qk_buf's [q | k] columns, V from v_buf's last columns.
+void Builder::qkv_operands(Op& op, int32_t qk_buf, int32_t v_buf, const Box& box, const Box& keys,
+                           bool as_outputs) {
   const int64_t q_end = a_l_ * d_, k_end = (a_l_ + kv_l_) * d_;
-  const Region q = rows(buf, box, 0, q_end), k = rows(buf, keys, q_end, k_end), v = rows(buf, keys, k_end, qkv_cols_);
+  const Region q = rows(qk_buf, box, 0, q_end), k = rows(qk_buf, keys, q_end, k_end),
+               v = rows(v_buf, keys, k_end, qkv_cols_);
   for (const Region& r : {q, k, v}) as_outputs ? out(op, r) : in(op, r);
 }
 
@@ -197,7 +208,11 @@ void fill_costs(Schedule& s) {
     double bytes = 0;
     for (int i = 0; i < op.n_in; ++i) bytes += bytes_of(op.in[size_t(i)]);
     for (int i = 0; i < op.n_out; ++i) bytes += bytes_of(op.out[size_t(i)]);
-    op.bytes = bytes;
+    // Partial rotary reads and writes only the rotated columns of each head.
+    const double rotated = op.attrs.rotary_dims > 0 && (op.code == OpCode::RopeFwd || op.code == OpCode::RopeBwd)
+                               ? double(op.attrs.rotary_dims) / double(op.attrs.head_dim)
+                               : 1.0;
+    op.bytes = bytes * rotated;
     if (op.kind == OpKind::Gemm) {
       op.flops = 2.0 * double(op.m) * double(op.n) * double(op.k);
     } else if (op.kind != OpKind::Attention) {
@@ -206,7 +221,7 @@ void fill_costs(Schedule& s) {
                         : op.code == OpCode::EmbeddingBwd ? op.in[1]
                                                           : op.out[0];
       if (op.m == 0) op.m = r.rows(), op.n = r.cols();
-      op.flops = flops_per_element(op.code) * double(r.elements());
+      op.flops = flops_per_element(op.code) * double(r.elements()) * rotated;
     }
   }
 }

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "sim/ir/schedule.hpp"
@@ -20,17 +21,33 @@ struct Box {
 };
 
 // Per-layer parameters, indexed the same way for Param, Grad and optimizer-state buffers.
-enum LayerParam : int { QkvW, QkvB, ProjW, ProjB, Fc1W, Fc1B, Fc2W, Fc2B, N1G, N1B, N2G, N2B, kLayerParams };
+// QnG, KnG: the QK-norm gains; P1/P2: the post norms of attention and MLP (norm_placement post or
+// sandwich). Appended features.
+enum LayerParam : int {
+  QkvW, QkvB, ProjW, ProjB, Fc1W, Fc1B, Fc2W, Fc2B, N1G, N1B, N2G, N2B, QnG, KnG, P1G, P1B, P2G, P2B, kLayerParams
+};
 // Parameters outside the layers.
 enum GlobalParam : int { TokEmb, PosEmb, HeadW, FinG, FinB, kGlobalParams };
 
-// (query, key) pairs a causal attention computes for the query rows of `box` (all its batch entries).
-double causal_pairs(const Box& box);
+// (query, key) pairs a causal attention computes for the query rows of `box` (all its batch entries);
+// with a sliding window (window > 0) each query sees at most `window` keys.
+double causal_pairs(const Box& box, int64_t window = 0);
+// The first key position the query rows of `box` see: 0, or with a sliding window the first query's
+// position - window + 1.
+inline int64_t first_key(const Box& box, int64_t window) {
+  return window > 0 ? std::max<int64_t>(0, box.s0 - window + 1) : 0;
+}
 
 struct LayerBuffers {
   std::array<int32_t, kLayerParams> param{}, grad{}, state1{}, state2{};  // -1 when absent
   int32_t x_in = -1, xn1 = -1, st1 = -1, qkv = -1, probs = -1, ctx = -1, x_mid = -1;
   int32_t xn2 = -1, st2 = -1, hpre = -1, act = -1, x_out = -1;
+  // Attention features: with QK-norm the normalised (then rotated) [q | k] and the per-group statistics
+  // ([q groups | k groups], two floats each); attention reads Q and K from qk, V from qkv.
+  int32_t qk = -1, qk_stats = -1;
+  // Post norms: output and stats per block (attention 0, MLP 1); their input is the block's own
+  // per-layer forward partial-sum buffer (partial_buffer).
+  std::array<int32_t, 2> post_y{-1, -1}, post_st{-1, -1};
 };
 
 struct GlobalBuffers {
@@ -41,6 +58,8 @@ struct GlobalBuffers {
   // Gradient workspaces shared by all layers: the backward pass runs them one after another on the
   // compute stream, so sharing costs no cross-stream waits.
   int32_t dresid = -1, dxf = -1, dctx = -1, dqkv = -1, dact = -1, dhpre = -1;
+  int32_t dqk = -1;  // attention features: gradient of the normalised [q | k] (QK-norm only)
+  int32_t dpost = -1;  // post norms: the gradient of the block's reduced output
 };
 
 // A residual add (forward) or norm backward (backward) held back to run after the next block's first
@@ -79,6 +98,7 @@ class Builder {
                  std::array<int32_t, kLayerParams>* s1, std::array<int32_t, kLayerParams>* s2, int idx,
                  const std::string& prefix, int layer, int64_t rows, int64_t cols, ParamKind kind);
   int32_t partial_buffer(bool backward, Block block, int layer, const BlockPlan& bp, int slice, int chunk);
+  int32_t saved_partial(Block block, int layer, const BlockPlan& bp, int slice);  // post norms (q = 1)
 
   // schedule_builder.cpp: emission helpers and the stage order of one block.
   Op& emit(int layer, Phase phase, Block block, const char* name, int slice, int chunk, OpCode code,
@@ -88,7 +108,8 @@ class Builder {
   Region rows(int32_t buf, const Box& b, int64_t c0, int64_t c1) const;
   Region rows(int32_t buf, const Box& b) const;
   Region whole(int32_t buf) const;
-  void qkv_operands(Op& op, int32_t buf, const Box& box, const Box& keys, bool as_outputs);
+  // Q and K from qk_buf, V from v_buf (the same buffer without QK-norm).
+  void qkv_operands(Op& op, int32_t qk_buf, int32_t v_buf, const Box& box, const Box& keys, bool as_outputs);
   Region weight(int32_t buf, int64_t r0, int64_t r1, int64_t c0, int64_t c1) const;
   Box slice_box(const BlockPlan& bp, int slice) const;
   const BlockPlan& block_plan(int layer, Block block) const;
@@ -118,6 +139,7 @@ class Builder {
     const char* gemm;
     int32_t weight, bias, y;
     int64_t cols;
+    int norm_param;  // LayerParam of the norm's gamma (its beta follows): whose gradients its backward writes
   };
   NormColumnGemm norm_column_gemm(int l, Block block) const;
   // A block's slice in three parts: the norm; the front (column-parallel GEMM, then attention or the
@@ -125,6 +147,13 @@ class Builder {
   void fwd_norm(int l, Block block, int i);
   void fwd_front(int l, Block block, int i);
   void fwd_back(int l, Block block, int i);
+  // Attention features (schedule_attention.cpp): the sliding window of layer l (0: none or not shorter
+  // than the sequence), the keys a slice's queries see, the QK-norm ops and the rope op.
+  int64_t window_of(int l) const;
+  Box key_box(int l, const Box& box) const;
+  void qk_norm_forward(int l, int i, const Box& box);
+  void qk_norm_backward(int l, int i, const Box& box);
+  void emit_rope(int l, Phase phase, int i, const Box& box, int32_t buf);
   void fwd_row_parallel_gemm(int l, Block block, int i, const char* name, int32_t x, int32_t w, int64_t k);
   void fwd_residual(int l, Block block, int i);
   // R_i, then the next block's norm of the same rows when it runs early (DeepSpeed order).
@@ -161,6 +190,7 @@ class Builder {
 
   int64_t B_, S_, h_, a_l_, kv_l_, d_, f_l_, V_, V_l_, qkv_cols_, fc1_cols_;
   bool rotary_, rms_, layernorm_;
+  bool qk_norm_;  // attention features: QK-norm present (per head or full)
 
   std::vector<LayerBuffers> lb_;
   GlobalBuffers gb_;
@@ -169,6 +199,23 @@ class Builder {
   // Forward overlap=none: AllReduces the next compute op must wait for (the AllReduce "blocks").
   std::vector<int32_t> blocking_;
   Deferred deferred_;
+
+  // Block structure: parallel residual, shared norm, post norms (docs/plan-format.md, "Block structure").
+  bool parallel_ = false, shared_norm_ = false;
+  bool pre_norm_ = true, post_norm_ = false;  // norm_placement: pre and sandwich / post and sandwich
+  void fwd_post_norm(int l, Block block, int i);
+  void bwd_post_norm(int l, Block block, int i);
+  // Parallel blocks: the attention's residual adds not yet emitted (forward, inter-layer overlap).
+  std::vector<int> pending_attn_adds_;
+  void emit_pending_attn_adds(int l, const Box& box);
+  // Parallel blocks: the MLP's norm backwards not yet emitted (slices of layer pending_layer_); they wait
+  // until the attention's row-parallel backward has read d(x_out) of their rows.
+  std::vector<int> pending_mlp_norms_;
+  int pending_layer_ = -1;
+  // Norm parameter gradients already written once this iteration: the first norm backward writes "=",
+  // the others add (a shared norm has two writers per slice).
+  std::set<int32_t> norm_grads_started_;
+  void emit_pending_mlp_norms(int l, int lowest_attn_slice_done);
 };
 
 // Adds the data-hazard dependencies (cross-stream only) to every op, keeping the policy deps already

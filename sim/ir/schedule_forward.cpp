@@ -10,7 +10,8 @@
 //   are in this order and the slices cover the same rows (DeepSpeed's fused add + LayerNorm); otherwise
 //   N0 comes before F0 and N(i+1) right before B_i (for p = 2 on layer 0: N0 F0 N1 B0, as DeepSpeed).
 // The inter-layer hold-back happens only when the next block's first slice shares no rows with the last
-// slice.
+// slice. Parallel blocks (docs/plan-format.md, "Block structure"): with inter overlap the attention's adds
+// all wait for the MLP's adds of the same rows. Post norms run right before their slice's add.
 #include "sim/ir/schedule_builder_internal.hpp"
 
 namespace domino::detail {
@@ -31,6 +32,18 @@ void Builder::forward_block(int l, Block block) {
   const BlockPlan& bp = block_plan(l, block);
   if (bp.order == SliceOrder::DeepSpeed) {
     forward_block_deepspeed(l, block);
+    return;
+  }
+  // Parallel layers with inter-layer overlap: nothing in the MLP's compute reads x_mid, so every attention
+  // add waits (pending) until the MLP's add of the same rows needs it (fwd_residual).
+  if (parallel_ && block == Block::Attn && bp.overlap == OverlapMode::Inter) {
+    for (int i = 0; i < bp.p; ++i) {
+      fwd_norm(l, block, i);
+      fwd_front(l, block, i);
+      fwd_back(l, block, i);
+      if (i == 0) flush_deferred_forward();
+      pending_attn_adds_.push_back(i);
+    }
     return;
   }
   for (int i = 0; i < bp.p; ++i) {
@@ -77,7 +90,7 @@ void Builder::residual_then_next_norm(int l, Block block, int i) {
   if (next_block(l, block, &nl, &nb) && early_norm(nl, nb, i)) fwd_norm(nl, nb, i);
 }
 
-// Attention: QKV, rope (Llama), the causal core. MLP: FC1, the activation.
+// Attention: QKV, QK-norm, rope (rotary models), the causal core. MLP: FC1, the activation.
 void Builder::fwd_front(int l, Block block, int i) {
   const NormColumnGemm a = norm_column_gemm(l, block);
   const Box box = slice_box(block_plan(l, block), i);
@@ -96,22 +109,21 @@ void Builder::fwd_front(int l, Block block, int i) {
     out(op, rows(b.act, box));
     return;
   }
-  const int64_t k_end = (a_l_ + kv_l_) * d_;  // end of the key columns: rope turns queries and keys
-  if (rotary_) {
-    Op& op = emit(l, Phase::Forward, block, "rope", i, -1, OpCode::RopeFwd);
-    in(op, rows(b.qkv, box, 0, k_end));
-    out(op, rows(b.qkv, box, 0, k_end));
-    op.attrs.heads = int16_t(a_l_ + kv_l_), op.attrs.head_dim = int16_t(d_);
-  }
-  // Causal: the slice's queries see keys [0, its last position], from this and all earlier slices.
-  const Box keys{box.b0, box.b1, 0, box.s1};
+  // QK-norm writes the normalised queries and keys to qk; rope then turns them there.
+  const int32_t qk = qk_norm_ ? b.qk : b.qkv;
+  if (qk_norm_) qk_norm_forward(l, i, box);
+  if (rotary_) emit_rope(l, Phase::Forward, i, box, qk);
+  // Causal: the slice's queries see keys [0, its last position], from this and all earlier slices (with
+  // a sliding window only the last `window` positions).
+  const int64_t window = window_of(l);
   Op& op = emit(l, Phase::Forward, block, "core", i, -1, OpCode::AttnFwd);
-  qkv_operands(op, b.qkv, box, keys, false);
+  qkv_operands(op, qk, b.qkv, box, key_box(l, box), false);
   out(op, rows(b.ctx, box));
   out(op, rows(b.probs, box));
   op.attrs.heads = int16_t(a_l_), op.attrs.kv_heads = int16_t(kv_l_), op.attrs.head_dim = int16_t(d_);
+  op.attrs.window = int32_t(window);
   // QK^T and PV over the (query, key) pairs a causal kernel computes.
-  op.flops = 4.0 * causal_pairs(box) * double(d_) * double(a_l_);
+  op.flops = 4.0 * causal_pairs(box, window) * double(d_) * double(a_l_);
 }
 
 void Builder::fwd_back(int l, Block block, int i) {
@@ -123,16 +135,31 @@ void Builder::fwd_back(int l, Block block, int i) {
   }
 }
 
+// Parallel blocks: the MLP reads the layer input x_in, through its own norm or (shared) through the
+// attention's norm output xn1, so its front never waits for the attention's AllReduce. Post norms only:
+// no norm before the block, the GEMM reads the residual stream itself.
 Builder::NormColumnGemm Builder::norm_column_gemm(int l, Block block) const {
   const LayerBuffers& b = lb_[size_t(l)];
-  return block == Block::Attn
-             ? NormColumnGemm{b.x_in, b.param[N1G], b.param[N1B], b.xn1, b.st1, "qkv", b.param[QkvW],
-                              b.param[QkvB], b.qkv, qkv_cols_}
-             : NormColumnGemm{b.x_mid, b.param[N2G], b.param[N2B], b.xn2, b.st2, "fc1", b.param[Fc1W],
-                              b.param[Fc1B], b.hpre, fc1_cols_};
+  if (!pre_norm_) {
+    const bool attn = block == Block::Attn;
+    const int32_t x = attn ? b.x_in : b.x_mid;
+    if (attn) return {x, -1, -1, x, -1, "qkv", b.param[QkvW], b.param[QkvB], b.qkv, qkv_cols_, N1G};
+    return {x, -1, -1, x, -1, "fc1", b.param[Fc1W], b.param[Fc1B], b.hpre, fc1_cols_, N2G};
+  }
+  if (block == Block::Attn) {
+    return NormColumnGemm{b.x_in, b.param[N1G], b.param[N1B], b.xn1, b.st1, "qkv", b.param[QkvW],
+                          b.param[QkvB], b.qkv, qkv_cols_, N1G};
+  }
+  if (shared_norm_) {
+    return NormColumnGemm{b.x_in, b.param[N1G], b.param[N1B], b.xn1, b.st1, "fc1", b.param[Fc1W],
+                          b.param[Fc1B], b.hpre, fc1_cols_, N1G};
+  }
+  return NormColumnGemm{parallel_ ? b.x_in : b.x_mid, b.param[N2G], b.param[N2B], b.xn2, b.st2, "fc1",
+                        b.param[Fc1W], b.param[Fc1B], b.hpre, fc1_cols_, N2G};
 }
 
 void Builder::fwd_norm(int l, Block block, int i) {
+  if (!pre_norm_ || (block == Block::Mlp && shared_norm_)) return;  // shared: the attention's norm wrote xn1
   const NormColumnGemm a = norm_column_gemm(l, block);
   const Box box = slice_box(block_plan(l, block), i);
   Op& op = emit(l, Phase::Forward, block, "norm", i, -1, rms_ ? OpCode::RmsNormFwd : OpCode::LayerNormFwd);
@@ -168,7 +195,25 @@ void Builder::fwd_row_parallel_gemm(int l, Block block, int i, const char* name,
   }
 }
 
-// R_i: residual stream += the reduced partial sums (+ the row-parallel bias), one op per column chunk.
+// Post norm of slice i: normalises the reduced sums (all h columns: q = 1) into post_y, which the residual
+// add reads; the sums stay in their per-layer buffer for the backward.
+void Builder::fwd_post_norm(int l, Block block, int i) {
+  const BlockPlan& bp = block_plan(l, block);
+  const Box box = slice_box(bp, i);
+  const LayerBuffers& b = lb_[size_t(l)];
+  const size_t k = block == Block::Attn ? 0 : 1;
+  const int gamma = k == 0 ? P1G : P2G;
+  Op& op =
+      emit(l, Phase::Forward, block, "post.norm", i, -1, rms_ ? OpCode::RmsNormFwd : OpCode::LayerNormFwd);
+  in(op, whole(partial_buffer(false, block, l, bp, i, 0)));
+  in(op, whole(b.param[size_t(gamma)]));
+  if (layernorm_) in(op, whole(b.param[size_t(gamma + 1)]));
+  out(op, rows(b.post_y[k], box));
+  out(op, rows(b.post_st[k], box));
+}
+
+// R_i: residual stream += the reduced partial sums (+ the row-parallel bias), one op per column chunk;
+// with a post norm, += their normalisation (q = 1, no bias).
 void Builder::fwd_residual(int l, Block block, int i) {
   const BlockPlan& bp = block_plan(l, block);
   const Box box = slice_box(bp, i);
@@ -178,13 +223,35 @@ void Builder::fwd_residual(int l, Block block, int i) {
   const int32_t dst = attn ? b.x_mid : b.x_out;
   const int32_t bias = b.param[attn ? ProjB : Fc2B];
   const int64_t cw = h_ / bp.q;
+  if (!attn && !pending_attn_adds_.empty()) emit_pending_attn_adds(l, box);
+  if (post_norm_) fwd_post_norm(l, block, i);
   for (int c = 0; c < bp.q; ++c) {
     Op& op = emit(l, Phase::Forward, block, "add", i, bp.q > 1 ? c : -1, OpCode::ResidualAdd);
     in(op, rows(src, box, c * cw, (c + 1) * cw));
-    in(op, whole(partial_buffer(false, block, l, bp, i, c)));
+    if (post_norm_) {
+      in(op, rows(b.post_y[attn ? 0 : 1], box));
+    } else {
+      in(op, whole(partial_buffer(false, block, l, bp, i, c)));
+    }
     if (bias >= 0) in(op, weight(bias, 0, 1, c * cw, (c + 1) * cw));
     out(op, rows(dst, box, c * cw, (c + 1) * cw));
   }
+}
+
+// The pending attention adds (parallel layer l) of rows the MLP's add of `box` reads from x_mid.
+void Builder::emit_pending_attn_adds(int l, const Box& box) {
+  const BlockPlan& attn = block_plan(l, Block::Attn);
+  std::vector<int> still;
+  const std::vector<int> pending = std::move(pending_attn_adds_);
+  pending_attn_adds_.clear();
+  for (int j : pending) {
+    if (slice_box(attn, j).intersects(box)) {
+      fwd_residual(l, Block::Attn, j);
+    } else {
+      still.push_back(j);
+    }
+  }
+  pending_attn_adds_ = std::move(still);
 }
 
 }  // namespace domino::detail

@@ -102,7 +102,7 @@ static_assert(size_t(BufferRole::Data) + 1 == kBufferRoleNames.size(),
               "one name per BufferRole, in declaration order");
 const char* to_string(BufferRole r) { return enum_name(r, kBufferRoleNames); }
 
-constexpr std::array<const char*, 18> kParamKindNames = {"none",
+constexpr std::array<const char*, 24> kParamKindNames = {"none",
                                                          "qkv_weight",
                                                          "qkv_bias",
                                                          "proj_weight",
@@ -119,8 +119,14 @@ constexpr std::array<const char*, 18> kParamKindNames = {"none",
                                                          "final_norm_beta",
                                                          "token_embedding",
                                                          "position_embedding",
-                                                         "head_weight"};
-static_assert(size_t(ParamKind::HeadWeight) + 1 == kParamKindNames.size(),
+                                                         "head_weight",
+                                                         "q_norm_gamma",
+                                                         "k_norm_gamma",
+                                                         "attn_post_norm_gamma",
+                                                         "attn_post_norm_beta",
+                                                         "mlp_post_norm_gamma",
+                                                         "mlp_post_norm_beta"};
+static_assert(size_t(ParamKind::MlpPostNormBeta) + 1 == kParamKindNames.size(),
               "one name per ParamKind, in declaration order");
 const char* to_string(ParamKind k) { return enum_name(k, kParamKindNames); }
 

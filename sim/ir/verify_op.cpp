@@ -3,6 +3,7 @@
 // instead of corrupting memory. One function per opcode family; op_contract_problem dispatches.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
 
 #include "sim/base/error.hpp"
@@ -36,31 +37,45 @@ void check_gemm(Checker& c, const Op& op) {
   }
 }
 
+// Columns per normalised group: attrs.head_dim (QK-norm per head), or the whole row; false when it does
+// not divide the row.
+bool norm_group(Checker& c, const Op& op, int64_t cols, int64_t* group) {
+  *group = op.attrs.head_dim > 0 ? op.attrs.head_dim : cols;
+  if (op.attrs.head_dim < 0 || (*group > 0 && cols % *group != 0)) {
+    c.fail(fmt::format("has groups of head_dim={} columns for {} columns", op.attrs.head_dim, cols));
+    return false;
+  }
+  return true;
+}
+
 void check_norm_fwd(Checker& c, const Op& op) {
   const bool ln = op.code == OpCode::LayerNormFwd;
   const Region& x = op.in[0];
-  if (!c.arity(ln ? 3 : 2, ln ? 3 : 2, 2, 2)) return;
-  for (int i = 1; i < op.n_in; ++i) c.shape(op.in[size_t(i)], i == 1 ? "gamma" : "beta", 1, x.cols());
+  int64_t g = 0;
+  if (!c.arity(ln ? 3 : 2, ln ? 3 : 2, 2, 2) || !norm_group(c, op, x.cols(), &g)) return;
+  for (int i = 1; i < op.n_in; ++i) c.shape(op.in[size_t(i)], i == 1 ? "gamma" : "beta", 1, g);
   c.shape(op.out[0], "y", x.rows(), x.cols());
-  c.shape(op.out[1], "stats", x.rows(), 2);
+  c.shape(op.out[1], "stats", x.rows(), g > 0 ? 2 * (x.cols() / g) : 2);
 }
 
 void check_norm_bwd(Checker& c, const Op& op) {
   const bool layer_norm = op.code == OpCode::LayerNormBwd;
   const int n = op.attrs.chunks;
-  if (n < 1 || n + 3 > kMaxIn) {
-    c.fail(fmt::format("has chunks={}", n));
+  if (n < 1 || n + 3 > kMaxIn || (op.attrs.head_dim > 0 && n != 1)) {
+    c.fail(fmt::format("has chunks={} (1 with groups of head_dim={})", n, op.attrs.head_dim));
     return;
   }
   if (!c.arity(3 + n, 3 + n, 2, layer_norm ? 3 : 2)) return;
   const Region& x = op.in[0];
   const int64_t rows = x.rows(), h = x.cols();
+  int64_t g = 0;
+  if (!norm_group(c, op, h, &g)) return;
   if (h % n != 0) c.fail(fmt::format("hidden {} is not divisible by chunks {}", h, n));
-  c.shape(op.in[1], "stats", rows, 2);
-  c.shape(op.in[2], "gamma", 1, h);
+  c.shape(op.in[1], "stats", rows, g > 0 ? 2 * (h / g) : 2);
+  c.shape(op.in[2], "gamma", 1, g);
   for (int i = 0; i < n; ++i) c.shape(op.in[size_t(3 + i)], kInName[3 + i], rows, h / n);  // dy chunks
   c.shape(op.out[0], "dx", rows, h);
-  for (int i = 1; i < op.n_out; ++i) c.shape(op.out[size_t(i)], i == 1 ? "dgamma" : "dbeta", 1, h);
+  for (int i = 1; i < op.n_out; ++i) c.shape(op.out[size_t(i)], i == 1 ? "dgamma" : "dbeta", 1, g);
 }
 
 // Element-wise (GeLU, ReLU): out and dy shaped as the input. Gated (SwiGLU, GeGLU): the input is
@@ -91,6 +106,9 @@ void check_rope(Checker& c, const Op& op) {
     c.fail(fmt::format("has heads={} head_dim={} for {} columns (head_dim must be even)", op.attrs.heads,
                        op.attrs.head_dim, o0.cols()));
   }
+  const int r = op.attrs.rotary_dims;
+  if (r < 0 || r % 2 != 0 || r > op.attrs.head_dim)
+    c.fail(fmt::format("has rotary_dims={} (even, at most head_dim={})", r, op.attrs.head_dim));
   if (op.n_in == 1) {
     c.shape(i0, "in[0]", o0.rows(), o0.cols());
     c.same_rows(o0, i0, "in[0]");
@@ -106,9 +124,14 @@ void check_attention_operands(Checker& c, const Op& op, bool backward) {
     return;
   }
   const Region &q = op.in[0], &k = op.in[1], &v = op.in[2], &p = backward ? op.in[3] : op.out[1];
-  const int64_t kv_end = k.s1;
+  const int64_t kv_end = k.s1, window = op.attrs.window;
   if (!c.shape(q, "Q", -1, h * d) || !c.shape(k, "K", -1, kv * d) || !c.shape(v, "V", -1, kv * d)) return;
-  if (k.s0 != 0 || v.s0 != 0) c.fail("K/V must start at seq 0");
+  // The first query's first key: position 0, or with a sliding window its position - window + 1.
+  const int64_t first = window > 0 ? std::max<int64_t>(0, q.s0 - window + 1) : 0;
+  if (window < 0) c.fail(fmt::format("has window={}", window));
+  if (k.s0 > first || v.s0 != k.s0) c.fail(fmt::format("K/V must start at seq {} at the latest, as one", first));
+  if (op.attrs.overwrite_end < 0 || op.attrs.overwrite_end > kv_end || (op.attrs.overwrite_end > 0 && !backward))
+    c.fail(fmt::format("has overwrite_end={} (a backward key position up to kv_end {})", op.attrs.overwrite_end, kv_end));
   if (q.s1 > kv_end) c.fail(fmt::format("query rows end at seq {} beyond kv_end {}", q.s1, kv_end));
   if (!c.same_rows(k, v, "V") || k.b1 - k.b0 != q.b1 - q.b0) c.fail("K/V do not cover the batch range of Q");
   if (p.cols() % h != 0 || p.cols() / h < kv_end) {

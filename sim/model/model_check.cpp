@@ -44,10 +44,29 @@ std::optional<ModelViolation> check_structure(const ModelSpec& m) {
     return bad("rotary_dims", "given for a model without rotary positions (positions: rotary)");
   if (m.shared_norm && m.residual != Residual::Parallel)
     return bad("shared_norm", "only parallel blocks (residual: parallel) can share one norm");
+  if (m.norm_placement != NormPlacement::Pre && m.residual == Residual::Parallel) {
+    return bad("norm_placement",
+               fmt::format("{} norms with parallel blocks (residual: parallel) are not modelled "
+                           "(no model family has them)",
+                           to_string(m.norm_placement)));
+  }
+  // The post norm reads the reduced output of the row-parallel GEMM; its bias would be added before it.
+  if (m.norm_placement != NormPlacement::Pre && (m.proj_bias || m.mlp_bias)) {
+    return bad("norm_placement", fmt::format("{} norms with biases on the attention projection or FC2 "
+                                             "(proj_bias / mlp_bias) are not modelled: set bias: false",
+                                             to_string(m.norm_placement)));
+  }
   if (m.sliding_window < 0 || m.sliding_window > (1 << 22))
     return bad("sliding_window", fmt::format("must be 0 (none) or a positive window, got {}", m.sliding_window));
   if (m.window_layers != WindowLayers::All && m.sliding_window == 0)
     return bad("window_layers", "given without a sliding_window");
+  // QK-norm is an RMSNorm with gains only; over the whole projection it needs every rank's heads.
+  if (m.qk_norm != QkNorm::None && m.norm != NormKind::RmsNorm)
+    return bad("qk_norm", "with LayerNorm (norm: layernorm) is not modelled: QK-norm is an RMSNorm without bias");
+  if (m.qk_norm == QkNorm::Full && m.tp > 1)
+    return bad("qk_norm", fmt::format("full (over all heads, OLMo 2) needs the sum of squares across tensor-parallel "
+                                      "ranks, which is not modelled: use tp 1 (got tp {}) or qk_norm: head",
+                                      m.tp));
   return std::nullopt;
 }
 

@@ -72,7 +72,7 @@ static void refuse_two_batch_slices(const std::string& name, const ModelSpec& mo
   if (name == "domino-ds") {
     if (model.norm == NormKind::RmsNorm) missing.push_back("RMSNorm (DeepSpeed's Domino has LayerNorm only)");
     if (model.activation != Activation::Gelu)
-      missing.push_back(fmt::format("{} (DeepSpeed's Domino has GeLU only)", to_string(model.activation)));
+      missing.push_back(fmt::format("the {} activation (DeepSpeed's Domino has GeLU only)", to_string(model.activation)));
     if (model.kv_heads < model.heads) {
       missing.push_back(fmt::format("grouped-query attention (kv_heads {} < heads {}; DeepSpeed's Domino has "
                                     "multi-head attention only)",
@@ -144,6 +144,19 @@ std::string block_problem(const BlockPlan& bp, const ModelSpec& m, std::string* 
   key->assign(1, 'q');
   if (bp.q != 1 && bp.q != 2 && bp.q != 4) return fmt::format("q={} is not one of 1, 2, 4", bp.q);
   if (m.hidden % bp.q != 0) return fmt::format("q={} does not divide hidden {}", bp.q, m.hidden);
+  if (bp.q > 1 && m.norm_placement != NormPlacement::Pre) {
+    return fmt::format(
+        "q={} splits the block output into column chunks, but model '{}' has {}-norm blocks "
+        "(norm_placement: {}), whose norm after the AllReduce needs every column of a row; use q=1",
+        bp.q, m.name, to_string(m.norm_placement), to_string(m.norm_placement));
+  }
+  key->assign("order");
+  if (bp.order == SliceOrder::DeepSpeed && m.residual == Residual::Parallel) {
+    return fmt::format(
+        "order deepspeed cannot run model '{}': it has parallel attention/MLP blocks (residual: "
+        "parallel) and DeepSpeed's Domino has sequential blocks only; use order: deep",
+        m.name);
+  }
   key->clear();
   return "";
 }

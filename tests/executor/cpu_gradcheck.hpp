@@ -99,7 +99,7 @@ struct GradientCheck {
   std::string param;
   double analytic = 0;
   double numeric = 0;
-  bool close(double rel = 2e-2, double abs = 2e-3) const {
+  bool close(double rel = 2e-2, double abs = 5e-4) const {
     return std::abs(analytic - numeric) <= rel * std::abs(numeric) + abs;
   }
 };

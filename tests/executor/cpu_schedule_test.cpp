@@ -12,9 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "executor/cpu/cpu_ops.hpp"
-#include "sim/ir/verify.hpp"
-#include "sim/model/plan.hpp"
+#include "tests/executor/cpu_gradcheck.hpp"
 
 namespace domino {
 namespace {
@@ -30,64 +28,6 @@ ModelSpec tiny_model(bool llama) {
   validate_model(m);
   return m;
 }
-
-// Buffers of one rank, initialised identically for every plan (seeded by buffer name).
-struct RankRun {
-  const Schedule* s;
-  std::vector<std::vector<float>> data;
-
-  explicit RankRun(const Schedule& schedule) : s(&schedule) {
-    for (const BufferDesc& b : schedule.buffers) {
-      std::vector<float> v(size_t(b.elements()), std::numeric_limits<float>::quiet_NaN());
-      std::mt19937 rng(uint32_t(std::hash<std::string>{}(b.name)));
-      const bool norm_gain = b.param == ParamKind::AttnNormGamma || b.param == ParamKind::MlpNormGamma ||
-                             b.param == ParamKind::FinalNormGamma;
-      std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-      if (b.role == BufferRole::Param) {
-        const float scale = norm_gain ? 0.1f : 1.0f / std::sqrt(float(b.seq));
-        for (float& x : v) x = (norm_gain ? 1.0f : 0.0f) + scale * u(rng);
-      } else if (b.role == BufferRole::OptState) {
-        std::fill(v.begin(), v.end(), 0.0f);
-      } else if (b.role == BufferRole::Data) {
-        for (size_t i = 0; i < v.size(); ++i) v[i] = float((i * 37 + (b.name == "targets" ? 11 : 3)) % 96);
-      }
-      data.push_back(std::move(v));
-    }
-  }
-  std::vector<float>& buffer(const std::string& name) {
-    for (size_t i = 0; i < s->buffers.size(); ++i)
-      if (s->buffers[i].name == name) return data[i];
-    throw std::runtime_error("no buffer " + name);
-  }
-  // One training iteration; with_optimizer=false stops before the optimizer ops.
-  float iterate(int64_t step, bool with_optimizer) {
-    CpuOpContext ctx;
-    ctx.schedule = s;
-    for (auto& d : data) ctx.buffers.push_back(d.data());
-    ctx.hyper.lr = 1e-2f;
-    ctx.step = step;
-    for (const Op& op : s->ops) {
-      if (op.code == OpCode::AllReduce) continue;  // one rank: the sum over the group is the identity
-      if (op.phase == Phase::Optimizer && !with_optimizer) continue;
-      run_cpu_op(op, ctx);
-      for (int i = 0; i < op.n_out; ++i) {
-        const Region& r = op.out[size_t(i)];
-        const float* base = data[size_t(r.buffer)].data();
-        const BufferDesc& b = s->buffers[size_t(r.buffer)];
-        for (int64_t bb = r.b0; bb < r.b1; ++bb)
-          for (int64_t q = r.s0; q < r.s1; ++q)
-            for (int64_t c = r.c0; c < r.c1; ++c) {
-              const float x = base[(bb * b.seq + q) * b.cols + c];
-              if (!std::isfinite(x)) {
-                ADD_FAILURE() << "op " << op_id(op) << " wrote " << x << " into '" << b.name << "'";
-                return std::numeric_limits<float>::quiet_NaN();
-              }
-            }
-      }
-    }
-    return buffer("loss")[0];
-  }
-};
 
 struct PlanCase {
   const char* name;
@@ -157,6 +97,25 @@ TEST_P(CpuSchedule, AdamStepsLowerTheLoss) {
   for (int step = 1; step <= 6; ++step) losses.push_back(run.iterate(step, true));
   ASSERT_TRUE(std::isfinite(losses.back()));
   EXPECT_LT(losses.back(), losses.front() - 0.1f) << "first " << losses.front() << ", last " << losses.back();
+}
+
+// The gradients the schedule computes are the derivatives of the loss it computes, for every parameter.
+TEST_P(CpuSchedule, GradientsAreTheLossDerivative) {
+  const ModelSpec m = tiny_model(GetParam());
+  expect_gradients_match(m, make_strategy_plan("megatron-sync", m));
+}
+
+// The check has the resolution to fail: the largest gradient 10 % off is caught.
+TEST_P(CpuSchedule, GradientCheckCatchesAWrongGradient) {
+  const ModelSpec m = tiny_model(GetParam());
+  const Schedule s = build_schedule(m, make_strategy_plan("megatron-sync", m));
+  const std::vector<GradientCheck> checks = check_gradients(s);
+  ASSERT_FALSE(checks.empty());
+  GradientCheck wrong = checks.front();
+  for (const GradientCheck& c : checks)
+    if (std::abs(c.numeric) > std::abs(wrong.numeric)) wrong = c;
+  wrong.analytic *= 1.1;
+  EXPECT_FALSE(wrong.close()) << wrong.param;
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CpuSchedule, ::testing::Values(false, true),

@@ -140,3 +140,34 @@ TEST(SearchSpace, ParsesSplitLists) {
 
 }  // namespace
 }  // namespace domino
+
+namespace domino {
+namespace {
+
+// Post / sandwich norms need whole rows after the AllReduce, parallel blocks have no DeepSpeed order: the
+// space leaves those choices out and its description says why.
+TEST(SearchSpace, BlockStructureSkipsChoicesAndSaysWhy) {
+  ModelSpec post = default_model();
+  post.norm_placement = NormPlacement::Sandwich, post.set_biases(false);
+  const SearchSpace s = make_search_space(post, SearchOptions{});
+  EXPECT_TRUE(std::all_of(s.attn.begin(), s.attn.end(), [](const BlockPlan& b) { return b.q == 1; }));
+  EXPECT_TRUE(std::all_of(s.mlp.begin(), s.mlp.end(), [](const BlockPlan& b) { return b.q == 1; }));
+  EXPECT_NE(describe(s, SearchOptions{}).find("column splits q>1 skipped: sandwich-norm"), std::string::npos)
+      << describe(s, SearchOptions{});
+  SearchOptions q1;
+  q1.q_values = {1};
+  EXPECT_EQ(describe(make_search_space(post, q1), q1).find("skipped"), std::string::npos);
+
+  ModelSpec par = default_model();
+  par.residual = Residual::Parallel;
+  const SearchSpace p = make_search_space(par, SearchOptions{});
+  EXPECT_TRUE(std::none_of(p.attn.begin(), p.attn.end(),
+                           [](const BlockPlan& b) { return b.order == SliceOrder::DeepSpeed; }));
+  EXPECT_TRUE(std::any_of(p.attn.begin(), p.attn.end(), [](const BlockPlan& b) { return b.q > 1; }));
+  EXPECT_NE(describe(p, SearchOptions{}).find("order deepspeed skipped"), std::string::npos);
+  EXPECT_EQ(describe(make_search_space(default_model(), SearchOptions{}), SearchOptions{}).find("skipped"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace domino
