@@ -143,15 +143,16 @@ Plan sliced_plan(const ModelSpec& m) {
                            {SplitDim::Sequence, 2, 2, OverlapMode::Inter, true}, "custom");
 }
 
-// ReLU's kink: a step of the default 1e-3 moves some pre-activation across 0 (here on the bias-free model),
-// and a difference across the kink is not the derivative; 1e-4 keeps every pre-activation on its side.
+// ReLU's kink: a step of the default 1e-3 can move some pre-activation across 0, and a difference across
+// the kink is not the derivative; 2e-4 keeps them on their side. The loss is a float (about 3, ulp 2.4e-7),
+// so at this step one ulp of it is 6e-4 of the difference quotient: the absolute tolerance allows a few.
 void expect_gradients_match_at(const ModelSpec& m, const Plan& plan, double eps) {
   const Schedule s = build_schedule(m, plan);
   verify_schedule(s);
   const std::vector<GradientCheck> checks = check_gradients(s, eps);
   EXPECT_GT(checks.size(), 4u);
   for (const GradientCheck& c : checks)
-    EXPECT_TRUE(c.close()) << c.param << ": schedule gradient . v = " << c.analytic
+    EXPECT_TRUE(c.close(2e-2, 2e-3)) << c.param << ": schedule gradient . v = " << c.analytic
                            << ", finite difference = " << c.numeric;
 }
 
@@ -162,7 +163,7 @@ TEST(CpuMlpGradients, ReluAndGegluModelsGradientsAreTheLossDerivative) {
       SCOPED_TRACE(m.name + " " + to_string(a));
       for (const Plan& plan : {make_strategy_plan("megatron-sync", m), sliced_plan(m)}) {
         if (a == Activation::Relu) {
-          expect_gradients_match_at(m, plan, 1e-4);
+          expect_gradients_match_at(m, plan, 2e-4);
         } else {
           expect_gradients_match(m, plan);
         }

@@ -26,10 +26,9 @@ bool accumulates(const Op& op, int j) {
       return j == 0 && op.attrs.accumulate;
     case OpCode::MatMulWgrad:
       return op.attrs.accumulate;
-    case OpCode::EmbeddingBwd:
-      return j == 0 ? op.attrs.accumulate : op.attrs.accumulate_params;
     case OpCode::LayerNormBwd:
     case OpCode::RmsNormBwd:
+    case OpCode::EmbeddingBwd:
       return j == 0 ? op.attrs.accumulate : op.attrs.accumulate_params;
     case OpCode::AttnBwd:
       return j >= 1 && op.attrs.accumulate;
