@@ -39,10 +39,8 @@ void embedding_bwd(const Op& op, const CpuOpContext& ctx) {
   const View ids = view_of(ctx, op.in[0]), dy = view_of(ctx, op.in[1]), table = view_of(ctx, op.out[0]);
   const std::optional<View> pos = optional_output(ctx, op, 1);
   const VocabShard shard = vocab_shard(op.attrs, ctx.rank, table.rows);
-  if (!op.attrs.accumulate) {
-    table.all().setZero();
-    if (pos) pos->all().setZero();
-  }
+  if (!op.attrs.accumulate) table.all().setZero();
+  if (pos && !op.attrs.accumulate_params) pos->all().setZero();
   for (int64_t r = 0; r < dy.rows; ++r) {
     const int64_t t = token_at(op, ids, r, shard.limit, "token id");
     if (shard.holds(t)) table.row_array(t - shard.first) += dy.row_array(r);

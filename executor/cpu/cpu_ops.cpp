@@ -54,6 +54,10 @@ void run_cpu_op(const Op& op, const CpuOpContext& ctx) {
     case OpCode::CrossEntropy: return cpu::cross_entropy(op, ctx);
     case OpCode::AdamStep: return cpu::adam_step(op, ctx);
     case OpCode::SgdStep: return cpu::sgd_step(op, ctx);
+    case OpCode::ReluFwd: return cpu::relu_fwd(op, ctx);
+    case OpCode::ReluBwd: return cpu::relu_bwd(op, ctx);
+    case OpCode::GegluFwd: return cpu::geglu_fwd(op, ctx);
+    case OpCode::GegluBwd: return cpu::geglu_bwd(op, ctx);
     case OpCode::AllReduce:
       throw_runtime(fmt::format("op {}: AllReduce is a collective, not a CPU compute op", op_id(op)));
   }

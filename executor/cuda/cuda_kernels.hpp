@@ -55,6 +55,11 @@ void gelu_fwd(const DevView& x, const DevView& y, StreamHandle s);
 void gelu_bwd(const DevView& x, const DevView& dy, const DevView& dx, StreamHandle s);
 void swiglu_fwd(const DevView& x, const DevView& y, StreamHandle s);
 void swiglu_bwd(const DevView& x, const DevView& dy, const DevView& dx, StreamHandle s);
+void relu_fwd(const DevView& x, const DevView& y, StreamHandle s);
+void relu_bwd(const DevView& x, const DevView& dy, const DevView& dx, StreamHandle s);
+// GeGLU: gelu (the tanh approximation of gelu_fwd) of the gate times up; layout as SwiGLU.
+void geglu_fwd(const DevView& x, const DevView& y, StreamHandle s);
+void geglu_bwd(const DevView& x, const DevView& dy, const DevView& dx, StreamHandle s);
 // Rotates the first rotary_dims columns of each head (rotate-half within them; 0: all head_dim).
 void rope(const DevView& x, int heads, int head_dim, int rotary_dims, bool inverse, StreamHandle s);
 void residual_add(const DevView& a, const DevView& b, const DevView* bias, const DevView& out, StreamHandle s);
@@ -71,7 +76,8 @@ struct EmbeddingBwdArgs {
   DevView tokens, dy, dtable;
   int64_t first = 0;              // the table's first vocabulary id
   const DevView* dpos = nullptr;  // GPT's positional table gradient
-  bool accumulate = false;
+  bool accumulate = false;         // dtable (a tied head's weight gradient is already there)
+  bool accumulate_pos = false;     // dpos
   float* fp32_scratch = nullptr;  // dtable's and dpos's elements as fp32 sums; needed when dtable is 16-bit
 };
 void embedding_bwd(const EmbeddingBwdArgs& a, StreamHandle s);

@@ -150,6 +150,10 @@ void run_activation(const Launch& l) {
     case OpCode::GeluBwd: return gelu_bwd(l.in(0), l.in(1), l.out(0), l.s);
     case OpCode::SwigluFwd: return swiglu_fwd(l.in(0), l.out(0), l.s);
     case OpCode::SwigluBwd: return swiglu_bwd(l.in(0), l.in(1), l.out(0), l.s);
+    case OpCode::ReluFwd: return relu_fwd(l.in(0), l.out(0), l.s);
+    case OpCode::ReluBwd: return relu_bwd(l.in(0), l.in(1), l.out(0), l.s);
+    case OpCode::GegluFwd: return geglu_fwd(l.in(0), l.out(0), l.s);
+    case OpCode::GegluBwd: return geglu_bwd(l.in(0), l.in(1), l.out(0), l.s);
     default:  // RopeFwd, RopeBwd: in place on out[0]
       return rope(l.out(0), op.attrs.heads, op.attrs.head_dim, op.attrs.rotary_dims, op.code == OpCode::RopeBwd, l.s);
   }
@@ -199,6 +203,7 @@ void run_embedding(const Launch& l) {
   const DevView dpos = op.n_out > 1 ? l.out(1) : DevView{};
   a.dpos = op.n_out > 1 ? &dpos : nullptr;
   a.accumulate = l.accumulate();
+  a.accumulate_pos = op.attrs.accumulate_params;
   a.fp32_scratch = l.dev.embed_scratch;
   embedding_bwd(a, l.s);
 }
@@ -265,6 +270,10 @@ void run_op(DeviceState& dev, const Op& op, Stream stream) {
     case OpCode::GeluBwd:
     case OpCode::SwigluFwd:
     case OpCode::SwigluBwd:
+    case OpCode::ReluFwd:
+    case OpCode::ReluBwd:
+    case OpCode::GegluFwd:
+    case OpCode::GegluBwd:
     case OpCode::RopeFwd:
     case OpCode::RopeBwd: return run_activation(l);
     case OpCode::AttnFwd:

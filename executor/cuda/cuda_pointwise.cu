@@ -1,6 +1,6 @@
-// cuda_pointwise.cu: element-wise kernels: activations, rotary embedding, residual add, bias gradient,
-// embedding lookup (of one vocabulary shard) and its gradient, positional add, poisoning, conversion and NaN
-// scans.
+// cuda_pointwise.cu: element-wise kernels: activations (GeLU, ReLU, SwiGLU, GeGLU), rotary embedding,
+// residual add, bias gradient, embedding lookup (of one vocabulary shard) and its gradient, positional add,
+// poisoning, conversion and NaN scans.
 #include "executor/cuda/cuda_common.cuh"
 
 namespace domino::cuda {
@@ -52,6 +52,40 @@ __global__ void swiglu_bwd_kernel(View<T> x, View<T> dy, View<T> dx) {
     const float sg = sigmoid(g);
     dx.row(r)[c] = from_f<T>(d * u * sg * (1.f + g * (1.f - sg)));
     dx.row(r)[f + c] = from_f<T>(d * g * sg);
+  }
+}
+template <typename T>
+__global__ void relu_fwd_kernel(View<T> x, View<T> y) {
+  DOMINO_FOR_EACH(x.rows() * x.ncols) {
+    const int64_t r = i / x.ncols, c = i % x.ncols;
+    y.row(r)[c] = from_f<T>(fmaxf(to_f(x.row(r)[c]), 0.f));
+  }
+}
+// The gradient at 0 is 0 (PyTorch's choice, as the CPU).
+template <typename T>
+__global__ void relu_bwd_kernel(View<T> x, View<T> dy, View<T> dx) {
+  DOMINO_FOR_EACH(x.rows() * x.ncols) {
+    const int64_t r = i / x.ncols, c = i % x.ncols;
+    dx.row(r)[c] = from_f<T>(to_f(x.row(r)[c]) > 0.f ? to_f(dy.row(r)[c]) : 0.f);
+  }
+}
+template <typename T>
+__global__ void geglu_fwd_kernel(View<T> x, View<T> y) {
+  const int64_t f = y.ncols;
+  DOMINO_FOR_EACH(y.rows() * f) {
+    const int64_t r = i / f, c = i % f;
+    y.row(r)[c] = from_f<T>(gelu(to_f(x.row(r)[c])) * to_f(x.row(r)[f + c]));
+  }
+}
+// Reads gate and up before writing: dx may alias x, as for SwiGLU.
+template <typename T>
+__global__ void geglu_bwd_kernel(View<T> x, View<T> dy, View<T> dx) {
+  const int64_t f = dy.ncols;
+  DOMINO_FOR_EACH(dy.rows() * f) {
+    const int64_t r = i / f, c = i % f;
+    const float g = to_f(x.row(r)[c]), u = to_f(x.row(r)[f + c]), d = to_f(dy.row(r)[c]);
+    dx.row(r)[c] = from_f<T>(d * u * gelu_grad(g));
+    dx.row(r)[f + c] = from_f<T>(d * gelu(g));
   }
 }
 template <typename T>
@@ -193,6 +227,22 @@ void swiglu_bwd(const DevView& x, const DevView& dy, const DevView& dx, StreamHa
   DOMINO_DISPATCH_ELT(x.elt, swiglu_bwd_kernel<T><<<grid_for(dy.rows() * dy.ncols), 256, 0, stream_of(s)>>>(view_of<T>(x), view_of<T>(dy), view_of<T>(dx)));
   DOMINO_CUDA_LAUNCHED("swiglu_bwd_kernel");
 }
+void relu_fwd(const DevView& x, const DevView& y, StreamHandle s) {
+  DOMINO_DISPATCH_ELT(x.elt, relu_fwd_kernel<T><<<grid_for(x.rows() * x.ncols), 256, 0, stream_of(s)>>>(view_of<T>(x), view_of<T>(y)));
+  DOMINO_CUDA_LAUNCHED("relu_fwd_kernel");
+}
+void relu_bwd(const DevView& x, const DevView& dy, const DevView& dx, StreamHandle s) {
+  DOMINO_DISPATCH_ELT(x.elt, relu_bwd_kernel<T><<<grid_for(x.rows() * x.ncols), 256, 0, stream_of(s)>>>(view_of<T>(x), view_of<T>(dy), view_of<T>(dx)));
+  DOMINO_CUDA_LAUNCHED("relu_bwd_kernel");
+}
+void geglu_fwd(const DevView& x, const DevView& y, StreamHandle s) {
+  DOMINO_DISPATCH_ELT(x.elt, geglu_fwd_kernel<T><<<grid_for(y.rows() * y.ncols), 256, 0, stream_of(s)>>>(view_of<T>(x), view_of<T>(y)));
+  DOMINO_CUDA_LAUNCHED("geglu_fwd_kernel");
+}
+void geglu_bwd(const DevView& x, const DevView& dy, const DevView& dx, StreamHandle s) {
+  DOMINO_DISPATCH_ELT(x.elt, geglu_bwd_kernel<T><<<grid_for(dy.rows() * dy.ncols), 256, 0, stream_of(s)>>>(view_of<T>(x), view_of<T>(dy), view_of<T>(dx)));
+  DOMINO_CUDA_LAUNCHED("geglu_bwd_kernel");
+}
 void rope(const DevView& x, int heads, int head_dim, int rotary_dims, bool inverse, StreamHandle s) {
   const int rot = rotary_dims > 0 ? rotary_dims : head_dim;
   DOMINO_DISPATCH_ELT(x.elt, rope_kernel<T><<<grid_for(x.rows() * heads * (rot / 2)), 256, 0, stream_of(s)>>>(view_of<T>(x), heads, head_dim, rot, inverse ? -1.f : 1.f));
@@ -233,10 +283,10 @@ void embedding_bwd(const EmbeddingBwdArgs& a, StreamHandle s) {
   const unsigned grid = grid_for(dy.rows() * dy.ncols);
   const int64_t pos_stride = dpos ? dpos->row_stride : 0;
   if (dtable.elt == Elt::F32) {
-    if (!accumulate) {
+    if (!accumulate)
       DOMINO_CUDA_CHECK(cudaMemsetAsync(dtable.base, 0, sizeof(float) * table_n, stream_of(s)));
-      if (dpos) DOMINO_CUDA_CHECK(cudaMemsetAsync(dpos->base, 0, sizeof(float) * pos_n, stream_of(s)));
-    }
+    if (dpos && !a.accumulate_pos)
+      DOMINO_CUDA_CHECK(cudaMemsetAsync(dpos->base, 0, sizeof(float) * pos_n, stream_of(s)));
     embedding_bwd_kernel<float, float><<<grid, 256, 0, stream_of(s)>>>(
         view_of<float>(tokens), view_of<float>(dy), static_cast<float*>(dtable.base), dtable.row_stride, a.first,
         dtable.rows(), dpos ? static_cast<float*>(dpos->base) : nullptr, pos_stride, dpos != nullptr);
@@ -255,7 +305,7 @@ void embedding_bwd(const EmbeddingBwdArgs& a, StreamHandle s) {
         fp32_scratch, view_of<T>(dtable), accumulate);
     if (dpos) {
       store_sums_kernel<T><<<grid_for(dpos->rows() * dpos->ncols), 256, 0, stream_of(s)>>>(
-          pos_sums, view_of<T>(*dpos), accumulate);
+          pos_sums, view_of<T>(*dpos), a.accumulate_pos);
     }
   });
   DOMINO_CUDA_LAUNCHED("embedding_bwd_kernel");

@@ -43,6 +43,9 @@ enum class OpCode : uint8_t {
   MatMulDgrad,
   // out[0] (+)= in[0]^T · in[1]                     (weight gradient: dW = X^T · dY), rows summed over
   // the whole region; if out[1] is present, out[1] (+)= column sums of in[1] (bias gradient).
+  // A tied head (ModelSpec::tied_embeddings) uses the embedding's shard E [V_l, h] as its weight through
+  // the same three: logits = MatMulDgrad(x, E) = x · E^T, dx = MatMul(dlogits, E),
+  // dE (+)= MatMulWgrad(dlogits, x).
   MatMulWgrad,
   // in[0]=x, in[1]=gamma [1,1,h], in[2]=beta [1,1,h] (LayerNorm only); out[0]=y, out[1]=stats [.,.,2]
   // holding (mean, rstd) per row (RMSNorm: mean stored as 0). eps = attrs.eps.
@@ -100,6 +103,8 @@ enum class OpCode : uint8_t {
   EmbeddingFwd,
   // in[0] = token ids, in[1] = dy [B,S,h]; out[0] (+)= scatter-add of the rows whose token lies in this
   // rank's shard into the table gradient [1,n,h]; GPT: out[1] (+)= positional gradient [1,seq_len,h].
+  // attrs.accumulate applies to out[0] (a tied head's weight gradient is already there),
+  // attrs.accumulate_params to out[1].
   EmbeddingBwd,
   // out[0] = in[0] + the row of the positional table in[1] [1,seq_len,h] at each row's seq index.
   PositionAdd,
@@ -121,6 +126,15 @@ enum class OpCode : uint8_t {
   // (Adam only). Hyper-parameters come from the executor's options; the step count from the runtime.
   AdamStep,
   SgdStep,
+  // out[0] = max(in[0], 0).
+  ReluFwd,
+  // out[0] = (in[0] > 0) * in[1]           (in[0] = forward input, in[1] = dy)
+  ReluBwd,
+  // As SwigluFwd with gelu (the tanh approximation of GeluFwd, Hugging Face's gelu_pytorch_tanh) for silu:
+  // in[0] = [gate | up], 2f columns; out[0] = gelu(gate) * up, f columns.
+  GegluFwd,
+  // in[0] = forward input [gate | up], in[1] = dy (f columns); out[0] = [dgate | dup] (2f columns).
+  GegluBwd,
 };
 
 const char* to_string(Stream s);
@@ -129,6 +143,11 @@ const char* to_string(Block b);
 const char* to_string(OpKind k);
 const char* to_string(OpCode c);
 OpKind kind_of(OpCode c);
+// The opcodes of an MLP activation, forward and backward.
+struct ActivationCodes {
+  OpCode fwd, bwd;
+};
+ActivationCodes activation_codes(Activation a);
 // Costed by the bytes it moves (everything but GEMMs, attention and collectives).
 bool memory_bound(OpKind k);
 

@@ -229,7 +229,7 @@ void Builder::bwd_front(int l, Block block, int i) {
   const Phase BW = Phase::Backward;
   if (block == Block::Mlp) {
     {
-      Op& op = emit(l, BW, block, "act.bwd", i, -1, m_.activation == Activation::Swiglu ? OpCode::SwigluBwd : OpCode::GeluBwd);
+      Op& op = emit(l, BW, block, "act.bwd", i, -1, activation_codes(m_.activation).bwd);
       in(op, rows(b.hpre, box));
       in(op, rows(gb_.dact, box));
       out(op, rows(gb_.dhpre, box));

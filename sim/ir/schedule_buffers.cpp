@@ -47,7 +47,8 @@ void Builder::make_buffers() {
   gb_.param.fill(-1), gb_.grad.fill(-1), gb_.state1.fill(-1), gb_.state2.fill(-1);
 
   // Global parameters: the token embedding and the head hold this rank's vocabulary shard (V_l_ ids);
-  // the positional embedding and the final norm are replicated.
+  // the positional embedding and the final norm are replicated. A tied head has no weight of its own: it
+  // reads the embedding's shard (schedule_head.cpp).
   using GP = std::array<int32_t, kLayerParams>;
   GP gp{}, gg{}, gs1{}, gs2{};
   gp.fill(-1), gg.fill(-1), gs1.fill(-1), gs2.fill(-1);
@@ -55,7 +56,8 @@ void Builder::make_buffers() {
   if (m_.positions == Positions::Learned) add_param(&gp, &gg, &gs1, &gs2, PosEmb, "emb.pos", -1, S_, h_, ParamKind::PositionEmbedding);
   add_param(&gp, &gg, &gs1, &gs2, FinG, "head.norm.g", -1, 1, h_, ParamKind::FinalNormGamma);
   if (layernorm_) add_param(&gp, &gg, &gs1, &gs2, FinB, "head.norm.b", -1, 1, h_, ParamKind::FinalNormBeta);
-  add_param(&gp, &gg, &gs1, &gs2, HeadW, "head.w", -1, h_, V_l_, ParamKind::HeadWeight);
+  if (!m_.tied_embeddings)
+    add_param(&gp, &gg, &gs1, &gs2, HeadW, "head.w", -1, h_, V_l_, ParamKind::HeadWeight);
   for (int i = 0; i < kGlobalParams; ++i) {
     gb_.param[i] = gp[i], gb_.grad[i] = gg[i], gb_.state1[i] = gs1[i], gb_.state2[i] = gs2[i];
   }

@@ -181,15 +181,16 @@ bool Builder::early_norm(int l, Block block, int i) const {
 
 // Rough FLOPs per output element of the memory-bound ops (they are timed by bytes; FLOPs only inform), by
 // opcode in declaration order; GEMMs, attention and AllReduce count their FLOPs elsewhere (0 here).
-constexpr std::array<double, 25> kFlopsPerElement = {
-    0, 0, 0,       // MatMul, MatMulDgrad, MatMulWgrad
-    8, 8, 14, 14,  // LayerNormFwd, RmsNormFwd, LayerNormBwd, RmsNormBwd
-    12, 16, 8, 6,  // GeluFwd, GeluBwd, SwigluFwd, SwigluBwd
-    3, 3, 0, 0,    // RopeFwd, RopeBwd, AttnFwd, AttnBwd
-    2, 1, 1, 1,    // ResidualAdd, EmbeddingFwd, EmbeddingBwd, PositionAdd
-    1, 3, 4,       // LogitMax, LogitSumExp, CrossEntropy
-    0, 12, 4};     // AllReduce, AdamStep, SgdStep
-static_assert(size_t(OpCode::SgdStep) + 1 == kFlopsPerElement.size(), "one figure per OpCode");
+constexpr std::array<double, 29> kFlopsPerElement = {
+    0, 0, 0,        // MatMul, MatMulDgrad, MatMulWgrad
+    8, 8, 14, 14,   // LayerNormFwd, RmsNormFwd, LayerNormBwd, RmsNormBwd
+    12, 16, 8, 6,   // GeluFwd, GeluBwd, SwigluFwd, SwigluBwd
+    3, 3, 0, 0,     // RopeFwd, RopeBwd, AttnFwd, AttnBwd
+    2, 1, 1, 1,     // ResidualAdd, EmbeddingFwd, EmbeddingBwd, PositionAdd
+    1, 3, 4,        // LogitMax, LogitSumExp, CrossEntropy
+    0, 12, 4,       // AllReduce, AdamStep, SgdStep
+    1, 1, 13, 10};  // ReluFwd, ReluBwd, GegluFwd (gelu and a product), GegluBwd (per dgate or dup element)
+static_assert(size_t(OpCode::GegluBwd) + 1 == kFlopsPerElement.size(), "one figure per OpCode");
 static double flops_per_element(OpCode c) { return kFlopsPerElement[size_t(c)]; }
 
 void fill_costs(Schedule& s) {

@@ -104,7 +104,7 @@ void Builder::fwd_front(int l, Block block, int i) {
   }
   const LayerBuffers& b = lb_[size_t(l)];
   if (block == Block::Mlp) {
-    Op& op = emit(l, Phase::Forward, block, "act", i, -1, m_.activation == Activation::Swiglu ? OpCode::SwigluFwd : OpCode::GeluFwd);
+    Op& op = emit(l, Phase::Forward, block, "act", i, -1, activation_codes(m_.activation).fwd);
     in(op, rows(b.hpre, box));
     out(op, rows(b.act, box));
     return;

@@ -7,6 +7,10 @@
 //   shards with an AllReduce(max) of the per-token max and an AllReduce(sum) of (sum of exp, target logit);
 //   backward all-reduces the partial input gradient of the head's GEMM before the final norm's backward,
 //   with the head's weight gradient behind it (as bwd_overlap does for QKV and FC1).
+// Tied embeddings (GPT-2, Gemma): the head's weight is the embedding's shard E [V/tp, h], the same ids on
+// the same rank, so the head computes x E^T (MatMulDgrad), its input gradient dlogits E (MatMul) and its
+// weight gradient dlogits^T x (MatMulWgrad) straight into E's gradient; the embedding's backward, last in
+// program order, adds its scatter to it.
 #include "sim/ir/schedule_builder_internal.hpp"
 
 namespace domino::detail {
@@ -53,9 +57,10 @@ void Builder::head_forward(int32_t x_last) {
     out(op, whole(gb_.stf));
   }
   {
-    Op& op = emit(-1, FW, H, "logits", -1, -1, OpCode::MatMul);
+    const bool tied = m_.tied_embeddings;
+    Op& op = emit(-1, FW, H, "logits", -1, -1, tied ? OpCode::MatMulDgrad : OpCode::MatMul);
     in(op, whole(gb_.xf));
-    in(op, whole(gb_.param[HeadW]));
+    in(op, whole(gb_.param[tied ? TokEmb : HeadW]));
     out(op, whole(gb_.logits));
     op.m = B_ * S_, op.k = h_, op.n = V_l_;
   }
@@ -92,21 +97,23 @@ void Builder::head_forward(int32_t x_last) {
 void Builder::head_backward(int32_t x_last) {
   const Phase BW = Phase::Backward;
   const Block H = Block::Head;
+  const bool tied = m_.tied_embeddings;
   {
-    Op& op = emit(-1, BW, H, "logits.dgrad", -1, -1, OpCode::MatMulDgrad);
+    Op& op = emit(-1, BW, H, "logits.dgrad", -1, -1, tied ? OpCode::MatMul : OpCode::MatMulDgrad);
     in(op, whole(gb_.dlogits));
-    in(op, whole(gb_.param[HeadW]));
+    in(op, whole(gb_.param[tied ? TokEmb : HeadW]));
     out(op, whole(gb_.dxf));
     op.m = B_ * S_, op.n = h_, op.k = V_l_;
   }
   // Partial over the vocabulary shards (Megatron's "f" operator on the head's input).
   const int32_t ar = vocab_allreduce(BW, H, "logits.ar", gb_.dxf, ReduceOp::Sum);
   {
+    // First writer of a tied embedding's gradient: "=" (the embedding's backward adds to it).
     Op& op = emit(-1, BW, H, "logits.wgrad", -1, -1, OpCode::MatMulWgrad);
-    in(op, whole(gb_.xf));
-    in(op, whole(gb_.dlogits));
-    out(op, whole(gb_.grad[HeadW]));
-    op.m = h_, op.n = V_l_, op.k = B_ * S_;
+    in(op, whole(tied ? gb_.dlogits : gb_.xf));
+    in(op, whole(tied ? gb_.xf : gb_.dlogits));
+    out(op, whole(gb_.grad[tied ? TokEmb : HeadW]));
+    op.m = tied ? V_l_ : h_, op.n = tied ? h_ : V_l_, op.k = B_ * S_;
     // With overlap none the norm below also waits for the AllReduce: it reads dxf, so it would anyway.
     const BlockPlan handover = m_.layers > 0 ? plan_.layers.back().mlp : BlockPlan{};
     after_input_grad_allreduces(op, ar >= 0 ? std::vector<int32_t>{ar} : std::vector<int32_t>{}, handover);
@@ -124,7 +131,8 @@ void Builder::head_backward(int32_t x_last) {
   }
 }
 
-// The residual gradient is replicated: each rank keeps its shard's rows, no collective.
+// The residual gradient is replicated: each rank keeps its shard's rows, no collective. A tied head's
+// weight gradient is already in the table's gradient: add to it (the positions' gradient starts here).
 void Builder::embedding_backward() {
   Op& op = emit(-1, Phase::Backward, Block::Embedding, "", -1, -1, OpCode::EmbeddingBwd);
   in(op, whole(gb_.tokens));
@@ -132,6 +140,7 @@ void Builder::embedding_backward() {
   out(op, whole(gb_.grad[TokEmb]));
   if (gb_.grad[PosEmb] >= 0) out(op, whole(gb_.grad[PosEmb]));
   op.attrs.vocab = int32_t(V_);
+  op.attrs.accumulate = m_.tied_embeddings;
 }
 
 }  // namespace domino::detail

@@ -1,8 +1,11 @@
-// schedule_names.cpp: names of the IR's enums, the opcode -> kind table, and op ids
-// ("L3.bwd.mlp.fc2.dgrad.s1").
+// schedule_names.cpp: names of the IR's enums, the opcode -> kind and activation -> opcode tables, and op
+// ids ("L3.bwd.mlp.fc2.dgrad.s1").
+#include <fmt/format.h>
+
 #include <string>
 
 #include "sim/base/enum_names.hpp"
+#include "sim/base/error.hpp"
 #include "sim/ir/schedule.hpp"
 
 namespace domino {
@@ -25,13 +28,13 @@ constexpr std::array<const char*, 10> kOpKindNames = {"gemm",        "attention"
 static_assert(size_t(OpKind::Loss) + 1 == kOpKindNames.size(), "one name per OpKind, in declaration order");
 const char* to_string(OpKind k) { return enum_name(k, kOpKindNames); }
 
-constexpr std::array<const char*, 25> kOpCodeNames = {
+constexpr std::array<const char*, 29> kOpCodeNames = {
     "MatMul",       "MatMulDgrad", "MatMulWgrad",  "LayerNormFwd", "RmsNormFwd",   "LayerNormBwd",
     "RmsNormBwd",   "GeluFwd",     "GeluBwd",      "SwigluFwd",    "SwigluBwd",    "RopeFwd",
     "RopeBwd",      "AttnFwd",     "AttnBwd",      "ResidualAdd",  "EmbeddingFwd", "EmbeddingBwd",
     "PositionAdd",  "LogitMax",    "LogitSumExp",  "CrossEntropy", "AllReduce",    "AdamStep",
-    "SgdStep"};
-static_assert(size_t(OpCode::SgdStep) + 1 == kOpCodeNames.size(),
+    "SgdStep",      "ReluFwd",     "ReluBwd",      "GegluFwd",     "GegluBwd"};
+static_assert(size_t(OpCode::GegluBwd) + 1 == kOpCodeNames.size(),
               "one name per OpCode, in declaration order");
 const char* to_string(OpCode c) { return enum_name(c, kOpCodeNames); }
 
@@ -54,6 +57,10 @@ OpKind kind_of(OpCode c) {
     case OpCode::GeluBwd:
     case OpCode::SwigluFwd:
     case OpCode::SwigluBwd:
+    case OpCode::ReluFwd:
+    case OpCode::ReluBwd:
+    case OpCode::GegluFwd:
+    case OpCode::GegluBwd:
       return OpKind::Activation;
     case OpCode::RopeFwd:
     case OpCode::RopeBwd:
@@ -77,6 +84,16 @@ OpKind kind_of(OpCode c) {
       return OpKind::Optimizer;
   }
   return OpKind::Elementwise;
+}
+
+ActivationCodes activation_codes(Activation a) {
+  switch (a) {
+    case Activation::Gelu: return {OpCode::GeluFwd, OpCode::GeluBwd};
+    case Activation::Swiglu: return {OpCode::SwigluFwd, OpCode::SwigluBwd};
+    case Activation::Relu: return {OpCode::ReluFwd, OpCode::ReluBwd};
+    case Activation::Geglu: return {OpCode::GegluFwd, OpCode::GegluBwd};
+  }
+  throw_bad_input(fmt::format("unknown activation {}", int(a)));
 }
 
 constexpr std::array<const char*, 6> kBufferRoleNames = {"param",      "grad",      "opt_state",

@@ -78,11 +78,17 @@ void check_norm_bwd(Checker& c, const Op& op) {
   for (int i = 1; i < op.n_out; ++i) c.shape(op.out[size_t(i)], i == 1 ? "dgamma" : "dbeta", 1, g);
 }
 
+// Element-wise (GeLU, ReLU): out and dy shaped as the input. Gated (SwiGLU, GeGLU): the input is
+// [gate | up], the output (forward) and dy (backward) half as wide, the backward's output as wide.
 void check_activation(Checker& c, const Op& op) {
   const Region &i0 = op.in[0], &i1 = op.in[1], &o0 = op.out[0];
-  const bool fwd = op.code == OpCode::GeluFwd || op.code == OpCode::SwigluFwd;
+  const OpCode code = op.code;
+  const bool fwd = code == OpCode::GeluFwd || code == OpCode::SwigluFwd || code == OpCode::ReluFwd ||
+                   code == OpCode::GegluFwd;
   if (!c.arity(fwd ? 1 : 2, fwd ? 1 : 2, 1, 1)) return;
-  if (op.code == OpCode::GeluFwd || op.code == OpCode::GeluBwd) {
+  const bool gated = code == OpCode::SwigluFwd || code == OpCode::SwigluBwd || code == OpCode::GegluFwd ||
+                     code == OpCode::GegluBwd;
+  if (!gated) {
     if (op.n_in == 2) c.shape(i1, "dy", i0.rows(), i0.cols());
     c.shape(o0, "out[0]", i0.rows(), i0.cols());
     return;
@@ -257,6 +263,10 @@ void check_operands(Checker& c, const Schedule& s, const Op& op) {
     case OpCode::GeluBwd:
     case OpCode::SwigluFwd:
     case OpCode::SwigluBwd:
+    case OpCode::ReluFwd:
+    case OpCode::ReluBwd:
+    case OpCode::GegluFwd:
+    case OpCode::GegluBwd:
       return check_activation(c, op);
     case OpCode::RopeFwd:
     case OpCode::RopeBwd:

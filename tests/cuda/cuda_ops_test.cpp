@@ -171,6 +171,20 @@ TEST_F(CudaOps, LlamaFp16SlicedMatchesCpuWithinFp16Error) {
   check_schedule_on_gpu(m, make_uniform_plan(m, b, b, "custom"), 1e-2);
 }
 
+// ReLU and GeGLU kernels, and the tied head: logits from the embedding's shard, its weight gradient added to
+// by the embedding's backward (fp32 sums for the 16-bit table).
+TEST_F(CudaOps, GptFp32ReluTiedMatchesCpu) {
+  ModelSpec m = tiny_model(Family::Gpt, DType::FP32);
+  m.activation = Activation::Relu, m.tied_embeddings = true;
+  check_schedule_on_gpu(m, make_strategy_plan("megatron-sync", m), 1e-4);
+}
+
+TEST_F(CudaOps, LlamaBf16GegluTiedMatchesCpuWithinBf16Error) {
+  ModelSpec m = tiny_model(Family::Llama, DType::BF16);
+  m.activation = Activation::Geglu, m.tied_embeddings = true, m.tp = 2;
+  check_schedule_on_gpu(m, make_strategy_plan("megatron-sync", m), 3e-2, 1);
+}
+
 // The emulated collective lasts at least its latency plus its traffic over the bus bandwidth (it spins on
 // the SM clock up to that time: a lower bound whatever the GPU's load, not a speed claim).
 TEST_F(CudaOps, EmulatedAllReduceLastsAtLeastItsModelledTime) {

@@ -110,7 +110,7 @@ TEST(CpuElementwise, EmbeddingForwardBackwardWithPositions) {
   t.expect_near(t.whole(dtable), want_dt, 1e-6, 1e-6, "dtable");
   t.expect_near(t.whole(dpos), want_dp, 1e-6, 1e-6, "dpos");
   OpAttrs acc;
-  acc.accumulate = true;
+  acc.accumulate = true, acc.accumulate_params = true;  // the table's and the positions' gradients
   t.run(t.make(OpCode::EmbeddingBwd, {ids_s, dy_s}, {t.whole(dtable), t.whole(dpos)}, acc));
   t.expect_near(t.whole(dtable), add(want_dt, want_dt), 1e-6, 1e-6, "dtable accumulated");
   t.expect_near(t.whole(dpos), add(want_dp, want_dp), 1e-6, 1e-6, "dpos accumulated");

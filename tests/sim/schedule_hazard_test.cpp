@@ -25,10 +25,10 @@ bool accumulates(const Op& op, int j) {
     case OpCode::MatMulDgrad:
       return j == 0 && op.attrs.accumulate;
     case OpCode::MatMulWgrad:
-    case OpCode::EmbeddingBwd:
       return op.attrs.accumulate;
     case OpCode::LayerNormBwd:
     case OpCode::RmsNormBwd:
+    case OpCode::EmbeddingBwd:
       return j == 0 ? op.attrs.accumulate : op.attrs.accumulate_params;
     case OpCode::AttnBwd:
       return j >= 1 && op.attrs.accumulate;
@@ -177,9 +177,16 @@ ModelSpec micro(ModelSpec m) {
   return m;
 }
 
+// A tied head's weight gradient and the embedding's scatter share one gradient buffer.
+ModelSpec tied_geglu(ModelSpec m) {
+  m.name += "-tied-geglu";
+  m.tied_embeddings = true, m.activation = Activation::Geglu;
+  return m;
+}
+
 TEST(ScheduleHazards, EveryInterleavingMatchesProgramOrder) {
-  for (const ModelSpec& m :
-       {micro(test::tiny_gpt(2)), micro(test::tiny_llama(2)), micro(test::tiny_llama(4))}) {
+  for (const ModelSpec& m : {micro(test::tiny_gpt(2)), micro(test::tiny_llama(2)), micro(test::tiny_llama(4)),
+                             tied_geglu(micro(test::tiny_gpt(2)))}) {
     for (const auto& np : test::plans_for(m)) {
       SCOPED_TRACE(m.name + " tp " + std::to_string(m.tp) + " / " + np.name);
       const Schedule s = test::build_verified(m, np.plan);
