@@ -209,6 +209,7 @@ ModelSpec import_hf_config(const std::string& text, const std::string& path, con
   ModelSpec m;
   m.source = path;
   const std::string model_type = read_model_type(r);
+  m.hf_model_type = model_type;
   m.name = model_name(r, path);
   read_shape(r, m);
   hf::apply_family(r, model_type, m);

@@ -174,7 +174,10 @@ std::string model_summary(const ModelSpec& m) {
   const int nodes = (m.tp + m.gpus_per_node - 1) / m.gpus_per_node;
   const double flops_iter = f.train_flops_per_token * double(m.tokens()) / m.tp;
   std::string s;
-  s += fmt::format("model {} ({} family) from {}\n", m.name, to_string(m.family), m.source);
+  // An import's family only chose defaults the config then overrode: its model_type says what it is.
+  const std::string kind = m.hf_model_type.empty() ? fmt::format("{} family", to_string(m.family))
+                                                   : fmt::format("Hugging Face model_type {}", m.hf_model_type);
+  s += fmt::format("model {} ({}) from {}\n", m.name, kind, m.source);
   s += fmt::format("  layers {}, hidden {}, heads {} (kv heads {}, head dim {}), ffn {}\n", m.layers,
                    m.hidden, m.heads, m.kv_heads, m.head_dim(), m.ffn_hidden);
   s += fmt::format("  activation {}, norm {}, biases {}, vocab {}\n", to_string(m.activation),

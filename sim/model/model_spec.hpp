@@ -70,6 +70,7 @@ struct ModelSpec {
   int tp = 1;             // tensor-parallel degree
   int gpus_per_node = 8;  // TP groups larger than this span nodes
   std::string source;     // file it was read from, for messages ("<embedded>" for built-ins)
+  std::string hf_model_type;  // a Hugging Face import's model_type ("gemma2"), for the summary; else empty
   // What an importer chose for the user that differs from the file (a capped sequence length): tools print
   // them; not part of the fingerprint.
   std::vector<std::string> notes;

@@ -178,5 +178,19 @@ TEST(HfFamilies, OptReluLearnedTied) {
   EXPECT_NEAR(billions(m), 1.316, 0.01);  // OPT-1.3B: 1.32B
 }
 
+// The summary names what the import read: the model_type, the block structure and the attention features.
+TEST(HfFamilies, SummaryNamesTheModelTypeAndStructure) {
+  const std::string gemma2 = model_summary(load("gemma2-9b.json"));
+  for (const char* part : {"(Hugging Face model_type gemma2)", "sandwich-norm", "tied to the head",
+                           "decoupled head dim (attention width 4096 vs hidden 3584)", "sliding window 4096 on even"}) {
+    EXPECT_NE(gemma2.find(part), std::string::npos) << part << " in:\n" << gemma2;
+  }
+  const std::string neox = model_summary(load("gpt-neox-20b.json"));
+  for (const char* part : {"(Hugging Face model_type gpt_neox)", "parallel residual (a norm per block)",
+                           "rotary (24 of 96 dims per head)"}) {
+    EXPECT_NE(neox.find(part), std::string::npos) << part << " in:\n" << neox;
+  }
+}
+
 }  // namespace
 }  // namespace domino
