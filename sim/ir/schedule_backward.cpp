@@ -203,21 +203,18 @@ void Builder::bwd_back(int l, Block block, int i) {
 // Post norm backward of slice i: its input is the saved reduced sums, its output gradient the residual
 // gradient's rows (one chunk: q = 1); writes the gradient of the reduced sums into dpost.
 void Builder::bwd_post_norm(int l, Block block, int i) {
-  const BlockPlan& bp = block_plan(l, block);
-  const Box box = slice_box(bp, i);
+  const PostNormOperands p = post_norm_operands(l, block, i);
   const LayerBuffers& b = lb_[size_t(l)];
-  const size_t k = block == Block::Attn ? 0 : 1;
-  const int gamma = k == 0 ? P1G : P2G;
   Op& op = emit(l, Phase::Backward, block, "post.norm.bwd", i, -1,
                 rms_ ? OpCode::RmsNormBwd : OpCode::LayerNormBwd);
-  in(op, whole(partial_buffer(false, block, l, bp, i, 0)));
-  in(op, rows(b.post_st[k], box));
-  in(op, whole(b.param[size_t(gamma)]));
-  in(op, rows(gb_.dresid, box));
-  out(op, rows(gb_.dpost, box));
-  const int32_t dgamma = b.grad[size_t(gamma)];
+  in(op, whole(p.sums));
+  in(op, rows(p.stats, p.box));
+  in(op, whole(b.param[size_t(p.gamma)]));
+  in(op, rows(gb_.dresid, p.box));
+  out(op, rows(gb_.dpost, p.box));
+  const int32_t dgamma = b.grad[size_t(p.gamma)];
   out(op, whole(dgamma));
-  if (layernorm_) out(op, whole(b.grad[size_t(gamma + 1)]));
+  if (layernorm_) out(op, whole(b.grad[size_t(p.gamma + 1)]));
   op.attrs.chunks = 1;
   op.attrs.accumulate_params = !norm_grads_started_.insert(dgamma).second;
 }

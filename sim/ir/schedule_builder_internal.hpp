@@ -203,6 +203,13 @@ class Builder {
   // Block structure: parallel residual, shared norm, post norms (docs/plan-format.md, "Block structure").
   bool parallel_ = false, shared_norm_ = false;
   bool pre_norm_ = true, post_norm_ = false;  // norm_placement: pre and sandwich / post and sandwich
+  // A slice's post norm: its rows, its input (the saved reduced sums), stats buffer and gamma (LayerParam).
+  struct PostNormOperands {
+    Box box;
+    int32_t sums, stats;
+    int gamma;
+  };
+  PostNormOperands post_norm_operands(int l, Block block, int i);
   void fwd_post_norm(int l, Block block, int i);
   void bwd_post_norm(int l, Block block, int i);
   // Parallel blocks: the attention's residual adds not yet emitted (forward, inter-layer overlap).

@@ -197,19 +197,23 @@ void Builder::fwd_row_parallel_gemm(int l, Block block, int i, const char* name,
 
 // Post norm of slice i: normalises the reduced sums (all h columns: q = 1) into post_y, which the residual
 // add reads; the sums stay in their per-layer buffer for the backward.
-void Builder::fwd_post_norm(int l, Block block, int i) {
+Builder::PostNormOperands Builder::post_norm_operands(int l, Block block, int i) {
   const BlockPlan& bp = block_plan(l, block);
-  const Box box = slice_box(bp, i);
-  const LayerBuffers& b = lb_[size_t(l)];
   const size_t k = block == Block::Attn ? 0 : 1;
-  const int gamma = k == 0 ? P1G : P2G;
+  return {slice_box(bp, i), partial_buffer(false, block, l, bp, i, 0), lb_[size_t(l)].post_st[k],
+          k == 0 ? P1G : P2G};
+}
+
+void Builder::fwd_post_norm(int l, Block block, int i) {
+  const PostNormOperands p = post_norm_operands(l, block, i);
+  const LayerBuffers& b = lb_[size_t(l)];
   Op& op =
       emit(l, Phase::Forward, block, "post.norm", i, -1, rms_ ? OpCode::RmsNormFwd : OpCode::LayerNormFwd);
-  in(op, whole(partial_buffer(false, block, l, bp, i, 0)));
-  in(op, whole(b.param[size_t(gamma)]));
-  if (layernorm_) in(op, whole(b.param[size_t(gamma + 1)]));
-  out(op, rows(b.post_y[k], box));
-  out(op, rows(b.post_st[k], box));
+  in(op, whole(p.sums));
+  in(op, whole(b.param[size_t(p.gamma)]));
+  if (layernorm_) in(op, whole(b.param[size_t(p.gamma + 1)]));
+  out(op, rows(b.post_y[block == Block::Attn ? 0 : 1], p.box));
+  out(op, rows(p.stats, p.box));
 }
 
 // R_i: residual stream += the reduced partial sums (+ the row-parallel bias), one op per column chunk;
