@@ -15,7 +15,7 @@ namespace domino::detail {
 
 [[noreturn]] inline void throw_gloo_failure(const std::string& what, int rank, const char* message,
                                             const char* file, int line) {
-  throw_runtime("rank " + std::to_string(rank) + ": " + what + ": Gloo failed: " + message + " (" + file + ":" +
+  throw_peer_lost("rank " + std::to_string(rank) + ": " + what + ": Gloo failed: " + message + " (" + file + ":" +
                 std::to_string(line) + "); a peer rank probably died or timed out");
 }
 

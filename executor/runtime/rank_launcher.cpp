@@ -37,6 +37,9 @@ using Clock = std::chrono::steady_clock;
 // Long enough for a rank to leave a collective cleanly, short enough that a failed job ends within seconds.
 constexpr auto kStopGrace = std::chrono::seconds(3);
 constexpr auto kPollInterval = std::chrono::milliseconds(20);
+// How long the others may go on ending by themselves when every failure so far only lost its peer: the
+// peer is failing too, and stopping it at once could kill it before it has written its own error.
+constexpr auto kPeerLostGrace = std::chrono::seconds(2);
 
 struct Child {
   pid_t pid = 0;
@@ -94,6 +97,10 @@ std::string read_text(const std::string& path) {
 
 std::string result_path(const std::string& dir, int rank) { return dir + "/rank" + std::to_string(rank) + ".result"; }
 std::string error_path(const std::string& dir, int rank) { return dir + "/rank" + std::to_string(rank) + ".error"; }
+// Present when the rank's error was a lost connection to a peer (ErrorKind::PeerLost), not a cause.
+std::string peer_lost_path(const std::string& dir, int rank) {
+  return dir + "/rank" + std::to_string(rank) + ".peer-lost";
+}
 
 void join_namespace(const std::string& ns) {
   const std::string path = "/var/run/netns/" + ns;
@@ -129,6 +136,7 @@ void present_as_rank(const RankSlot& slot) {
     if (link) join_namespace(link->namespace_of(slot.rank));
     write_file_atomic(result_path(dir, slot.rank), body(slot));
   } catch (const Error& e) {
+    if (e.kind() == ErrorKind::PeerLost) std::ofstream{peer_lost_path(dir, slot.rank)};
     std::ofstream(error_path(dir, slot.rank)) << e.what();
     rc = e.exit_code();
   } catch (const std::exception& e) {
@@ -186,11 +194,20 @@ struct WaitEnd {
   int interrupt = 0;  // the signal that interrupted the launch
 };
 
+// Whether every failure so far lost its peer (and so is a consequence of a failure still to be reaped).
+bool only_peers_lost(const std::vector<const Child*>& failures, const std::string& dir) {
+  for (const Child* c : failures)
+    if (!fs::exists(peer_lost_path(dir, c->rank))) return false;
+  return true;
+}
+
 // Reaps the children (only these: other children of the process are not ours to collect); on the first
-// failure, at the deadline or when interrupted, stops the rest (SIGTERM, then SIGKILL after kStopGrace).
-WaitEnd wait_for_ranks(std::vector<Child>& children, std::vector<const Child*>* failures, int deadline_s) {
+// failure (after kPeerLostGrace when it only lost its peer), at the deadline or when interrupted, stops the
+// rest (SIGTERM, then SIGKILL after kStopGrace).
+WaitEnd wait_for_ranks(std::vector<Child>& children, std::vector<const Child*>* failures, int deadline_s,
+                       const std::string& dir) {
   const auto start = Clock::now();
-  std::optional<Clock::time_point> stopping_since;
+  std::optional<Clock::time_point> first_failure, stopping_since;
   bool killed = false;
   WaitEnd end;
   auto signal_running = [&](int sig) {
@@ -209,7 +226,10 @@ WaitEnd wait_for_ranks(std::vector<Child>& children, std::vector<const Child*>* 
     if (!any_running) break;
     if (!stopping_since && deadline_s > 0 && Clock::now() - start > std::chrono::seconds(deadline_s)) end.late = true;
     if (!end.interrupt) end.interrupt = g_interrupt;
-    if ((!failures->empty() || end.late || end.interrupt) && !stopping_since) {
+    if (!failures->empty() && !first_failure) first_failure = Clock::now();
+    const bool failed = first_failure && (!only_peers_lost(*failures, dir) ||
+                                          Clock::now() - *first_failure > kPeerLostGrace);
+    if ((failed || end.late || end.interrupt) && !stopping_since) {
       stopping_since = Clock::now();
       signal_running(SIGTERM);
     }
@@ -262,16 +282,25 @@ int64_t error_written_ns(const std::string& dir, int rank) {
 }
 
 // The cause: a rank we did not stop, preferring one killed by a signal (its peers then fail on the broken
-// connection at about the same moment), else the one that wrote its error first (a rank whose peer died
-// fails a moment later, and may be reaped first); null when we stopped them all (the deadline).
+// connection at about the same moment), else the one that wrote its error first among those that failed for
+// their own reason (a rank whose peer died fails on the broken connection, and may do so before the dying
+// rank has written its error: it closes its connections as it unwinds), else the first error of all; null
+// when we stopped them all (the deadline).
 const Child* first_cause(const std::vector<const Child*>& failures, const std::string& dir) {
   for (const Child* c : failures)
     if (!c->stopped_by_us && WIFSIGNALED(c->status)) return c;
-  const Child* first = nullptr;
-  for (const Child* c : failures)
-    if (!c->stopped_by_us && (!first || error_written_ns(dir, c->rank) < error_written_ns(dir, first->rank)))
-      first = c;
-  return first;
+  const auto earliest = [&](bool own_reason) {
+    const Child* first = nullptr;
+    for (const Child* c : failures) {
+      if (own_reason ? fs::exists(peer_lost_path(dir, c->rank)) : c->stopped_by_us) continue;
+      if (!first || error_written_ns(dir, c->rank) < error_written_ns(dir, first->rank)) first = c;
+    }
+    return first;
+  };
+  // A rank stopped by us that still wrote an error of its own had failed before the signal reached it.
+  const Child* own = earliest(true);
+  if (own && error_written_ns(dir, own->rank) != std::numeric_limits<int64_t>::max()) return own;
+  return earliest(false);
 }
 
 [[noreturn]] void throw_failure(const LaunchOptions& o, const std::string& dir, const Child* cause,
@@ -320,7 +349,7 @@ std::vector<std::string> launch_ranks(const LaunchOptions& o, const RankBody& bo
   const InterruptGuard interrupts;  // after the link: its own cleanup handler is what the guard restores
   std::vector<Child> children = fork_ranks(o, dir.path(), link ? &*link : nullptr, interrupts, body);
   std::vector<const Child*> failures;
-  const WaitEnd end = wait_for_ranks(children, &failures, o.deadline_s);
+  const WaitEnd end = wait_for_ranks(children, &failures, o.deadline_s, dir.path());
   if (end.interrupt || !failures.empty() || end.late) remove_rank_temporaries(o.output_paths, children);
   if (end.interrupt) {
     g_interrupted_by = end.interrupt;

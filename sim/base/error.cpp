@@ -20,4 +20,6 @@ void throw_bad_input(const SourceLoc& where, const std::string& message) {
 
 void throw_runtime(const std::string& message) { throw Error(ErrorKind::Runtime, message); }
 
+void throw_peer_lost(const std::string& message) { throw Error(ErrorKind::PeerLost, message); }
+
 }  // namespace domino

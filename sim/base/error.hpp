@@ -6,8 +6,10 @@
 
 namespace domino {
 
-// BadInput: the user's files or flags are wrong (exit 2). Runtime: the work failed (exit 1).
-enum class ErrorKind { BadInput, Runtime };
+// BadInput: the user's files or flags are wrong (exit 2). Runtime: the work failed (exit 1). PeerLost: the
+// work failed because a connection to another rank broke (exit 1); when ranks fail together, the launcher
+// names a rank that failed for its own reason before one that only lost its peer.
+enum class ErrorKind { BadInput, Runtime, PeerLost };
 
 class Error : public std::runtime_error {
  public:
@@ -30,6 +32,7 @@ struct SourceLoc {
 [[noreturn]] void throw_bad_input(const std::string& message);
 [[noreturn]] void throw_bad_input(const SourceLoc& where, const std::string& message);
 [[noreturn]] void throw_runtime(const std::string& message);
+[[noreturn]] void throw_peer_lost(const std::string& message);
 
 // Runs a tool's body, prints any error as "domino-x: error: ..." on stderr and returns the exit code.
 template <typename Body>

@@ -119,6 +119,35 @@ TEST(RankLauncher, RankKilledBySignalIsTheCause) {
   EXPECT_EQ(what.rfind("rank 1 was killed by signal 9 (SIGKILL)", 0), 0u) << what;
 }
 
+// A rank whose connection broke fails first, but only because its peer is failing: the launch names the
+// peer's own error, and does not stop the peer before it has written it.
+TEST(RankLauncher, APeersOwnErrorIsTheCauseBeforeALostConnection) {
+  LaunchOptions o;
+  o.ranks = 2;
+  const Error e = launch_expecting_error(o, [](const RankSlot& slot) -> std::string {
+    if (slot.rank == 0) throw_peer_lost("rank 0: connection closed by peer");
+    ::usleep(300'000);
+    throw_runtime("rank 1 found no device");
+  });
+  EXPECT_EQ(e.kind(), ErrorKind::Runtime);
+  const std::string what = e.what();
+  EXPECT_EQ(what.rfind("rank 1 exited with status 1: rank 1 found no device", 0), 0u) << what;
+}
+
+// Only a lost connection and the peer still running: after a short grace the peer is stopped and the lost
+// connection is what the launch reports.
+TEST(RankLauncher, ALostConnectionAloneStillStopsTheOthers) {
+  LaunchOptions o;
+  o.ranks = 2;
+  const Error e = launch_expecting_error(o, [](const RankSlot& slot) -> std::string {
+    if (slot.rank == 0) throw_peer_lost("rank 0: connection closed by peer");
+    sleep_until_stopped();
+  });
+  const std::string what = e.what();
+  EXPECT_EQ(what.rfind("rank 0 exited with status 1: rank 0: connection closed by peer", 0), 0u) << what;
+  EXPECT_NE(what.find("rank 1 was killed by signal 15 (SIGTERM)"), std::string::npos) << what;
+}
+
 TEST(RankLauncher, BadInputInARankIsBadInputForTheLaunch) {
   LaunchOptions o;
   o.ranks = 2;
