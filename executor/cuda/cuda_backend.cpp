@@ -15,6 +15,7 @@
 
 #include "executor/cuda/cuda_device_state.hpp"
 #include "executor/cuda/cuda_gemm.hpp"
+#include "executor/cuda/cuda_nccl_algorithms.hpp"
 #include "executor/runtime/check.hpp"
 #include "executor/runtime/gloo_comm.hpp"
 #include "executor/runtime/param_init.hpp"
@@ -122,6 +123,11 @@ class CudaBackend : public Backend {
   ProfilingTraits profiling_traits() const override {
     return {.gemm_dtype = DType::BF16, .min_chain = 8, .probe_budget_us = 100'000, .gemms_in_op_dtype = true};
   }
+  // NVLS support is a property of the node (NVSwitch multicast), the same on every device: device 0 asks.
+  std::vector<std::string> forceable_collective_algorithms(int world) const override {
+    if (dev_.options.emulate_comm || cuda_device_count() == 0) return {};
+    return cuda::nccl_forceable_algorithms(world, 0);
+  }
 
  private:
   void init_nccl(const RankContext& ctx) {
@@ -140,7 +146,10 @@ class CudaBackend : public Backend {
       std::memcpy(&id, blob.data(), sizeof(id));
     }
     ncclComm_t comm = nullptr;
-    DOMINO_NCCL_CHECK(ncclCommInitRank(&comm, ctx.world, id, ctx.rank));
+    {
+      const cuda::ScopedNcclAlgorithm forced(ctx.collective_algorithm);  // NCCL reads NCCL_ALGO at init
+      DOMINO_NCCL_CHECK(ncclCommInitRank(&comm, ctx.world, id, ctx.rank));
+    }
     dev_.nccl = comm;
   }
 

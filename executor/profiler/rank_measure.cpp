@@ -20,24 +20,29 @@ namespace {
 
 constexpr uint32_t kTag = 1;
 
-// What every probe of this rank shares: the options, the group and the backend's traits.
+// What every probe of this rank shares: the options, the group, the backend's traits and the AllReduce
+// algorithms to measure one by one (empty: the library's one algorithm).
 struct RankBench {
   const MeasureOptions& options;
   GlooComm& comm;
   ProfilingTraits traits;
+  std::vector<std::string> algorithms;
 
   // Compute probes: a group of one (no collective), on this rank's device.
-  RankContext compute_ctx(uint64_t seed) const { return ctx(seed, 1); }
-  // Collective probes: the whole group.
-  RankContext group_ctx(uint64_t seed) const { return ctx(seed, comm.world()); }
+  RankContext compute_ctx(uint64_t seed) const { return ctx(seed, 1, ""); }
+  // Collective probes: the whole group, its collectives forced to `algorithm` ("": the library picks).
+  RankContext group_ctx(uint64_t seed, const std::string& algorithm = "") const {
+    return ctx(seed, comm.world(), algorithm);
+  }
 
  private:
-  RankContext ctx(uint64_t seed, int world) const {
+  RankContext ctx(uint64_t seed, int world, const std::string& algorithm) const {
     RankContext c;
     c.rank = comm.rank();
     c.world = world;
     c.seed = seed;
     c.comm = &comm;
+    c.collective_algorithm = algorithm;
     return c;
   }
 };
@@ -109,19 +114,46 @@ int allreduce_repeats(double bytes, double link_gbps, bool quick) {
   return std::clamp(int(budget_us / expected_us), lo, hi);
 }
 
-// One AllReduce per iteration, a barrier before each (two warm-up iterations).
-nlohmann::json measure_collectives(const Workload& w, const RankBench& b, Progress& progress) {
+// One AllReduce per iteration, a barrier before each (two warm-up iterations), forced to `algorithm`.
+nlohmann::json measure_allreduces(const Workload& w, const RankBench& b, Progress& progress,
+                                  const std::string& algorithm) {
   nlohmann::json out = nlohmann::json::array();
+  const std::string label = algorithm.empty() ? "allreduce " : "allreduce " + algorithm + " ";
   int i = 0;
   for (double bytes : w.allreduce_bytes) {
-    progress.step("allreduce " + std::to_string(int64_t(bytes)) + " B", ++i, int(w.allreduce_bytes.size()));
-    PreparedProbe probe(b.options.backend, allreduce_chain(bytes, 1), b.group_ctx(1));
+    progress.step(label + std::to_string(int64_t(bytes)) + " B", ++i, int(w.allreduce_bytes.size()));
+    PreparedProbe probe(b.options.backend, allreduce_chain(bytes, 1), b.group_ctx(1, algorithm));
     std::vector<double> samples;
     const int reps = allreduce_repeats(bytes, b.options.link_gbps, b.options.quick);
     for (const auto& spans : probe.run(2, reps, &b.comm)) samples.push_back(duration_us(spans.front()));
     out.push_back({{"bytes", allreduce_bytes(probe.schedule().ops.front())}, {"samples_us", samples}});
   }
   return out;
+}
+
+// "collectives": the ring (or the library's one algorithm); "collectives_by_algorithm": every other
+// algorithm the backend can be forced to (NVLS on NVSwitch GPUs), each curve measured on its own.
+void measure_collectives(const Workload& w, const RankBench& b, Progress& progress, nlohmann::json& out) {
+  if (b.algorithms.empty()) {
+    out["collectives"] = measure_allreduces(w, b, progress, "");
+    return;
+  }
+  for (const std::string& a : b.algorithms) {
+    if (a == "ring") out["collectives"] = measure_allreduces(w, b, progress, a);
+    else out["collectives_by_algorithm"][a] = measure_allreduces(w, b, progress, a);
+  }
+}
+
+// The backend's forceable algorithms, kept only where every rank can run them (a mismatch would leave
+// ranks waiting in different communicators).
+std::vector<std::string> agreed_algorithms(const Backend& backend, GlooComm& comm) {
+  std::vector<std::string> agreed;
+  const std::vector<std::string> mine = backend.forceable_collective_algorithms(comm.world());
+  for (const char* a : {"ring", "nvls"}) {
+    const bool here = std::find(mine.begin(), mine.end(), a) != mine.end();
+    if (agree(comm, here ? 1.0 : 0.0) == 1.0) agreed.push_back(a);
+  }
+  return agreed;
 }
 
 // `count` AllReduces back to back after one barrier (the first two are warm-up and left out).
@@ -193,13 +225,15 @@ nlohmann::json measure_sync(const Workload& w, const RankBench& b, Progress& pro
 }  // namespace
 
 nlohmann::json measure_rank(const Workload& w, GlooComm& comm, const MeasureOptions& o) {
-  const RankBench bench{o, comm, make_backend(o.backend)->profiling_traits()};
+  const std::unique_ptr<Backend> backend = make_backend(o.backend);
+  const RankBench bench{o, comm, backend->profiling_traits(),
+                        comm.world() > 1 ? agreed_algorithms(*backend, comm) : std::vector<std::string>{}};
   Progress p("domino-profile:", comm.rank() == 0);
   nlohmann::json out;
   out["rank"] = comm.rank();
   out["compute"] = measure_compute(w, bench, p);
   if (comm.world() > 1) {
-    out["collectives"] = measure_collectives(w, bench, p);
+    measure_collectives(w, bench, p, out);
     out["interference"] = measure_interference(w, bench, p);
     out["sync"] = measure_sync(w, bench, p);
   }

@@ -46,6 +46,8 @@ struct RankContext {
                                 // own ids (e.g. the NCCL unique id) through comm->store()
   double link_latency_us = 0;   // emulated per-hop link latency, added in code before each AllReduce
   int timeout_s = 30;           // seconds a silent peer may take before it counts as dead (--timeout)
+  std::string collective_algorithm;  // "": the library picks; else one of the backend's
+                                     // forceable_collective_algorithms (domino-profile measures each)
 };
 
 // When one op ran, in microseconds from the start of the iteration.
@@ -134,6 +136,13 @@ class Backend {
   virtual HostFootprint host_footprint(const Schedule& schedule, int threads, const HostRanks& ranks) const;
   // What domino-profile needs to know to measure this backend; must not touch a device (called before fork).
   virtual ProfilingTraits profiling_traits() const { return {}; }
+  // The AllReduce algorithms (profile names: "ring", "nvls") this rank's collectives can be forced to, one
+  // communicator each (RankContext::collective_algorithm), for a group of `world` ranks on this machine.
+  // Empty: the library has one algorithm (stored as the ring curve). Called inside a rank process.
+  virtual std::vector<std::string> forceable_collective_algorithms(int world) const {
+    (void)world;
+    return {};
+  }
 
   std::vector<float> read_buffer(const Schedule& schedule, int32_t buffer);
 };

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -63,9 +64,31 @@ double strategy_us(const std::vector<StrategyRow>& rows, const char* name) {
 
 double speedup(double base_us, double us) { return base_us > 0 && us > 0 ? base_us / us : 0.0; }
 
+// Which algorithm the profile's curves pick for the schedule's AllReduces ("nvls x 96 (16 SMs), ring x 4
+// (24 SMs)"); "" where the profile has one ring curve per level (nothing to tell). The group size as the
+// simulator takes it (--emulate-tp, else the plan's TP degree).
+std::string allreduce_algorithms(const domino::Schedule& schedule, const domino::CostModel& cost, int emulate_tp) {
+  const domino::Profile& p = cost.profile();
+  const int plan_tp = schedule.plan.tp > 0 ? schedule.plan.tp : schedule.model.tp;
+  const int tp = emulate_tp > 0 ? emulate_tp : plan_tp;
+  if (!schedule.plan.comm_enabled || !(p.intra_node.has_algorithm_figures() ||
+                                       (p.inter_node && p.inter_node->has_algorithm_figures())))
+    return "";
+  std::map<std::string, std::pair<int, int>> used;  // algorithm -> (AllReduces, SMs)
+  for (const domino::Op& op : schedule.ops) {
+    const domino::CollectiveCost c = cost.collective(op, tp, p.devices_per_node);
+    if (op.kind == domino::OpKind::AllReduce && tp > 1) used[c.algorithm] = {used[c.algorithm].first + 1, c.sms};
+  }
+  std::string out;
+  for (const auto& [name, n] : used)
+    out += fmt::format("{}{} x {}{}", out.empty() ? "" : ", ", name, n.first,
+                       n.second > 0 ? fmt::format(" ({} SMs)", n.second) : "");
+  return out;
+}
+
 void print_report(const domino::ModelSpec& m, const domino::Plan& plan, const std::string& plan_label,
                   const domino::Profile& profile, size_t ops, const domino::SimResult& r,
-                  const std::vector<StrategyRow>& rows) {
+                  const std::vector<StrategyRow>& rows, const std::string& algorithms) {
   std::printf("model    %s (tp %d, seq %d, micro-batch %d, %s, %d layers)\n", m.name.c_str(), m.tp, m.seq_len,
               m.micro_batch, domino::to_string(m.dtype), m.layers);
   std::printf("plan     %s\n", plan_label.c_str());
@@ -74,6 +97,7 @@ void print_report(const domino::ModelSpec& m, const domino::Plan& plan, const st
   std::printf("iteration time         %s\n", duration(r.iteration_us).c_str());
   std::printf("compute time           %s\n", duration(r.compute_us).c_str());
   std::printf("communication time     %s\n", duration(r.comm_us).c_str());
+  if (!algorithms.empty()) std::printf("allreduce algorithms   %s\n", algorithms.c_str());
   std::printf("exposed communication  %s\n", duration(r.exposed_comm_us).c_str());
   std::printf("overlap fraction       %.1f %%\n", 100 * r.overlap_fraction);
   std::printf("peak memory per rank   %s\n\n", gib(r.peak_memory_bytes).c_str());
@@ -188,7 +212,8 @@ int main(int argc, char** argv) {
         domino::simulate(schedule, cost, domino::SimOptions{!trace_path.empty(), emulate_tp});
     const std::vector<StrategyRow> rows = simulate_strategies(model, cost, emulate_tp);
 
-    print_report(model, plan, plan_label, cost.profile(), schedule.ops.size(), result, rows);
+    const std::string algorithms = allreduce_algorithms(schedule, cost, emulate_tp);
+    print_report(model, plan, plan_label, cost.profile(), schedule.ops.size(), result, rows, algorithms);
     if (!trace_path.empty()) {
       const json meta{{"tool", "domino-sim"},
                       {"version", DOMINO_VERSION},

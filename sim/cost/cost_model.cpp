@@ -1,7 +1,7 @@
 // cost_model.cpp: op durations from a profile. GEMMs: a measured table (exact shape, else the throughput
 // of the nearest measured shapes in log space) or the roofline max(flops / (peak x efficiency(size)),
-// bytes / memory bandwidth); memory-bound ops: bytes / bandwidth; AllReduce: arrival skew + ring latency +
-// bandwidth.
+// bytes / memory bandwidth); memory-bound ops: bytes / bandwidth; AllReduce: arrival skew + the latency and
+// bandwidth of the fastest eligible algorithm (ring, NVLS) or the pinned one.
 #include "sim/cost/cost_model.hpp"
 
 #include <algorithm>
@@ -21,6 +21,26 @@ const double kTableRadius = std::log(4.0);
 constexpr int kNeighbours = 4;
 
 }  // namespace
+
+void CostModel::fill_collective(CollectiveCosts& c, const CollectiveProfile& p, const char* level) {
+  c.present = true;
+  c.level = level;
+  c.pinned = p.pinned ? static_cast<int>(*p.pinned) : -1;
+  const auto fill = [&](CollectiveAlgorithm which, const CollectiveCurve& curve) {
+    AlgorithmCosts& a = c.algorithms[static_cast<int>(which)];
+    a.present = true;
+    a.latency_us = p.sync_us + curve.latency_us;
+    a.bytes_per_us = curve.bus_bandwidth_gbps * kBytesPerUsPerGbps;
+    for (const auto& r : curve.table) {
+      a.bus_bytes_per_us.log_x.push_back(std::log(r.bytes));
+      a.bus_bytes_per_us.y.push_back(r.bus_bandwidth_gbps * kBytesPerUsPerGbps);
+    }
+    a.sms = curve.sms;
+    a.min_ranks = curve.min_ranks;
+  };
+  fill(CollectiveAlgorithm::Ring, p.ring());
+  if (p.nvls) fill(CollectiveAlgorithm::Nvls, *p.nvls);
+}
 
 double CostModel::LogCurve::at(double x) const {
   const size_t n = log_x.size();
@@ -64,17 +84,8 @@ CostModel::CostModel(Profile profile) : profile_(std::move(profile)) {
                           ? KindMemory{mem_bytes_per_us_, launch_us_}
                           : KindMemory{own->second.bandwidth_gbps * kBytesPerUsPerGbps, own->second.launch_overhead_us};
   }
-  const auto fill = [](CollectiveCosts& c, const CollectiveProfile& p) {
-    c.present = true;
-    c.latency_us = p.sync_us + p.latency_us;
-    c.bytes_per_us = p.bus_bandwidth_gbps * kBytesPerUsPerGbps;
-    for (const auto& r : p.table) {
-      c.bus_bytes_per_us.log_x.push_back(std::log(r.bytes));
-      c.bus_bytes_per_us.y.push_back(r.bus_bandwidth_gbps * kBytesPerUsPerGbps);
-    }
-  };
-  fill(intra_, profile_.intra_node);
-  if (profile_.inter_node) fill(inter_, *profile_.inter_node);
+  fill_collective(intra_, profile_.intra_node, "intra_node");
+  if (profile_.inter_node) fill_collective(inter_, *profile_.inter_node, "inter_node");
 }
 
 const CostModel::DTypeCosts& CostModel::costs(DType dtype) const {
@@ -164,24 +175,58 @@ double CostModel::memory_us(OpKind kind, double bytes) const {
   return m.launch_us + bytes / m.bytes_per_us;
 }
 
-double CostModel::allreduce_us(double bytes, int tp, int devices_per_node) const {
-  if (tp <= 1) return 0;
+double CostModel::AlgorithmCosts::us(double bytes, int tp) const {
+  const double busbw = bus_bytes_per_us.y.empty() ? bytes_per_us : bus_bytes_per_us.at(bytes);
+  return latency_us + ring_allreduce_traffic(bytes, tp) / busbw;
+}
+
+const CostModel::CollectiveCosts& CostModel::level_for(int tp, int devices_per_node) const {
   const bool spans_nodes = tp > devices_per_node;
   if (spans_nodes && !inter_.present) {
     throw_bad_input("profile '" + profile_.name + "' (" + profile_.path + ") has no collectives.inter_node figures, " +
                     "but a TP group of " + std::to_string(tp) + " spans nodes of " + std::to_string(devices_per_node) +
                     " devices: use a multi-node profile");
   }
-  const CollectiveCosts& c = spans_nodes ? inter_ : intra_;
-  const double busbw = c.bus_bytes_per_us.y.empty() ? c.bytes_per_us : c.bus_bytes_per_us.at(bytes);
-  return c.latency_us + ring_allreduce_traffic(bytes, tp) / busbw;
+  return spans_nodes ? inter_ : intra_;
+}
+
+void CostModel::throw_pinned_ineligible(const CollectiveCosts& level, int tp) const {
+  const AlgorithmCosts& a = level.algorithms[level.pinned];
+  throw_bad_input("profile '" + profile_.name + "' (" + profile_.path + ") pins collectives." + level.level +
+                  ".algorithm to " + collective_algorithm_name(CollectiveAlgorithm(level.pinned)) + ", which runs on " +
+                  std::to_string(a.min_ranks) + " or more ranks, but the TP group has " + std::to_string(tp) +
+                  " (as NCCL with NCCL_ALGO set to it, nothing else may run): unpin it or change the TP degree");
+}
+
+// Ties go to the algorithm listed first (ring), so a profile whose curves coincide keeps today's choice.
+CollectiveCost CostModel::allreduce(double bytes, int tp, int devices_per_node) const {
+  if (tp <= 1) return {};
+  const CollectiveCosts& level = level_for(tp, devices_per_node);
+  if (level.pinned >= 0) {
+    const AlgorithmCosts& a = level.algorithms[level.pinned];
+    if (tp < a.min_ranks) throw_pinned_ineligible(level, tp);
+    return {a.us(bytes, tp), a.sms, collective_algorithm_name(CollectiveAlgorithm(level.pinned))};
+  }
+  CollectiveCost best{-1, 0, "none"};
+  for (int i = 0; i < kNumCollectiveAlgorithms; ++i) {
+    const AlgorithmCosts& a = level.algorithms[i];
+    if (!a.present || tp < a.min_ranks) continue;
+    const double us = a.us(bytes, tp);
+    if (best.us < 0 || us < best.us) best = {us, a.sms, collective_algorithm_name(CollectiveAlgorithm(i))};
+  }
+  return best;
+}
+
+CollectiveCost CostModel::collective(const Op& op, int tp, int devices_per_node) const {
+  if (op.kind != OpKind::AllReduce) return {};
+  return allreduce(op.bytes, tp, devices_per_node);
 }
 
 double CostModel::op_us(const Op& op, int tp, int devices_per_node) const {
   switch (op.kind) {
     case OpKind::Gemm: return gemm_us(op.dtype, op.m, op.n, op.k, op.flops, op.bytes);
     case OpKind::Attention: return attention_us(op.dtype, op.flops, op.bytes);
-    case OpKind::AllReduce: return allreduce_us(op.bytes, tp, devices_per_node);
+    case OpKind::AllReduce: return collective(op, tp, devices_per_node).us;
     case OpKind::Norm:
     case OpKind::Activation:
     case OpKind::Elementwise:

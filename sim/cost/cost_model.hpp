@@ -12,6 +12,15 @@
 
 namespace domino {
 
+// An AllReduce by the algorithm NCCL would pick: the fastest by the profile's curves among the algorithms
+// eligible at the group size, or the one the profile pins. algorithm is "ring" or "nvls", or "none" when
+// nothing is communicated (a group of one, or an op that is not a collective: 0 us, no SMs).
+struct CollectiveCost {
+  double us = 0;
+  int sms = 0;  // SMs its kernels hold while it runs; 0 where the profile does not state them
+  const char* algorithm = "none";
+};
+
 class CostModel {
  public:
   explicit CostModel(Profile profile);  // validates the profile (BadInput)
@@ -28,7 +37,13 @@ class CostModel {
   double attention_us(DType dtype, double flops, double bytes) const;
   double memory_us(double bytes) const;                // the profile's general memory figures
   double memory_us(OpKind kind, double bytes) const;   // the kind's own figures when it has them
-  double allreduce_us(double bytes, int tp, int devices_per_node) const;
+  double allreduce_us(double bytes, int tp, int devices_per_node) const { return allreduce(bytes, tp, devices_per_node).us; }
+  CollectiveCost allreduce(double bytes, int tp, int devices_per_node) const;
+  // A collective op's cost, algorithm and SMs (op_us of an AllReduce is collective(...).us).
+  CollectiveCost collective(const Op& op, int tp, int devices_per_node) const;
+  int collective_sms(const Op& op, int tp, int devices_per_node) const {
+    return collective(op, tp, devices_per_node).sms;
+  }
   double gemm_efficiency(DType dtype, double flops) const;  // from the curve, before any table
   bool has_dtype(DType dtype) const { return dtype_[static_cast<int>(dtype)].present; }
 
@@ -54,16 +69,28 @@ class CostModel {
     LogCurve efficiency;
     std::vector<TableRow> table;
   };
+  struct AlgorithmCosts {
+    bool present = false;
+    double latency_us = 0;      // the level's arrival skew (sync_us) included
+    double bytes_per_us = 0;    // bus bandwidth
+    LogCurve bus_bytes_per_us;  // empty: constant bytes_per_us
+    int sms = 0;
+    int min_ranks = 2;
+    double us(double bytes, int tp) const;
+  };
   struct CollectiveCosts {
     bool present = false;
-    double latency_us = 0;  // the profile's arrival skew (sync_us) included
-    double bytes_per_us = 0;  // bus bandwidth
-    LogCurve bus_bytes_per_us;  // empty: constant bytes_per_us
+    std::array<AlgorithmCosts, kNumCollectiveAlgorithms> algorithms;  // indexed by CollectiveAlgorithm
+    int pinned = -1;                                                   // -1: the fastest eligible
+    const char* level = "";                                            // for messages
   };
 
   const DTypeCosts& costs(DType dtype) const;
   double roofline_us(double flops, double peak_flops_per_us, double efficiency, double bytes) const;
   double table_us(const DTypeCosts& c, int64_t m, int64_t n, int64_t k, double flops) const;
+  static void fill_collective(CollectiveCosts& c, const CollectiveProfile& p, const char* level);
+  const CollectiveCosts& level_for(int tp, int devices_per_node) const;
+  [[noreturn]] void throw_pinned_ineligible(const CollectiveCosts& level, int tp) const;
 
   Profile profile_;
   std::array<DTypeCosts, kNumDTypes> dtype_;

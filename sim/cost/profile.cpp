@@ -1,5 +1,6 @@
 // profile.cpp: strict reading of hardware profiles (every problem located as file:line:col) and
-// validation of profiles built in code. Writing lives in profile_writer.cpp.
+// validation of profiles built in code. Collective levels live in profile_collectives.cpp, writing in
+// profile_writer.cpp.
 #include "sim/cost/profile.hpp"
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include "sim/ir/schedule.hpp"
 #include "sim/base/whole_number.hpp"
 #include "sim/base/yaml_reader.hpp"
+#include "sim/cost/profile_checks.hpp"
 
 namespace domino {
 
@@ -22,11 +24,9 @@ const char* profile_dtype_key(DType d) {
   return "?";
 }
 
-namespace {
-
-const DType kDTypes[kNumDTypes] = {DType::BF16, DType::FP16, DType::FP32};
-
 // --- checks shared by the YAML reader (located) and validate_profile (named) ---
+
+namespace profile_io {
 
 std::string num(double v) { return fmt::format("{}", v); }
 
@@ -36,6 +36,68 @@ void require_positive(const SourceLoc& at, const std::string& what, double v) {
 void require_non_negative(const SourceLoc& at, const std::string& what, double v) {
   if (!(v >= 0)) throw_bad_input(at, what + " must be zero or positive, got " + num(v));
 }
+
+void check_bus_table(const std::vector<BusBandwidthPoint>& table, const std::string& what,
+                     const std::vector<SourceLoc>& at) {
+  for (size_t i = 0; i < table.size(); ++i) {
+    const SourceLoc& where = at.size() > i ? at[i] : (at.empty() ? SourceLoc{} : at.back());
+    require_positive(where, what + ": bytes", table[i].bytes);
+    require_positive(where, what + ": bus bandwidth", table[i].bus_bandwidth_gbps);
+    if (i > 0 && !(table[i].bytes > table[i - 1].bytes)) {
+      throw_bad_input(where, what + ": not sorted: bytes " + num(table[i].bytes) + " after " +
+                                 num(table[i - 1].bytes) + " (bytes must strictly increase)");
+    }
+  }
+}
+
+namespace {
+
+double scalar_number(const std::string& file, const YAML::Node& n, const std::string& what) {
+  if (!n.IsScalar()) throw_bad_input(loc_of(file, n), what + ": expected a number");
+  try {
+    return n.as<double>();
+  } catch (const YAML::Exception&) {
+    throw_bad_input(loc_of(file, n), what + ": expected a number, got '" + n.Scalar() + "'");
+  }
+}
+
+}  // namespace
+
+std::vector<std::vector<double>> read_rows(const std::string& file, const YAML::Node& list, const std::string& what,
+                                           size_t width, const char* row_form, std::vector<SourceLoc>& locs) {
+  if (!list.IsSequence()) throw_bad_input(loc_of(file, list), what + ": expected a list of " + row_form + " rows");
+  std::vector<std::vector<double>> rows;
+  for (const YAML::Node& row : list) {
+    if (!row.IsSequence() || row.size() != width) {
+      throw_bad_input(loc_of(file, row), what + ": each row must be a list " + row_form);
+    }
+    std::vector<double> values;
+    for (const YAML::Node& v : row) values.push_back(scalar_number(file, v, what));
+    rows.push_back(std::move(values));
+    locs.push_back(loc_of(file, row));
+  }
+  return rows;
+}
+
+double positive(YamlMap& m, const std::string& key) {
+  const double v = m.get_double(key);
+  if (!(v > 0)) m.fail(key, "must be positive, got " + num(v));
+  return v;
+}
+double non_negative(YamlMap& m, const std::string& key) {
+  const double v = m.get_double(key);
+  if (!(v >= 0)) m.fail(key, "must be zero or positive, got " + num(v));
+  return v;
+}
+
+}  // namespace profile_io
+
+using namespace profile_io;
+
+namespace {
+
+const DType kDTypes[kNumDTypes] = {DType::BF16, DType::FP16, DType::FP32};
+
 void require_fraction(const SourceLoc& at, const std::string& what, double v) {
   if (!(v > 0 && v <= 1)) throw_bad_input(at, what + " must be in (0, 1], got " + num(v));
 }
@@ -75,46 +137,7 @@ void check_gemm_table(const std::vector<GemmTiming>& table, const std::string& w
   }
 }
 
-void check_bus_table(const std::vector<BusBandwidthPoint>& table, const std::string& what,
-                     const std::vector<SourceLoc>& at) {
-  for (size_t i = 0; i < table.size(); ++i) {
-    const SourceLoc& where = at.size() > i ? at[i] : (at.empty() ? SourceLoc{} : at.back());
-    require_positive(where, what + ": bytes", table[i].bytes);
-    require_positive(where, what + ": bus bandwidth", table[i].bus_bandwidth_gbps);
-    if (i > 0 && !(table[i].bytes > table[i - 1].bytes)) {
-      throw_bad_input(where, what + ": not sorted: bytes " + num(table[i].bytes) + " after " +
-                                 num(table[i - 1].bytes) + " (bytes must strictly increase)");
-    }
-  }
-}
-
 // --- YAML reading ---
-
-double scalar_number(const std::string& file, const YAML::Node& n, const std::string& what) {
-  if (!n.IsScalar()) throw_bad_input(loc_of(file, n), what + ": expected a number");
-  try {
-    return n.as<double>();
-  } catch (const YAML::Exception&) {
-    throw_bad_input(loc_of(file, n), what + ": expected a number, got '" + n.Scalar() + "'");
-  }
-}
-
-// A list of fixed-length rows of numbers, e.g. [[1, 0.5], [128, 0.8]].
-std::vector<std::vector<double>> read_rows(const std::string& file, const YAML::Node& list, const std::string& what,
-                                           size_t width, const char* row_form, std::vector<SourceLoc>& locs) {
-  if (!list.IsSequence()) throw_bad_input(loc_of(file, list), what + ": expected a list of " + row_form + " rows");
-  std::vector<std::vector<double>> rows;
-  for (const YAML::Node& row : list) {
-    if (!row.IsSequence() || row.size() != width) {
-      throw_bad_input(loc_of(file, row), what + ": each row must be a list " + row_form);
-    }
-    std::vector<double> values;
-    for (const YAML::Node& v : row) values.push_back(scalar_number(file, v, what));
-    rows.push_back(std::move(values));
-    locs.push_back(loc_of(file, row));
-  }
-  return rows;
-}
 
 std::vector<EfficiencyPoint> read_curve(YamlMap& m, const std::string& key, const std::string& what) {
   std::vector<SourceLoc> locs;
@@ -124,17 +147,6 @@ std::vector<EfficiencyPoint> read_curve(YamlMap& m, const std::string& key, cons
   if (locs.empty()) locs.push_back(loc_of(m.file(), list));
   check_curve(curve, what, locs);
   return curve;
-}
-
-double positive(YamlMap& m, const std::string& key) {
-  const double v = m.get_double(key);
-  if (!(v > 0)) m.fail(key, "must be positive, got " + num(v));
-  return v;
-}
-double non_negative(YamlMap& m, const std::string& key) {
-  const double v = m.get_double(key);
-  if (!(v >= 0)) m.fail(key, "must be zero or positive, got " + num(v));
-  return v;
 }
 
 GemmProfile read_gemm(const std::string& file, const YAML::Node& node, const std::string& ctx) {
@@ -156,23 +168,6 @@ GemmProfile read_gemm(const std::string& file, const YAML::Node& node, const std
     check_gemm_table(g.table, ctx + ".table", locs);
   }
   return g;
-}
-
-CollectiveProfile read_collective(const std::string& file, const YAML::Node& node, const std::string& ctx) {
-  YamlMap m(node, file, ctx);
-  m.finish({"sync_us", "latency_us", "bus_bandwidth_gbps", "table"});
-  CollectiveProfile c;
-  if (m.has("sync_us")) c.sync_us = non_negative(m, "sync_us");
-  c.latency_us = non_negative(m, "latency_us");
-  c.bus_bandwidth_gbps = positive(m, "bus_bandwidth_gbps");
-  if (auto t = m.opt_node("table")) {
-    std::vector<SourceLoc> locs;
-    for (const auto& r : read_rows(file, *t, ctx + ".table", 2, "[bytes, bus_bandwidth_gbps]", locs)) {
-      c.table.push_back({r[0], r[1]});
-    }
-    check_bus_table(c.table, ctx + ".table", locs);
-  }
-  return c;
 }
 
 ProfileMetadata read_metadata(const std::string& file, const YAML::Node& node) {
@@ -262,8 +257,9 @@ Profile read_profile(const YAML::Node& root, const std::string& file) {
 
   YamlMap coll(m.get_node("collectives"), file, "profile collectives");
   coll.finish({"intra_node", "inter_node"});
-  p.intra_node = read_collective(file, coll.get_node("intra_node"), "profile collectives.intra_node");
-  if (auto n = coll.opt_node("inter_node")) p.inter_node = read_collective(file, *n, "profile collectives.inter_node");
+  p.intra_node = read_collective(file, coll.get_node("intra_node"), "profile collectives.intra_node", true);
+  if (auto n = coll.opt_node("inter_node"))
+    p.inter_node = read_collective(file, *n, "profile collectives.inter_node", false);
 
   YamlMap intf(m.get_node("interference"), file, "profile interference");
   intf.finish({"compute_slowdown_during_comm", "comm_slowdown_during_compute"});
@@ -321,14 +317,8 @@ void validate_profile(const Profile& p) {
   } else {
     check_curve(p.attention.efficiency, "attention.efficiency", {at});
   }
-  const auto check_coll = [&](const CollectiveProfile& c, const std::string& ctx) {
-    require_non_negative(at, ctx + ".sync_us", c.sync_us);
-    require_non_negative(at, ctx + ".latency_us", c.latency_us);
-    require_positive(at, ctx + ".bus_bandwidth_gbps", c.bus_bandwidth_gbps);
-    check_bus_table(c.table, ctx + ".table", {at});
-  };
-  check_coll(p.intra_node, "collectives.intra_node");
-  if (p.inter_node) check_coll(*p.inter_node, "collectives.inter_node");
+  check_collective(at, p.intra_node, "collectives.intra_node", true);
+  if (p.inter_node) check_collective(at, *p.inter_node, "collectives.inter_node", false);
   require_non_negative(at, "interference.compute_slowdown_during_comm", p.interference.compute_slowdown_during_comm);
   require_non_negative(at, "interference.comm_slowdown_during_compute", p.interference.comm_slowdown_during_compute);
   for (const auto& [key, v] : p.metadata.spread) require_non_negative(at, "metadata.spread." + key, v);

@@ -61,16 +61,45 @@ struct BusBandwidthPoint {
   double bus_bandwidth_gbps = 0;
 };
 
-// Ring AllReduce of S bytes over n ranks: sync_us + latency_us + S * 2(n-1)/n / busbw(S) (nccl-tests
-// convention for the bandwidth). latency_us is the collective's own start-up cost, measured with the ranks
-// arriving together; sync_us is what a collective costs in a training step because they do not: the
-// typical gap between the first and the last rank reaching it (their compute drifts apart between
-// collectives), which the simulator's one symmetric rank does not otherwise see.
-struct CollectiveProfile {
+// The AllReduce algorithms the cost model knows, by NCCL's names for them (NCCL_ALGO): ring, and NVLink
+// SHARP (the NVSwitch reduces; inside one NVLink domain only, and only with more than 4 GPUs).
+enum class CollectiveAlgorithm : uint8_t { Ring, Nvls };
+constexpr int kNumCollectiveAlgorithms = 2;
+const char* collective_algorithm_name(CollectiveAlgorithm a);  // "ring", "nvls" (the profile keys)
+std::optional<CollectiveAlgorithm> collective_algorithm_from_name(const std::string& name);
+
+// NVLS's rank floor when a profile does not state one (NCCL runs NVLS only on more than 4 GPUs).
+constexpr int kDefaultNvlsMinRanks = 5;
+
+// One algorithm's AllReduce curve: latency_us + S * 2(n-1)/n / busbw(S) for S bytes over n ranks (the
+// nccl-tests bus-bandwidth convention, the same for every algorithm).
+struct CollectiveCurve {
   double latency_us = 0;
   double bus_bandwidth_gbps = 0;         // large-message figure; used when the table is empty
   std::vector<BusBandwidthPoint> table;  // optional; bytes strictly increasing; log-interpolated, clamped
+  int sms = 0;                           // SMs its kernels hold while it runs (one per channel); 0: not stated
+  int min_ranks = 2;                     // the fewest ranks it runs on
+};
+
+// One level's AllReduce (inside a node, or across nodes). latency_us is the collective's own start-up cost,
+// measured with the ranks arriving together; sync_us is what a collective costs in a training step because
+// they do not: the typical gap between the first and the last rank reaching it (their compute drifts apart
+// between collectives), which the simulator's one symmetric rank does not otherwise see.
+// Every level has a ring curve (the fields below; NCCL falls back to ring where nothing else runs; the
+// profile's single-curve form is the ring alone). A level may add NVLS; the cost model takes the fastest
+// algorithm eligible at the group size, or the pinned one.
+struct CollectiveProfile {
+  double latency_us = 0;                 // ring
+  double bus_bandwidth_gbps = 0;         // ring
+  std::vector<BusBandwidthPoint> table;  // ring
   double sync_us = 0;
+  int ring_sms = 0;                      // 0: not stated
+  std::optional<CollectiveCurve> nvls = std::nullopt;         // intra_node only
+  std::optional<CollectiveAlgorithm> pinned = std::nullopt;  // as NCCL_ALGO: only this algorithm (listed)
+
+  CollectiveCurve ring() const { return {latency_us, bus_bandwidth_gbps, table, ring_sms, 2}; }
+  // Whether the profile must be written in the algorithms form (anything beyond one ring curve).
+  bool has_algorithm_figures() const { return ring_sms > 0 || nvls.has_value() || pinned.has_value(); }
 };
 
 // While a compute op and a communication op run together, each progresses at 1/(1 + slowdown).

@@ -31,13 +31,34 @@ void write_curve(std::string& out, const char* indent, const std::vector<Efficie
   for (const auto& p : curve) out += fmt::format("{}  - [{}, {}]\n", indent, num(p.gflop), num(p.efficiency));
 }
 
+void write_curve_figures(std::string& out, const std::string& indent, const CollectiveCurve& c) {
+  out += fmt::format("{}latency_us: {}\n{}bus_bandwidth_gbps: {}\n", indent, num(c.latency_us), indent,
+                     num(c.bus_bandwidth_gbps));
+  if (c.table.empty()) return;
+  out += indent + "table:  # [bytes, bus_bandwidth_gbps]\n";
+  for (const auto& r : c.table) out += fmt::format("{}  - [{}, {}]\n", indent, num(r.bytes), num(r.bus_bandwidth_gbps));
+}
+
+void write_algorithm(std::string& out, CollectiveAlgorithm a, const CollectiveCurve& c) {
+  out += fmt::format("      {}:\n", collective_algorithm_name(a));
+  if (c.sms > 0) out += fmt::format("        sms: {}\n", c.sms);
+  if (a == CollectiveAlgorithm::Nvls) out += fmt::format("        min_ranks: {}\n", c.min_ranks);
+  write_curve_figures(out, "        ", c);
+}
+
+// The single-curve form while a level has nothing but a ring curve (what profiles measured on the CPU
+// backend hold), else the algorithms form.
 void write_collective(std::string& out, const char* key, const CollectiveProfile& c) {
   out += fmt::format("  {}:\n", key);
   if (c.sync_us > 0) out += fmt::format("    sync_us: {}\n", num(c.sync_us));
-  out += fmt::format("    latency_us: {}\n    bus_bandwidth_gbps: {}\n", num(c.latency_us), num(c.bus_bandwidth_gbps));
-  if (c.table.empty()) return;
-  out += "    table:  # [bytes, bus_bandwidth_gbps]\n";
-  for (const auto& r : c.table) out += fmt::format("      - [{}, {}]\n", num(r.bytes), num(r.bus_bandwidth_gbps));
+  if (!c.has_algorithm_figures()) {
+    write_curve_figures(out, "    ", c.ring());
+    return;
+  }
+  if (c.pinned) out += fmt::format("    algorithm: {}\n", collective_algorithm_name(*c.pinned));
+  out += "    algorithms:\n";
+  write_algorithm(out, CollectiveAlgorithm::Ring, c.ring());
+  if (c.nvls) write_algorithm(out, CollectiveAlgorithm::Nvls, *c.nvls);
 }
 
 }  // namespace

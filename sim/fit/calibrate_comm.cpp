@@ -66,7 +66,9 @@ void fit_stream_slowdown(const TraceSamples& in, const CostModel& cm, bool comm,
 
 }  // namespace
 
-// t = latency + c * (old bandwidth term) on the rank that waited least; the table keeps its shape.
+// t = latency + c * (old bandwidth term) on the rank that waited least; the tables keep their shape. Each op's
+// old term is that of the algorithm the base profile picks for it; the fitted latency replaces the latency of
+// every algorithm the ops used, and every algorithm's bandwidth scales by the same factor.
 void fit_allreduce(const TraceSamples& in, Profile& p, std::string& report) {
   const auto sel = allreduce_samples(in);
   if (sel.empty()) return;
@@ -74,9 +76,13 @@ void fit_allreduce(const TraceSamples& in, Profile& p, std::string& report) {
   const CollectiveProfile& old = group_collective(in.base, in.tp);
   std::vector<double> x, y;
   double smin = 1e300, smax = 0;
+  bool used[kNumCollectiveAlgorithms] = {};
   for (const Sample* s : sel) {
-    const double t = cm.allreduce_us(s->op.bytes, in.tp, in.devices_per_node);
-    x.push_back(t - old.sync_us - old.latency_us);
+    const CollectiveCost t = cm.allreduce(s->op.bytes, in.tp, in.devices_per_node);
+    const auto algorithm = collective_algorithm_from_name(t.algorithm).value_or(CollectiveAlgorithm::Ring);
+    used[int(algorithm)] = true;
+    const double latency = algorithm == CollectiveAlgorithm::Nvls ? old.nvls->latency_us : old.latency_us;
+    x.push_back(t.us - old.sync_us - latency);
     y.push_back(in.interference_free(*s));
     smin = std::min(smin, s->op.bytes), smax = std::max(smax, s->op.bytes);
   }
@@ -88,9 +94,13 @@ void fit_allreduce(const TraceSamples& in, Profile& p, std::string& report) {
   report += fmt::format("allreduce ({} ops, {} .. {} B): latency {:.3g} -> {:.3g} us, bus bandwidth x {:.3f}{}\n",
                         sel.size(), int64_t(smin), int64_t(smax), c.latency_us, f.a, 1 / f.b,
                         smax >= 2 * smin ? "" : " (one message size: latency kept)");
-  c.latency_us = f.a;
-  c.bus_bandwidth_gbps /= f.b;
-  for (auto& r : c.table) r.bus_bandwidth_gbps /= f.b;
+  const auto rescale = [&](double& latency, double& busbw, std::vector<BusBandwidthPoint>& table, bool was_used) {
+    if (was_used) latency = f.a;
+    busbw /= f.b;
+    for (auto& r : table) r.bus_bandwidth_gbps /= f.b;
+  };
+  rescale(c.latency_us, c.bus_bandwidth_gbps, c.table, used[int(CollectiveAlgorithm::Ring)]);
+  if (c.nvls) rescale(c.nvls->latency_us, c.nvls->bus_bandwidth_gbps, c.nvls->table, used[int(CollectiveAlgorithm::Nvls)]);
 }
 
 // The ranks' arrival skew, seen directly in a multi-rank trace: the median over the AllReduces is sync_us.

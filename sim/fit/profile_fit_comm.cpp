@@ -1,6 +1,7 @@
 // profile_fit_comm.cpp: the communication terms of fit_profile (see profile_fit_terms.hpp): the AllReduce's
-// latency and bus bandwidth (least squares on time = latency + bytes * 2(n-1)/n / busbw, exactly what
-// CostModel::allreduce_us computes) plus its table, the ranks' arrival skew, the interference slowdowns.
+// latency and bus bandwidth per measured algorithm (least squares on time = latency + bytes * 2(n-1)/n /
+// busbw, exactly what CostModel::allreduce_us computes) plus its table, the ranks' arrival skew, the
+// interference slowdowns.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,15 +13,21 @@ namespace domino::prof::fitting {
 
 namespace {
 
+// One algorithm's AllReduce measurements of a rank: "collectives" (the ring, or the library's one algorithm),
+// else "collectives_by_algorithm".<name> (domino-profile on CUDA forces each algorithm in turn).
+const nlohmann::json& collectives_of(const nlohmann::json& rank, const std::string& algorithm) {
+  return algorithm == "ring" ? rank.at("collectives") : rank.at("collectives_by_algorithm").at(algorithm);
+}
+
 // AllReduce: per repeat the mean over ranks (a rank that left the barrier late sees a shorter transfer).
-std::vector<std::pair<double, Timing>> merge_collectives(const FitInput& in) {
+std::vector<std::pair<double, Timing>> merge_collectives(const FitInput& in, const std::string& algorithm) {
   std::vector<std::pair<double, Timing>> out;
   if (!in.ranks.at(0).contains("collectives")) return out;
-  const auto& first = in.ranks[0]["collectives"];
+  const auto& first = collectives_of(in.ranks[0], algorithm);
   for (size_t i = 0; i < first.size(); ++i) {
     std::vector<double> mean = samples(first[i].at("samples_us"));
     for (size_t r = 1; r < in.ranks.size(); ++r) {
-      const auto s = samples(in.ranks[r].at("collectives").at(i).at("samples_us"));
+      const auto s = samples(collectives_of(in.ranks[r], algorithm).at(i).at("samples_us"));
       for (size_t k = 0; k < mean.size() && k < s.size(); ++k) mean[k] += s[k];
     }
     for (double& v : mean) v /= double(in.ranks.size());
@@ -70,39 +77,58 @@ std::vector<double> arrival_skews(const FitInput& in) {
   return skew;
 }
 
+// One algorithm's curve: time = latency + S * 2(n-1)/n / busbw (CostModel::allreduce_us), and the table of
+// every measured size. `label` names it in spreads and the summary ("" for the ring of a one-curve profile).
+CollectiveCurve fit_curve(const std::vector<std::pair<double, Timing>>& coll, const FitInput& in,
+                          const std::string& label, FitOutput out) {
+  const double ring = in.tp > 1 ? 2.0 * (in.tp - 1) / in.tp : 1.0;
+  const std::string key = label.empty() ? "allreduce" : "allreduce " + label;
+  std::vector<double> x, y, sp;
+  for (const auto& [bytes, t] : coll) {
+    x.push_back(bytes * ring);
+    y.push_back(t.median_us);
+    sp.push_back(t.spread());
+    out.p.metadata.spread[fmt::format("{} {}", key, int64_t(bytes))] = t.spread();
+  }
+  const LineFit f = fit_latency_bandwidth(x, y, out.notes);
+  // The table must reproduce every point with the same latency: keep it below the fastest message.
+  const double min_t = *std::min_element(y.begin(), y.end());
+  CollectiveCurve c;
+  c.latency_us = std::min(f.a, 0.98 * min_t);
+  c.bus_bandwidth_gbps = 1.0 / f.b / 1e3;
+  for (size_t i = 0; i < x.size(); ++i) c.table.push_back({coll[i].first, x[i] / (y[i] - c.latency_us) / 1e3});
+  out.p.metadata.spread[key] = median_of(sp);
+  if (c.latency_us < f.a)
+    out.notes += fmt::format("; AllReduce{} least-squares latency {:.3g} us (stored {:.3g} us so the table "
+                             "reproduces the fastest message)", label.empty() ? "" : " " + label, f.a, c.latency_us);
+  out.summary += fmt::format("AllReduce{} ({} sizes, {} ranks): latency {:.3g} us, bus bandwidth {:.3g} GB/s\n",
+                             label.empty() ? "" : " " + label, x.size(), in.tp, f.a, c.bus_bandwidth_gbps);
+  return c;
+}
+
 }  // namespace
 
-// time = latency + S * 2(n-1)/n / busbw (CostModel::allreduce_us), and the table of every measured size.
+// The ring (or the library's one algorithm) into intra_node's ring curve; every other measured algorithm
+// (NVLS on CUDA) into its own curve beside it.
 void fit_allreduce(const FitInput& in, FitOutput out) {
   Profile& p = out.p;
-  const auto coll = merge_collectives(in);
+  const auto coll = merge_collectives(in, "ring");
   if (coll.size() < 2) {
     p.intra_node.latency_us = 0;
     p.intra_node.bus_bandwidth_gbps = 1e6;  // a group of one never communicates
     out.notes += "; one rank: no collective measured";
     return;
   }
-  const double ring = in.tp > 1 ? 2.0 * (in.tp - 1) / in.tp : 1.0;
-  std::vector<double> x, y, sp;
-  for (const auto& [bytes, t] : coll) {
-    x.push_back(bytes * ring);
-    y.push_back(t.median_us);
-    sp.push_back(t.spread());
-    p.metadata.spread[fmt::format("allreduce {}", int64_t(bytes))] = t.spread();
-  }
-  const LineFit f = fit_latency_bandwidth(x, y, out.notes);
-  // The table must reproduce every point with the same latency: keep it below the fastest message.
-  const double min_t = *std::min_element(y.begin(), y.end());
-  p.intra_node.latency_us = std::min(f.a, 0.98 * min_t);
-  p.intra_node.bus_bandwidth_gbps = 1.0 / f.b / 1e3;
-  for (size_t i = 0; i < x.size(); ++i)
-    p.intra_node.table.push_back({coll[i].first, x[i] / (y[i] - p.intra_node.latency_us) / 1e3});
-  p.metadata.spread["allreduce"] = median_of(sp);
-  if (p.intra_node.latency_us < f.a)
-    out.notes += fmt::format("; AllReduce least-squares latency {:.3g} us (stored {:.3g} us so the table reproduces "
-                             "the fastest message)", f.a, p.intra_node.latency_us);
-  out.summary += fmt::format("AllReduce ({} sizes, {} ranks): latency {:.3g} us, bus bandwidth {:.3g} GB/s\n", x.size(),
-                             in.tp, f.a, p.intra_node.bus_bandwidth_gbps);
+  const bool several = in.ranks[0].contains("collectives_by_algorithm");
+  const CollectiveCurve ring = fit_curve(coll, in, several ? "ring" : "", out);
+  p.intra_node.latency_us = ring.latency_us;
+  p.intra_node.bus_bandwidth_gbps = ring.bus_bandwidth_gbps;
+  p.intra_node.table = ring.table;
+  if (!several || !in.ranks[0]["collectives_by_algorithm"].contains("nvls")) return;
+  const auto nvls = merge_collectives(in, "nvls");
+  if (nvls.size() < 2) return;
+  p.intra_node.nvls = fit_curve(nvls, in, "nvls", out);
+  p.intra_node.nvls->min_ranks = kDefaultNvlsMinRanks;  // measured on in.tp ranks; NCCL's floor below that
 }
 
 // Per repeat, the spread of the ranks' AllReduce times after the same GEMMs; the median is sync_us.

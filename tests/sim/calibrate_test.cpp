@@ -163,6 +163,29 @@ TEST(ProfilerCalibrate, FitChangesOnlyTheNamedParts) {
   EXPECT_THROW(parse_calibration_scope("sync,gemms"), Error);
 }
 
+// With NVLS beside the ring, each AllReduce's old bandwidth term is that of the algorithm the base profile
+// picks for it: here NVLS for every message (min_ranks 2 so that the 2-rank model can use it).
+TEST(ProfilerCalibrate, AllReduceFitsTheAlgorithmTheOpsUsed) {
+  Profile truth = known_profile();
+  truth.intra_node.nvls = CollectiveCurve{30.0, 2.4, {}, 16, 2};  // faster than the ring at every size
+  const ModelSpec model = default_model();
+  const Plan plan = make_uniform_plan(model, BlockPlan{SplitDim::Batch, 1, 1, OverlapMode::None, false},
+                                      BlockPlan{SplitDim::Batch, 2, 1, OverlapMode::None, false}, "custom");
+  const std::string path = (std::filesystem::temp_directory_path() / "domino_calibrate_nvls.json").string();
+  const TraceFile trace = predicted_trace(truth, plan, model, path);
+  std::filesystem::remove(path);
+  Profile wrong = truth;
+  wrong.intra_node.nvls->latency_us = 40.0;  // still below the ring's 60 us: NVLS stays the pick
+  wrong.intra_node.nvls->bus_bandwidth_gbps = 1.2;
+  const Profile p = calibrate_profile(wrong, trace, 0, parse_calibration_scope("allreduce")).profile;
+  ASSERT_TRUE(p.intra_node.nvls.has_value());
+  EXPECT_NEAR(p.intra_node.nvls->latency_us, 30.0, 1.0);
+  EXPECT_NEAR(p.intra_node.nvls->bus_bandwidth_gbps, 2.4, 0.05);
+  EXPECT_EQ(p.intra_node.latency_us, 60.0);  // no op used the ring: its latency is kept
+  EXPECT_NEAR(p.intra_node.bus_bandwidth_gbps, 2.4, 0.05);  // its bandwidth scales with the same factor
+  EXPECT_EQ(p.intra_node.nvls->sms, 16);
+}
+
 TEST(ProfilerCalibrate, RejectsATraceWithoutOps) {
   TraceFile empty;
   empty.path = "empty.json";

@@ -174,3 +174,40 @@ TEST(ProfilerFit, OneRankMeasuresNoCollective) {
 
 }  // namespace
 }  // namespace domino::prof
+
+namespace domino::prof {
+namespace {
+
+// domino-profile on CUDA measures each forceable algorithm on its own communicator: the ring under
+// "collectives", NVLS under "collectives_by_algorithm"; each gets its own curve.
+TEST(ProfilerFit, EachMeasuredAlgorithmGetsItsOwnCurve) {
+  const Truth T;
+  const int tp = 8;
+  FitInput in = synthetic_input(T, tp);
+  std::mt19937 rng(11);
+  const double nvls_latency = 70, nvls_busbw = 2.5, traffic = 2.0 * (tp - 1) / tp;
+  nlohmann::json nvls = nlohmann::json::array();
+  for (double b = 4; b <= 64.0 * 1024 * 1024; b *= 4)
+    nvls.push_back({{"bytes", b}, {"samples_us", samples(nvls_latency + b * traffic / (nvls_busbw * 1e3), rng)}});
+  for (auto& rank : in.ranks) rank["collectives_by_algorithm"]["nvls"] = nvls;
+  const FitResult r = fit_profile(in);
+  const Profile& p = r.profile;
+  EXPECT_NEAR(p.intra_node.bus_bandwidth_gbps, T.busbw_gbps, 0.05 * T.busbw_gbps);  // the ring, as before
+  ASSERT_TRUE(p.intra_node.nvls.has_value());
+  EXPECT_NEAR(p.intra_node.nvls->bus_bandwidth_gbps, nvls_busbw, 0.05 * nvls_busbw);
+  EXPECT_LE(p.intra_node.nvls->latency_us, nvls_latency * 1.05);
+  EXPECT_GT(p.intra_node.nvls->latency_us, nvls_latency * 0.8);
+  EXPECT_EQ(p.intra_node.nvls->table.size(), p.intra_node.table.size());
+  EXPECT_EQ(p.intra_node.nvls->min_ranks, kDefaultNvlsMinRanks);
+  EXPECT_EQ(p.intra_node.nvls->sms, 0);  // NCCL does not report its channels: not stated
+  EXPECT_EQ(p.metadata.spread.count("allreduce nvls"), 1u);
+  EXPECT_EQ(p.metadata.spread.count("allreduce ring"), 1u);
+  EXPECT_NE(r.summary.find("AllReduce nvls"), std::string::npos) << r.summary;
+  // The large messages go to NVLS by the fitted curves, the smallest to the ring (its latency is lower).
+  const CostModel cm(p);
+  EXPECT_EQ(std::string(cm.allreduce(64.0 * 1024 * 1024, tp, p.devices_per_node).algorithm), "nvls");
+  EXPECT_EQ(std::string(cm.allreduce(4, tp, p.devices_per_node).algorithm), "ring");
+}
+
+}  // namespace
+}  // namespace domino::prof

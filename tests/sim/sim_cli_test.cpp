@@ -72,6 +72,22 @@ TEST_F(DominoSimCli, JsonHasStableKeysAndConsistentFigures) {
   fs::remove(trace_path);
 }
 
+// Where the profile lists algorithms, the report says which one the AllReduces took: on a DGX-H100 at TP 8
+// GPT-3 13B's messages (tens of MB) go to NVLS, at TP 4 NVLS is not eligible; a single-curve profile
+// (cpu-dev) has nothing to tell.
+TEST_F(DominoSimCli, ReportNamesTheAllReduceAlgorithm) {
+  const CliResult tp8 = run_sim("gpt3-13b --strategy megatron-sync --profile dgx-h100");
+  ASSERT_EQ(tp8.code, 0) << tp8.output;
+  EXPECT_NE(tp8.output.find("allreduce algorithms   nvls x "), std::string::npos) << tp8.output;
+  const CliResult tp4 = run_sim("gpt3-13b --strategy megatron-sync --profile dgx-h100 --tp 4");
+  ASSERT_EQ(tp4.code, 0) << tp4.output;
+  EXPECT_NE(tp4.output.find("allreduce algorithms   ring x "), std::string::npos) << tp4.output;
+  EXPECT_EQ(tp4.output.find("nvls"), std::string::npos) << tp4.output;
+  const CliResult cpu = run_sim("cpu-gpt --strategy megatron-sync --profile cpu-dev");
+  ASSERT_EQ(cpu.code, 0) << cpu.output;
+  EXPECT_EQ(cpu.output.find("allreduce algorithms"), std::string::npos) << cpu.output;
+}
+
 TEST_F(DominoSimCli, SummaryNeedsNoPlan) {
   const CliResult r = run_sim("--summary");
   EXPECT_EQ(r.code, 0) << r.output;
