@@ -86,6 +86,10 @@ CostModel::CostModel(Profile profile) : profile_(std::move(profile)) {
   }
   fill_collective(intra_, profile_.intra_node, "intra_node");
   if (profile_.inter_node) fill_collective(inter_, *profile_.inter_node, "inter_node");
+  if (const auto& g = profile_.gpu) {
+    gpu_.tile_flops = 2.0 * g->tile_m * g->tile_n;
+    gpu_.hbm_bytes_per_us = g->hbm_bandwidth_gbps * kBytesPerUsPerGbps;
+  }
 }
 
 const CostModel::DTypeCosts& CostModel::costs(DType dtype) const {
@@ -224,7 +228,9 @@ CollectiveCost CostModel::collective(const Op& op, int tp, int devices_per_node)
 
 double CostModel::op_us(const Op& op, int tp, int devices_per_node) const {
   switch (op.kind) {
-    case OpKind::Gemm: return gemm_us(op.dtype, op.m, op.n, op.k, op.flops, op.bytes);
+    case OpKind::Gemm:
+      if (profile_.gpu) return gemm_us_on_sms(op, profile_.gpu->sms);
+      return gemm_us(op.dtype, op.m, op.n, op.k, op.flops, op.bytes);
     case OpKind::Attention: return attention_us(op.dtype, op.flops, op.bytes);
     case OpKind::AllReduce: return collective(op, tp, devices_per_node).us;
     case OpKind::Norm:

@@ -41,15 +41,30 @@ class CostModel {
   CollectiveCost allreduce(double bytes, int tp, int devices_per_node) const;
   // A collective op's cost, algorithm and SMs (op_us of an AllReduce is collective(...).us).
   CollectiveCost collective(const Op& op, int tp, int devices_per_node) const;
-  int collective_sms(const Op& op, int tp, int devices_per_node) const {
-    return collective(op, tp, devices_per_node).sms;
-  }
   double gemm_efficiency(DType dtype, double flops) const;  // from the curve, before any table
   bool has_dtype(DType dtype) const { return dtype_[static_cast<int>(dtype)].present; }
 
-  // Slowdown factors while both streams are busy: an op progresses at 1 / (1 + slowdown).
+  // Profiles without a gpu section: slowdown factors while both streams are busy: an op progresses at
+  // 1 / (1 + slowdown).
   double compute_slowdown() const { return profile_.interference.compute_slowdown_during_comm; }
   double comm_slowdown() const { return profile_.interference.comm_slowdown_during_compute; }
+
+  // --- GPU profiles (a gpu section; cost_model_gpu.cpp) ---
+  bool models_sharing() const { return profile_.gpu.has_value(); }
+  int sms() const { return profile_.gpu ? profile_.gpu->sms : 0; }
+  // A GEMM's (or attention op's) time alone on `sms_available` SMs: its CTA tiles run in
+  // ceil(tiles / sms_available) waves. op_us is this at gpu.sms. Without a gpu section, or for other
+  // kinds (not collectives), op_us: their time does not depend on the SM count here.
+  double gemm_us_on_sms(const Op& op, int sms_available) const;
+  // CTA tiles of a GEMM or attention op; 0 for other kinds or without a gpu section.
+  int64_t op_tiles(const Op& op) const;
+  // SMs a collective holds while it runs: its algorithm's own count (collectives.*.algorithms.*.sms), else
+  // gpu.collective_sms.
+  int collective_sms(const Op& op, int tp, int devices_per_node) const;
+  // Local HBM bytes a collective reads and writes over its run (gpu.collective_hbm_bytes_per_bus_byte x
+  // the bytes each rank puts on the bus); 0 without a gpu section.
+  double collective_hbm_bytes(const Op& op, int tp) const;
+  double hbm_bytes_per_us() const { return gpu_.hbm_bytes_per_us; }
 
  private:
   // A curve in log space: y interpolated linearly in x = log(value), clamped at the ends.
@@ -85,7 +100,14 @@ class CostModel {
     const char* level = "";                                            // for messages
   };
 
+  // Precomputed from the gpu section.
+  struct GpuCosts {
+    double tile_flops = 0;       // 2 x tile_m x tile_n: FLOPs of one tile per unit of k
+    double hbm_bytes_per_us = 0;
+  };
+
   const DTypeCosts& costs(DType dtype) const;
+  double tile_model_us(const Op& op, int sms_available) const;
   double roofline_us(double flops, double peak_flops_per_us, double efficiency, double bytes) const;
   double table_us(const DTypeCosts& c, int64_t m, int64_t n, int64_t k, double flops) const;
   static void fill_collective(CollectiveCosts& c, const CollectiveProfile& p, const char* level);
@@ -102,6 +124,7 @@ class CostModel {
   std::array<KindMemory, kNumOpKinds> kind_memory_{};
   double launch_us_ = 0;
   CollectiveCosts intra_, inter_;
+  GpuCosts gpu_;
 };
 
 }  // namespace domino

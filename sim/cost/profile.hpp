@@ -108,6 +108,23 @@ struct InterferenceProfile {
   double comm_slowdown_during_compute = 0;
 };
 
+// GPU profiles: what replaces the flat interference factors with a mechanism (docs/profile-format.md).
+// GEMMs are timed from their CTA tiles in waves over the SMs; while a collective runs it holds
+// collective_sms SMs (GEMMs and attention re-run their waves over the rest) and moves
+// collective_hbm_bytes_per_bus_byte local HBM bytes per bus byte (memory-bound ops and the collective share
+// hbm_bandwidth_gbps in proportion to their demand).
+struct GpuProfile {
+  int sms = 0;                       // streaming multiprocessors per GPU
+  int tile_m = 0, tile_n = 0;        // the GEMM backend's CTA tile (output rows x columns)
+  double mainloop_efficiency = 0;    // fraction of an SM's peak a tile's k loop reaches, (0, 1]
+  double tile_fixed_us = 0;          // per tile and wave: pipeline fill + epilogue, independent of k
+  double transpose_efficiency = 1;   // dgrad/wgrad (a transposed operand) relative to forward, (0, 1]
+  int attention_tile_m = 0;          // query rows per attention CTA (one CTA per block of rows per head)
+  int collective_sms = 0;            // SMs a running collective holds where its algorithm does not say
+  double hbm_bandwidth_gbps = 0;     // achievable HBM bandwidth, all traffic together
+  double collective_hbm_bytes_per_bus_byte = 0;
+};
+
 // Provenance the profiler records; all optional.
 struct ProfileMetadata {
   std::string machine;
@@ -135,7 +152,8 @@ struct Profile {
   AttentionProfile attention;
   CollectiveProfile intra_node;
   std::optional<CollectiveProfile> inter_node;  // required for TP groups larger than devices_per_node
-  InterferenceProfile interference;
+  InterferenceProfile interference;  // flat factors; must be zero when gpu is present
+  std::optional<GpuProfile> gpu;     // absent: the flat interference factors apply
   ProfileMetadata metadata;
 };
 

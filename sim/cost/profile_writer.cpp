@@ -61,6 +61,15 @@ void write_collective(std::string& out, const char* key, const CollectiveProfile
   if (c.nvls) write_algorithm(out, CollectiveAlgorithm::Nvls, *c.nvls);
 }
 
+void write_gpu(std::string& out, const GpuProfile& g) {
+  out += fmt::format("gpu:\n  sms: {}\n  tile_m: {}\n  tile_n: {}\n  mainloop_efficiency: {}\n  tile_fixed_us: {}\n",
+                     g.sms, g.tile_m, g.tile_n, num(g.mainloop_efficiency), num(g.tile_fixed_us));
+  out += fmt::format("  transpose_efficiency: {}\n  attention_tile_m: {}\n  collective_sms: {}\n",
+                     num(g.transpose_efficiency), g.attention_tile_m, g.collective_sms);
+  out += fmt::format("  hbm_bandwidth_gbps: {}\n  collective_hbm_bytes_per_bus_byte: {}\n", num(g.hbm_bandwidth_gbps),
+                     num(g.collective_hbm_bytes_per_bus_byte));
+}
+
 }  // namespace
 
 std::string profile_to_yaml(const Profile& p) {
@@ -96,8 +105,13 @@ std::string profile_to_yaml(const Profile& p) {
   out += "collectives:\n";
   write_collective(out, "intra_node", p.intra_node);
   if (p.inter_node) write_collective(out, "inter_node", *p.inter_node);
-  out += fmt::format("interference:\n  compute_slowdown_during_comm: {}\n  comm_slowdown_during_compute: {}\n",
-                     num(p.interference.compute_slowdown_during_comm), num(p.interference.comm_slowdown_during_compute));
+  if (p.gpu) {
+    write_gpu(out, *p.gpu);
+  } else {
+    out += fmt::format("interference:\n  compute_slowdown_during_comm: {}\n  comm_slowdown_during_compute: {}\n",
+                       num(p.interference.compute_slowdown_during_comm),
+                       num(p.interference.comm_slowdown_during_compute));
+  }
   const ProfileMetadata& md = p.metadata;
   if (!md.empty()) {
     out += "metadata:\n";

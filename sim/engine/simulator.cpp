@@ -2,7 +2,8 @@
 // group run the same schedule, so one rank stands for all). An op starts when its stream is free and all
 // its deps have finished. While a compute op and a communication op run together both slow down; the
 // rates change only at op starts and ends, so each op's remaining standalone work is re-timed at those
-// events: the interference is integrated over time, not charged as a flat surcharge.
+// events: the interference is integrated over time, not charged as a flat surcharge. The rates of two ops
+// running together come from interference.hpp.
 #include "sim/engine/simulator.hpp"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <limits>
 
 #include "sim/base/error.hpp"
+#include "sim/engine/interference.hpp"
 
 namespace domino {
 
@@ -28,7 +30,6 @@ struct StreamState {
   double started = 0;
 };
 using Streams = std::array<StreamState, kNumStreams>;
-using Rates = std::array<double, kNumStreams>;
 
 // The state of one simulation between events.
 struct EventState {
@@ -93,11 +94,12 @@ void start_ready_ops(EventState& st) {
 }
 
 // Advances to the next op end at the current rates: books the busy times, finishes the ops that end.
-void advance_to_next_end(EventState& st, const Rates& rate_both, SimResult& result, bool record_timeline) {
+void advance_to_next_end(EventState& st, const Interference& interference, SimResult& result,
+                         bool record_timeline) {
   const StreamState& compute = st.streams[static_cast<int>(Stream::Compute)];
   const StreamState& comm = st.streams[static_cast<int>(Stream::Comm)];
   const bool both = compute.running != kNone && comm.running != kNone;
-  const Rates rate = both ? rate_both : Rates{1.0, 1.0};
+  const Rates rate = both ? interference.rates(compute.running, comm.running) : Rates{1.0, 1.0};
   double dt = std::numeric_limits<double>::infinity();
   for (int s = 0; s < kNumStreams; ++s)
     if (st.streams[s].running != kNone) dt = std::min(dt, st.streams[s].remaining / rate[s]);
@@ -138,12 +140,12 @@ SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOpt
     tl.ranks = 1;
     tl.spans.reserve(schedule.ops.size());
   }
-  const Rates rate_both = {1.0 / (1.0 + cost.compute_slowdown()), 1.0 / (1.0 + cost.comm_slowdown())};
+  const Interference interference(schedule, cost, tp, st.duration);
   const int32_t n = static_cast<int32_t>(schedule.ops.size());
   while (st.done < n) {
     start_ready_ops(st);
     if (all_idle(st.streams)) throw_deadlock(st);
-    advance_to_next_end(st, rate_both, result, options.record_timeline);
+    advance_to_next_end(st, interference, result, options.record_timeline);
   }
 
   result.iteration_us = st.now;

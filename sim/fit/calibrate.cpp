@@ -87,6 +87,12 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
 
 CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace, int tp, const CalibrationScope& scope) {
   using namespace calibration;
+  // A gpu section times GEMMs from tiles and models interference by SM and HBM sharing: neither the
+  // GEMM curve nor the flat factors would change its predictions, so fitting them would mislead.
+  if (base.gpu && (scope.gemm || scope.interference)) {
+    throw_bad_input("profile '" + base.name + "' has a gpu section (GEMM tiles in waves, SM and HBM sharing), " +
+                    "which calibration does not fit: use --fit memory,attention,allreduce,sync");
+  }
   const TraceSamples in(base, trace, tp);
   Profile p = base;
   std::string report;

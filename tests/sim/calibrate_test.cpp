@@ -192,5 +192,20 @@ TEST(ProfilerCalibrate, RejectsATraceWithoutOps) {
   EXPECT_THROW(calibrate_profile(known_profile(), empty), Error);
 }
 
+TEST(ProfilerCalibrate, RefusesToFitGemmOrInterferenceFiguresAGpuSectionReplaces) {
+  Profile gpu = load_profile((std::filesystem::path(DOMINO_SOURCE_DIR) / "profiles" / "dgx-h100.yaml").string());
+  ASSERT_TRUE(gpu.gpu.has_value());
+  TraceFile trace;
+  trace.path = "gpu.json";
+  for (const char* parts : {"gemm", "interference", "all"}) {
+    try {
+      calibrate_profile(gpu, trace, 8, parse_calibration_scope(parts));
+      FAIL() << parts;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("gpu section"), std::string::npos) << parts << ": " << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace domino::prof

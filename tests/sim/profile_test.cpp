@@ -51,6 +51,10 @@ TEST(ShippedProfiles, MultiNodeProfilesCarryInterNodeFigures) {
   const Profile cpu = load_profile((kShipped / "cpu-dev.yaml").string());
   EXPECT_TRUE(cpu.gemm[static_cast<int>(DType::FP32)].has_value());
   EXPECT_FALSE(cpu.gemm[static_cast<int>(DType::BF16)].has_value());
+  // GPU profiles model interference (SMs and HBM shared with collectives); the CPU ones keep the flat factors.
+  EXPECT_TRUE(single.gpu.has_value());
+  EXPECT_TRUE(multi.gpu.has_value());
+  EXPECT_FALSE(cpu.gpu.has_value());
 }
 
 TEST(ProfileIo, RoundTripsThroughSaveProfile) {
@@ -70,6 +74,10 @@ TEST(ProfileIo, RoundTripsThroughSaveProfile) {
     EXPECT_EQ(back.metadata.library_versions.at("gloo"), "0.5.0");
     EXPECT_DOUBLE_EQ(back.metadata.spread.at("allreduce"), 0.12);
     EXPECT_EQ(back.intra_node.table.size(), p.intra_node.table.size());
+    ASSERT_EQ(back.gpu.has_value(), p.gpu.has_value());
+    if (p.gpu) {
+      EXPECT_EQ(back.gpu->mainloop_efficiency, p.gpu->mainloop_efficiency);
+    }
     for (int d = 0; d < kNumDTypes; ++d) {
       ASSERT_EQ(back.gemm[d].has_value(), p.gemm[d].has_value());
       if (!p.gemm[d]) continue;

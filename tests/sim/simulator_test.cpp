@@ -1,6 +1,7 @@
 // simulator_test.cpp: the event engine on hand-built schedules whose timelines can be worked out on paper
-// (serial chain, perfect overlap, interference re-timed mid-op, cross-stream deps), plus determinism and
-// the bound no-comm <= every strategy on built schedules.
+// (serial chain, perfect overlap, interference re-timed mid-op, cross-stream deps; on GPU profiles SM waves
+// and HBM sharing beside a collective), plus determinism and the bound no-comm <= every strategy on built
+// schedules.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -29,6 +30,17 @@ Profile unit_profile(double compute_slowdown = 0, double comm_slowdown = 0) {
   return p;
 }
 
+// unit_profile with a gpu section: 132 SMs at 1e6 FLOP/us each, 128x128 tiles without fixed cost, so a
+// 132-tile GEMM of k = 1024 takes one wave of kWaveUs; a collective holds 16 SMs and reads and writes one
+// HBM byte per bus byte, HBM 1e6 B/us: an AllReduce or a norm of D us alone demands all of HBM.
+Profile gpu_profile() {
+  Profile p = unit_profile();
+  p.gemm[static_cast<int>(DType::BF16)]->peak_tflops = 132;
+  p.gpu = GpuProfile{132, 128, 128, 1.0, 0.0, 1.0, 128, 16, 1000, 1.0};
+  return p;
+}
+constexpr double kWaveUs = 2.0 * 128 * 128 * 1024 / 1e6;
+
 struct Toy {
   Schedule s;
   Toy() {
@@ -39,6 +51,21 @@ struct Toy {
   }
   int32_t compute(double us, std::vector<int32_t> deps = {}) { return add(Stream::Compute, us, std::move(deps)); }
   int32_t comm(double us, std::vector<int32_t> deps = {}) { return add(Stream::Comm, us, std::move(deps)); }
+  // A GEMM of tiles_m x tiles_n tiles of 128 x 128 and k = 1024 (no bytes), for gpu_profile().
+  int32_t gemm(int64_t tiles_m, int64_t tiles_n) {
+    Op& op = s.ops[compute(0)];
+    op.kind = OpKind::Gemm;
+    op.code = OpCode::MatMul;
+    op.m = tiles_m * 128, op.n = tiles_n * 128, op.k = 1024;
+    op.flops = 2.0 * op.m * op.n * op.k;
+    return op.index;
+  }
+  int32_t norm(double us) {
+    Op& op = s.ops[compute(us)];
+    op.kind = OpKind::Norm;
+    op.code = OpCode::LayerNormFwd;
+    return op.index;
+  }
   int32_t add(Stream st, double us, std::vector<int32_t> deps) {
     Op op;
     op.index = static_cast<int32_t>(s.ops.size());
@@ -227,6 +254,64 @@ TEST(Simulator, FiguresDoNotDependOnRecordingTheTimeline) {
     EXPECT_EQ(again.timeline.spans[i].start_us, full.timeline.spans[i].start_us);
     EXPECT_EQ(again.timeline.spans[i].end_us, full.timeline.spans[i].end_us);
   }
+}
+
+// GPU profiles: interference as a mechanism. A GEMM of one wave needs two beside a collective that holds
+// 16 SMs, its remaining work carries over when the collective ends; memory-bound ops and the collective
+// share HBM, while a GEMM that fits in the SMs left is not slowed. Flat factors would slow every pair alike.
+TEST(SimulatorGpu, OneWaveGemmTakesTwiceAsLongBesideACollective) {
+  Toy t;
+  const int32_t g = t.gemm(12, 11);  // 132 tiles
+  const int32_t ar = t.comm(100);
+  const SimResult r = simulate(t.s, CostModel(gpu_profile()));
+  EXPECT_NEAR(span_of(r, g).end_us, 2 * kWaveUs, 1e-9);
+  EXPECT_NEAR(span_of(r, ar).end_us, 100, 1e-9);  // no factor for a collective beside a GEMM
+}
+
+TEST(SimulatorGpu, GemmThatFitsInTheSmsLeftIsNotSlowed) {
+  Toy t;
+  const int32_t g = t.gemm(10, 11);  // 110 tiles <= 116 SMs
+  t.comm(100);
+  const SimResult r = simulate(t.s, CostModel(gpu_profile()));
+  EXPECT_NEAR(span_of(r, g).end_us, kWaveUs, 1e-9);
+}
+
+TEST(SimulatorGpu, RemainingWorkCarriesOverWhenTheCollectiveEnds) {
+  Toy t;
+  const int32_t g = t.gemm(12, 11);
+  const int32_t ar = t.comm(10);
+  const SimResult r = simulate(t.s, CostModel(gpu_profile()));
+  // 0-10 us at half rate does 5 us of the GEMM's work; the remaining kWaveUs - 5 run on every SM.
+  EXPECT_NEAR(span_of(r, ar).end_us, 10, 1e-9);
+  EXPECT_NEAR(span_of(r, g).end_us, 10 + kWaveUs - 5, 1e-9);
+}
+
+TEST(SimulatorGpu, NormAndCollectiveShareHbm) {
+  Toy t;
+  const int32_t n = t.norm(100);
+  const int32_t ar = t.comm(100);
+  const SimResult r = simulate(t.s, CostModel(gpu_profile()));
+  // Each alone demands all of HBM; together each gets half.
+  EXPECT_NEAR(span_of(r, n).end_us, 200, 1e-9);
+  EXPECT_NEAR(span_of(r, ar).end_us, 200, 1e-9);
+}
+
+TEST(SimulatorGpu, NormLeavingHbmHeadroomIsNotSlowed) {
+  Profile p = gpu_profile();
+  p.gpu->collective_hbm_bytes_per_bus_byte = 0.25;  // the collective demands a quarter of HBM
+  p.memory.per_kind["norm"] = {500, 0};             // the norm half
+  Toy t;
+  const int32_t n = t.norm(100);  // 1e8 bytes at 5e5 B/us: 200 us
+  const int32_t ar = t.comm(100);
+  const SimResult r = simulate(t.s, CostModel(p));
+  EXPECT_NEAR(span_of(r, n).end_us, 200, 1e-9);
+  EXPECT_NEAR(span_of(r, ar).end_us, 100, 1e-9);
+}
+
+TEST(SimulatorGpu, FlatFactorsAreRefusedBesideTheMechanism) {
+  Profile p = gpu_profile();
+  p.interference.compute_slowdown_during_comm = 0.15;
+  EXPECT_THROW(CostModel{p}, Error);
 }
 
 // On real schedules from the builder: every strategy simulates deterministically, the no-comm bound is

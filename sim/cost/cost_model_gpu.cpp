@@ -1,0 +1,81 @@
+// cost_model_gpu.cpp: the CostModel pieces a profile's gpu section adds. GEMMs are timed from their CTA
+// tiles: ceil(m / tile_m) x ceil(n / tile_n) tiles run in waves of one tile per SM, a wave lasting one
+// tile's k loop at the SM's share of the peak plus a fixed per-tile cost, so that efficiency falls for
+// small k (the fixed cost), for shapes that leave a partial last wave, and for edge tiles that compute
+// padding. The same tiles tell the simulator how much longer an op runs on the SMs a collective leaves.
+#include <algorithm>
+#include <cmath>
+
+#include "sim/cost/cost_model.hpp"
+
+namespace domino {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int64_t waves(int64_t tiles, int sms_available) { return ceil_div(tiles, std::max(sms_available, 1)); }
+
+bool transposed(const Op& op) { return op.code == OpCode::MatMulDgrad || op.code == OpCode::MatMulWgrad; }
+
+}  // namespace
+
+int64_t CostModel::op_tiles(const Op& op) const {
+  if (!profile_.gpu) return 0;
+  const GpuProfile& g = *profile_.gpu;
+  if (op.kind == OpKind::Gemm && op.m > 0 && op.n > 0) return ceil_div(op.m, g.tile_m) * ceil_div(op.n, g.tile_n);
+  // Attention (FlashAttention's grid): one CTA per block of attention_tile_m query rows of each head.
+  if (op.kind == OpKind::Attention && op.m > 0) {
+    return ceil_div(op.m, g.attention_tile_m) * std::max<int64_t>(op.attrs.heads, 1);
+  }
+  return 0;
+}
+
+// launch + max(waves x tile time, bytes / memory bandwidth). A transposed operand (dgrad: B^T, wgrad: A^T)
+// runs its k loop at transpose_efficiency of the forward rate.
+double CostModel::tile_model_us(const Op& op, int sms_available) const {
+  const GpuProfile& g = *profile_.gpu;
+  const DTypeCosts& c = costs(op.dtype);
+  const double sm_flops_per_us = c.peak_flops_per_us / g.sms;
+  const double k_rate = sm_flops_per_us * g.mainloop_efficiency * (transposed(op) ? g.transpose_efficiency : 1.0);
+  const double tile_us = g.tile_fixed_us + gpu_.tile_flops * double(op.k) / k_rate;
+  const double compute = double(waves(op_tiles(op), sms_available)) * tile_us;
+  return launch_us_ + std::max(compute, op.bytes / mem_bytes_per_us_);
+}
+
+double CostModel::gemm_us_on_sms(const Op& op, int sms_available) const {
+  if (!profile_.gpu || (op.kind != OpKind::Gemm && op.kind != OpKind::Attention)) {
+    return op_us(op, 1, profile_.devices_per_node);
+  }
+  const int all = profile_.gpu->sms;
+  const int64_t tiles = op_tiles(op);
+  // Whatever gives the time alone on every SM (a measured table row, attention's curve), the wave count
+  // scales the work that runs on the SMs; the launch does not.
+  const auto rescaled = [&](double alone_us) {
+    if (tiles == 0 || sms_available == all) return alone_us;
+    const double scale = double(waves(tiles, sms_available)) / double(waves(tiles, all));
+    return launch_us_ + (alone_us - launch_us_) * scale;
+  };
+  if (op.kind == OpKind::Attention) return rescaled(attention_us(op.dtype, op.flops, op.bytes));
+  const DTypeCosts& c = costs(op.dtype);
+  if (op.m <= 0 || op.n <= 0 || op.k <= 0) return gemm_us(op.dtype, op.m, op.n, op.k, op.flops, op.bytes);
+  if (!c.table.empty()) {
+    const double flops = op.flops > 0 ? op.flops : 2.0 * double(op.m) * double(op.n) * double(op.k);
+    const double measured = table_us(c, op.m, op.n, op.k, flops);
+    if (measured >= 0) return rescaled(measured);
+  }
+  return tile_model_us(op, sms_available);
+}
+
+int CostModel::collective_sms(const Op& op, int tp, int devices_per_node) const {
+  const int own = collective(op, tp, devices_per_node).sms;
+  if (own > 0 || op.kind != OpKind::AllReduce) return own;
+  return profile_.gpu ? profile_.gpu->collective_sms : 0;
+}
+
+double CostModel::collective_hbm_bytes(const Op& op, int tp) const {
+  if (!profile_.gpu) return 0;
+  return profile_.gpu->collective_hbm_bytes_per_bus_byte * ring_allreduce_traffic(op.bytes, tp);
+}
+
+}  // namespace domino
