@@ -82,7 +82,8 @@ std::string choice_text(const TuneResult& r) {
   for (const TpTuning& t : r.per_tp) {
     if (&t == &r.best_tuning()) continue;
     if (t.top.empty()) {
-      s += fmt::format("; tp {}: nothing fits", t.model.tp);
+      s += fmt::format("; tp {}: nothing fits (its smallest plan needs {:.1f} GiB)", t.model.tp,
+                       double(t.smallest.figures.peak_memory_bytes) / kGiB);
       continue;
     }
     const EvaluatedPlan& e = t.top.front();

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include "sim/model/plan.hpp"
 #include "sim/cost/profile.hpp"
 #include "sim/engine/simulator.hpp"
+#include "sim/engine/throughput.hpp"
 #include "sim/trace/timeline.hpp"
 #include "sim/base/files.hpp"
 
@@ -118,6 +120,9 @@ json figures_json(const domino::ModelSpec& m, const domino::Plan& plan, const do
          {"peak_memory_bytes", r.peak_memory_bytes},
          {"training",
           {{"dp", m.training.dp}, {"zero", m.training.zero}, {"recompute", domino::to_string(m.training.recompute)}}}};
+  const domino::Throughput t = domino::throughput(m, profile, r.iteration_us);
+  j["tokens_per_s_per_gpu"] = t.tokens_per_s_per_gpu;
+  j["mfu"] = std::isfinite(t.mfu) ? json(t.mfu) : json(nullptr);
   const double megatron = strategy_us(rows, "megatron-async"), sync = strategy_us(rows, "megatron-sync");
   json strategies = json::object();
   for (const auto& row : rows) {
