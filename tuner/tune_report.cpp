@@ -34,6 +34,10 @@ nlohmann::json plan_json(const TpTuning& t, const EvaluatedPlan& e) {
   j["comm_us"] = e.figures.comm_us;
   j["compute_us"] = e.figures.compute_us;
   j["no_comm_fraction"] = number_or_null(no_comm_fraction(t, e));
+  j["tokens_per_iteration"] = e.throughput.tokens_per_iteration;
+  j["tokens_per_s_per_gpu"] = e.throughput.tokens_per_s_per_gpu;
+  j["model_flops_per_iteration"] = e.throughput.model_flops_per_iteration;
+  j["mfu"] = number_or_null(e.throughput.mfu);
   j["peak_memory_bytes"] = e.figures.peak_memory_bytes;
   j["fits_memory"] = e.fits;
   j["search_predicted_us"] = number_or_null(e.predicted_us);
@@ -64,6 +68,43 @@ nlohmann::json tp_json(const TpTuning& t) {
   s["seconds"] = t.seconds;
   j["search"] = s;
   return j;
+}
+
+std::string percent(double x) { return std::isfinite(x) ? fmt::format("{:.1f}%", 100 * x) : std::string("-"); }
+
+// Why the best degree won when several were tuned: each other degree's best plan, with its iteration time and
+// tokens/s per GPU, so a faster iteration that trains fewer tokens per GPU shows as such.
+std::string choice_text(const TuneResult& r) {
+  const EvaluatedPlan& best = r.best();
+  std::string s = fmt::format("chosen by tokens/s per GPU: tp {} trains {:.0f} tokens/s per GPU in {:.3f} ms iterations",
+                              r.best_tuning().model.tp, best.throughput.tokens_per_s_per_gpu,
+                              best.figures.iteration_us / 1000.0);
+  for (const TpTuning& t : r.per_tp) {
+    if (&t == &r.best_tuning()) continue;
+    if (t.top.empty()) {
+      s += fmt::format("; tp {}: nothing fits (its smallest plan needs {:.1f} GiB)", t.model.tp,
+                       double(t.smallest.figures.peak_memory_bytes) / kGiB);
+      continue;
+    }
+    const EvaluatedPlan& e = t.top.front();
+    s += fmt::format("; tp {}: {:.0f} tokens/s per GPU in {:.3f} ms{}", t.model.tp, e.throughput.tokens_per_s_per_gpu,
+                     e.figures.iteration_us / 1000.0,
+                     e.figures.iteration_us < best.figures.iteration_us ? " (faster iteration, more GPUs)" : "");
+  }
+  return s + "\n";
+}
+
+// What the iteration time leaves out under data parallelism.
+std::string training_text(const TrainingContext& training) {
+  std::string s = fmt::format("training: {} (memory: fp32 master weights and optimizer moments {})\n",
+                              training_summary(training),
+                              training.zero == 1 ? fmt::format("sharded over {} data-parallel ranks", training.dp)
+                                                 : std::string("on every rank"));
+  if (training.dp > 1) {
+    s += "iteration times exclude the data-parallel gradient reduction";
+    s += training.zero == 1 ? " and the parameter all-gather after the sharded optimizer step\n" : "\n";
+  }
+  return s;
 }
 
 }  // namespace
@@ -102,6 +143,7 @@ std::string format_table(const TuneResult& result, const TuneOptions& options) {
   out += fmt::format("domino-tune {}: {} ({} layers) on profile {}\n", DOMINO_VERSION, first.model.name,
                      first.model.layers, result.profile);
   if (options.mem_limit_gib > 0) out += fmt::format("memory limit {:g} GiB per device\n", options.mem_limit_gib);
+  out += training_text(first.model.training);
   for (const TpTuning& t : result.per_tp) {
     out += fmt::format("\ntp {}: {}\n", t.model.tp, describe(t.space, options.search));
     out += fmt::format("  searched in {:.2f} s: {} probe + {} full simulations{}\n", t.seconds,
@@ -109,14 +151,15 @@ std::string format_table(const TuneResult& result, const TuneOptions& options) {
                        t.stats.screened ? fmt::format(" (screened to {} x {} choices, {} swap rounds)", t.stats.attn_kept,
                                                       t.stats.mlp_kept, t.stats.swap_rounds)
                                         : std::string(" (every pair of choices)"));
-    out += fmt::format("  {:<14} {:>12} {:>8} {:>8} {:>12} {:>9} {:>10}  {}\n", "plan", "iter ms", "vs M-LM",
-                       "vs sync", "exposed ms", "no-comm", "peak GiB", "choices");
+    out += fmt::format("  {:<14} {:>12} {:>11} {:>6} {:>8} {:>8} {:>12} {:>9} {:>10}  {}\n", "plan", "iter ms",
+                       "tok/s/GPU", "MFU", "vs M-LM", "vs sync", "exposed ms", "no-comm", "peak GiB", "choices");
     auto ratio = [](double x) { return std::isfinite(x) ? fmt::format("{:.3f}x", x) : std::string("-"); };
     auto row = [&](const EvaluatedPlan& e) {
       const double nc = no_comm_fraction(t, e);
-      out += fmt::format("  {:<14} {:>12.3f} {:>8} {:>8} {:>12.3f} {:>9} {:>10.2f}  {}{}\n", e.label,
-                         e.figures.iteration_us / 1000.0, ratio(speedup_vs_megatron(t, e)), ratio(speedup_vs_sync(t, e)),
-                         e.figures.exposed_comm_us / 1000.0, std::isfinite(nc) ? fmt::format("{:.1f}%", 100 * nc) : "-",
+      out += fmt::format("  {:<14} {:>12.3f} {:>11.0f} {:>6} {:>8} {:>8} {:>12.3f} {:>9} {:>10.2f}  {}{}\n", e.label,
+                         e.figures.iteration_us / 1000.0, e.throughput.tokens_per_s_per_gpu, percent(e.throughput.mfu),
+                         ratio(speedup_vs_megatron(t, e)), ratio(speedup_vs_sync(t, e)),
+                         e.figures.exposed_comm_us / 1000.0, percent(nc),
                          double(e.figures.peak_memory_bytes) / kGiB, plan_summary(e.plan), e.fits ? "" : "  [over memory]");
     };
     for (const EvaluatedPlan& e : t.top) row(e);
@@ -127,14 +170,16 @@ std::string format_table(const TuneResult& result, const TuneOptions& options) {
     const TpTuning& t = result.best_tuning();
     const EvaluatedPlan& b = result.best();
     out += fmt::format(
-        "\nbest: tp {}, {:.3f} ms per iteration, {:.3f}x over Megatron-LM (megatron-async), {:.3f}x over "
-        "megatron-sync, {:.1f}% of the no-comm bound\n",
-        t.model.tp, b.figures.iteration_us / 1000.0, speedup_vs_megatron(t, b), speedup_vs_sync(t, b),
-        100 * no_comm_fraction(t, b));
+        "\nbest: tp {}, {:.3f} ms per iteration, {:.0f} tokens/s per GPU, MFU {}, {:.3f}x over Megatron-LM "
+        "(megatron-async), {:.3f}x over megatron-sync, {:.1f}% of the no-comm bound\n",
+        t.model.tp, b.figures.iteration_us / 1000.0, b.throughput.tokens_per_s_per_gpu, percent(b.throughput.mfu),
+        speedup_vs_megatron(t, b), speedup_vs_sync(t, b), 100 * no_comm_fraction(t, b));
+    if (result.per_tp.size() > 1) out += choice_text(result);
   }
   if (!result.per_tp.empty()) {
     out += "(vs M-LM: speedup over Megatron-LM as it runs by default, megatron-async; vs sync: over megatron-sync, "
-           "its input-gradient overlap turned off)\n";
+           "its input-gradient overlap turned off; MFU: model FLOPs, 6 x weights x tokens plus attention, over "
+           "iteration time x tp x the profile's peak)\n";
   }
   return out;
 }
@@ -149,6 +194,12 @@ nlohmann::json summary_json(const TuneResult& result, const TuneOptions& options
   j["tp_degrees"] = nlohmann::json::array();
   for (const TpTuning& x : result.per_tp) j["tp_degrees"].push_back(x.model.tp);
   j["mem_limit_gib"] = options.mem_limit_gib > 0 ? nlohmann::json(options.mem_limit_gib) : nlohmann::json(nullptr);
+  const TrainingContext& training = t.model.training;
+  j["training"] = {{"dp", training.dp},
+                   {"zero", training.zero},
+                   {"recompute", to_string(training.recompute)},
+                   {"dp_gradient_reduction_in_iteration_time", false}};
+  j["best_tp_ranked_by"] = "tokens_per_s_per_gpu";
   j["best"] = plan_json(t, result.best());
   const nlohmann::json tj = tp_json(t);
   j["top"] = tj["top"];
@@ -174,11 +225,17 @@ Plan tuned_plan(const TuneResult& result, const TuneOptions& options) {
   p["profile"] = result.profile;
   p["search_space"] = describe(t.space, options.search);
   p["tp_degrees_searched"] = tps_text(result);
+  p["tp_ranked_by"] = "tokens/s per GPU";
+  p["dp"] = fmt::format("{}", t.model.training.dp);
+  p["zero"] = fmt::format("{}", t.model.training.zero);
+  p["recompute"] = to_string(t.model.training.recompute);
   if (options.mem_limit_gib > 0) p["mem_limit_gib"] = fmt::format("{:g}", options.mem_limit_gib);
   const EvaluatedPlan& b = result.best();
   p["predicted_iteration_us"] = fmt::format("{:.3f}", b.figures.iteration_us);
   p["predicted_exposed_comm_us"] = fmt::format("{:.3f}", b.figures.exposed_comm_us);
   p["predicted_peak_memory_bytes"] = fmt::format("{}", b.figures.peak_memory_bytes);
+  p["predicted_tokens_per_s_per_gpu"] = fmt::format("{:.1f}", b.throughput.tokens_per_s_per_gpu);
+  if (std::isfinite(b.throughput.mfu)) p["predicted_mfu"] = fmt::format("{:.4f}", b.throughput.mfu);
   for (const EvaluatedPlan& base : t.baselines)
     p[fmt::format("baseline_{}_iteration_us", base.label)] = fmt::format("{:.3f}", base.figures.iteration_us);
   if (const double sp = speedup_vs_megatron(t, b); std::isfinite(sp))

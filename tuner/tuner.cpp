@@ -29,6 +29,7 @@ class PlanEvaluator {
     e.label = label;
     e.plan = std::move(plan);
     e.figures = simulate_plan(out_.model, e.plan, cost_);
+    e.throughput = throughput(out_.model, cost_.profile(), e.figures.iteration_us);
     e.fits = limit_ <= 0 || double(e.figures.peak_memory_bytes) <= limit_;
     ++out_.full_simulations;
     return e;
@@ -137,6 +138,37 @@ void pick_top(const std::vector<EvaluatedPlan>& pool, int top_k, TpTuning& out) 
   for (size_t i = 0; i < out.top.size(); ++i) out.top[i].label = fmt::format("tuned #{}", i + 1);
 }
 
+// The degree whose fastest fitting plan trains the most tokens per second per GPU; -1 when none fits.
+int best_by_tokens_per_gpu(const std::vector<TpTuning>& per_tp) {
+  int best = -1;
+  for (int i = 0; i < int(per_tp.size()); ++i) {
+    if (per_tp[i].top.empty()) continue;
+    if (best < 0 || per_tp[i].top.front().throughput.tokens_per_s_per_gpu >
+                        per_tp[best].top.front().throughput.tokens_per_s_per_gpu)
+      best = i;
+  }
+  return best;
+}
+
+[[noreturn]] void throw_nothing_fits(const std::vector<TpTuning>& per_tp, const TuneOptions& options) {
+  const EvaluatedPlan* smallest = nullptr;
+  const TpTuning* at = nullptr;
+  for (const TpTuning& t : per_tp) {
+    if (!smallest || t.smallest.figures.peak_memory_bytes < smallest->figures.peak_memory_bytes) {
+      smallest = &t.smallest;
+      at = &t;
+    }
+  }
+  const TrainingContext& training = at->model.training;
+  const std::string hint = training.zero == 0 ? "raise --mem-gb, shard the optimizer state with --zero 1 (over --dp), "
+                                                "or try a larger --tp"
+                                              : "raise --mem-gb, raise --dp, or try a larger --tp";
+  throw_bad_input(fmt::format("no plan fits {:g} GiB per device (--mem-gb): the smallest needs {:.1f} GiB (tp {}, {}; "
+                              "{}); {}",
+                              options.mem_limit_gib, double(smallest->figures.peak_memory_bytes) / kGiB, at->model.tp,
+                              layer_label(smallest->plan.layers.front()), training_summary(training), hint));
+}
+
 }  // namespace
 
 const EvaluatedPlan* TpTuning::baseline(const std::string& name) const {
@@ -187,28 +219,8 @@ TuneResult tune(const ModelSpec& model, const std::vector<int>& tps, const CostM
     result.per_tp.push_back(tune_tp(m, cost, options, &progress));
   }
   progress.finish();
-  for (int i = 0; i < int(result.per_tp.size()); ++i) {
-    const TpTuning& t = result.per_tp[i];
-    if (t.top.empty()) continue;
-    if (result.best_tp < 0 ||
-        t.top.front().figures.iteration_us < result.per_tp[result.best_tp].top.front().figures.iteration_us)
-      result.best_tp = i;
-  }
-  if (result.best_tp < 0) {
-    const EvaluatedPlan* smallest = nullptr;
-    int smallest_tp = 0;
-    for (const TpTuning& t : result.per_tp) {
-      if (!smallest || t.smallest.figures.peak_memory_bytes < smallest->figures.peak_memory_bytes) {
-        smallest = &t.smallest;
-        smallest_tp = t.model.tp;
-      }
-    }
-    throw_bad_input(fmt::format(
-        "no plan fits {:g} GiB per device (--mem-gb): the smallest needs {:.1f} GiB (tp {}, {}); raise --mem-gb, "
-        "or try a larger --tp",
-        options.mem_limit_gib, double(smallest->figures.peak_memory_bytes) / kGiB, smallest_tp,
-        layer_label(smallest->plan.layers.front())));
-  }
+  result.best_tp = best_by_tokens_per_gpu(result.per_tp);
+  if (result.best_tp < 0) throw_nothing_fits(result.per_tp, options);
   result.seconds = seconds_since(t0);
   return result;
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/engine/throughput.hpp"
 #include "tuner/plan_search.hpp"
 
 namespace domino {
@@ -22,6 +23,7 @@ struct EvaluatedPlan {
   std::string label;  // "tuned #1", "megatron-sync", ...
   Plan plan;
   SimFigures figures;  // full simulation
+  Throughput throughput;  // tokens/s per GPU and MFU of figures.iteration_us
   double predicted_us = std::numeric_limits<double>::quiet_NaN();  // the search's own figure (tuned plans)
   bool fits = true;   // within the memory limit
 };
@@ -41,7 +43,9 @@ struct TpTuning {
 struct TuneResult {
   std::string profile;  // name of the profile the costs came from
   std::vector<TpTuning> per_tp;
-  int best_tp = -1;     // index into per_tp of the fastest fitting plan
+  // Index into per_tp of the best fitting plan: within a TP degree the fastest iteration, across degrees the
+  // most tokens per second per GPU (a larger group may finish sooner yet train fewer tokens per GPU).
+  int best_tp = -1;
   double seconds = 0;
   const TpTuning& best_tuning() const { return per_tp.at(best_tp); }
   const EvaluatedPlan& best() const { return best_tuning().top.front(); }
@@ -50,8 +54,9 @@ struct TuneResult {
 // Tunes one TP degree. top is empty when nothing fits the memory limit.
 TpTuning tune_tp(const ModelSpec& model, const CostModel& cost, const TuneOptions& options, Progress* progress = nullptr);
 
-// Tunes every TP degree in tps (empty: the model's own). BadInput when no plan of any degree fits the
-// memory limit ("no plan fits 80 GiB: the smallest needs 93.2 GiB (tp 8, ...)").
+// Tunes every TP degree in tps (empty: the model's own) under the model's training context
+// (model.training: dp, ZeRO). BadInput when no plan of any degree fits the memory limit ("no plan fits
+// 80 GiB: the smallest needs 93.2 GiB (tp 8, ...)").
 TuneResult tune(const ModelSpec& model, const std::vector<int>& tps, const CostModel& cost, const TuneOptions& options);
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -12,10 +13,12 @@
 
 #include "sim/base/cli_parse.hpp"
 #include "sim/base/error.hpp"
+#include "sim/cli/training_options.hpp"
 #include "sim/model/model_spec.hpp"
 #include "sim/model/plan.hpp"
 #include "sim/cost/profile.hpp"
 #include "sim/engine/simulator.hpp"
+#include "sim/engine/throughput.hpp"
 #include "sim/trace/timeline.hpp"
 #include "sim/base/files.hpp"
 
@@ -93,7 +96,13 @@ void print_report(const domino::ModelSpec& m, const domino::Plan& plan, const st
               m.micro_batch, domino::to_string(m.dtype), m.layers);
   std::printf("plan     %s\n", plan_label.c_str());
   std::printf("profile  %s (%s)\n", profile.name.c_str(), profile.path.c_str());
-  std::printf("ops      %zu per rank%s\n\n", ops, plan.comm_enabled ? "" : " (communication switched off)");
+  std::printf("ops      %zu per rank%s\n", ops, plan.comm_enabled ? "" : " (communication switched off)");
+  // Printed only beside the defaults' report, which stays as it always was.
+  if (m.training.dp > 1 || m.training.zero > 0) {
+    std::printf("training %s (iteration time excludes the data-parallel gradient reduction)\n",
+                domino::training_summary(m.training).c_str());
+  }
+  std::printf("\n");
   std::printf("iteration time         %s\n", duration(r.iteration_us).c_str());
   std::printf("compute time           %s\n", duration(r.compute_us).c_str());
   std::printf("communication time     %s\n", duration(r.comm_us).c_str());
@@ -132,7 +141,12 @@ json figures_json(const domino::ModelSpec& m, const domino::Plan& plan, const do
          {"comm_us", r.comm_us},
          {"exposed_comm_us", r.exposed_comm_us},
          {"overlap_fraction", r.overlap_fraction},
-         {"peak_memory_bytes", r.peak_memory_bytes}};
+         {"peak_memory_bytes", r.peak_memory_bytes},
+         {"training",
+          {{"dp", m.training.dp}, {"zero", m.training.zero}, {"recompute", domino::to_string(m.training.recompute)}}}};
+  const domino::Throughput t = domino::throughput(m, profile, r.iteration_us);
+  j["tokens_per_s_per_gpu"] = t.tokens_per_s_per_gpu;
+  j["mfu"] = std::isfinite(t.mfu) ? json(t.mfu) : json(nullptr);
   const double megatron = strategy_us(rows, "megatron-async"), sync = strategy_us(rows, "megatron-sync");
   json strategies = json::object();
   for (const auto& row : rows) {
@@ -159,6 +173,7 @@ int main(int argc, char** argv) {
     domino::ModelOverrides overrides;
     bool summary = false;
     int emulate_tp = 0;
+    domino::TrainingArgs training_args;
     app.add_option("MODEL", model_arg,
                    "model YAML, Hugging Face config.json, or a name in configs/models (default: the embedded "
                    "cpu-gpt model)");
@@ -176,9 +191,11 @@ int main(int argc, char** argv) {
     app.add_option("--emulate-tp", emulate_tp,
                    "time every AllReduce as a ring of N ranks (predicts a one-GPU domino-exec --emulate-comm run)")
         ->check(CLI::PositiveNumber);
+    domino::add_training_options(app, training_args);
     app.add_flag("--summary", summary, "print the model summary (shapes, parameters, FLOPs) and exit");
     app.set_version_flag("--version", std::string("domino-sim ") + DOMINO_VERSION);
     if (auto rc = domino::parse_command_line(app, argc, argv, "domino-sim")) return *rc;
+    const domino::TrainingContext training = domino::training_context(training_args);
 
     domino::ModelSpec model;
     if (model_arg.empty()) {
@@ -190,6 +207,7 @@ int main(int argc, char** argv) {
     } else {
       model = domino::load_model(model_arg, overrides);
     }
+    model.training = training;
     if (summary) {
       std::fputs(domino::model_summary(model).c_str(), stdout);  // the summary lists the notes itself
       return 0;

@@ -267,7 +267,10 @@ struct BuildOptions {
 // Validates the plan against the model first (BadInput on mismatch).
 Schedule build_schedule(const ModelSpec& model, const Plan& plan, const BuildOptions& options = {});
 
-// Bytes of all buffers when each element takes the model's dtype (params/grads), fp32 (optimizer states).
+// Bytes one rank holds: every buffer in the model's dtype, optimizer states in fp32, and for 16-bit models
+// the fp32 master copy each backend keeps beside every Param buffer; under ZeRO-1
+// (s.model.training.zero == 1) the master copies and optimizer states divided by the data-parallel degree.
+// Adam: 16 bytes per parameter (bf16: 2 + 2 + 4 + 8; fp32: 4 + 4 + 8), ZeRO-1 bf16: 4 + 12/dp.
 int64_t schedule_memory_bytes(const Schedule& s);
 
 // Global (unsharded) coordinates of a local parameter element, so every rank and the tp=1 reference

@@ -223,6 +223,7 @@ void fill_costs(Schedule& s) {
       if (op.m == 0) op.m = r.rows(), op.n = r.cols();
       op.flops = flops_per_element(op.code) * double(r.elements()) * rotated;
     }
+    if (op.kind == OpKind::Optimizer) cost_optimizer_step(s, op);
   }
 }
 
@@ -240,21 +241,6 @@ Schedule build_schedule(const ModelSpec& model, const Plan& plan, const BuildOpt
   detail::fill_costs(s);
   detail::add_hazard_deps(s);
   return s;
-}
-
-int64_t schedule_memory_bytes(const Schedule& s) {
-  const int eb = dtype_bytes(s.model.dtype);
-  int64_t total = 0;
-  for (const BufferDesc& b : s.buffers) {
-    if (b.role == BufferRole::OptState) {
-      total += b.elements() * 4;
-    } else {
-      total += b.elements() * eb;
-      // Mixed precision keeps an fp32 master copy of every parameter.
-      if (b.role == BufferRole::Param && s.model.dtype != DType::FP32) total += b.elements() * 4;
-    }
-  }
-  return total;
 }
 
 }  // namespace domino

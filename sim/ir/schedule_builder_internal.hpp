@@ -231,5 +231,7 @@ void add_hazard_deps(Schedule& s);
 
 // Bytes, FLOPs and shapes of every op from its regions. schedule_costs.cpp.
 void fill_costs(Schedule& s);
+// The optimizer step's bytes in the training precision and its share under ZeRO-1 (optimizer_state.cpp).
+void cost_optimizer_step(const Schedule& s, Op& op);
 
 }  // namespace domino::detail

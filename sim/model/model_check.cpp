@@ -125,6 +125,7 @@ void validate_model(const ModelSpec& m) {
   if (const auto v = check_model(m)) {
     throw_bad_input(SourceLoc{m.source}, "model '" + v->key + "': " + v->message);
   }
+  validate_training(m.training);
 }
 
 std::string override_flag(const std::string& key, const ModelOverrides& o) {

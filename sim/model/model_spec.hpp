@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/model/training_context.hpp"
+
 namespace domino {
 
 // A family only chooses the defaults of a model file (gpt: learned positions, LayerNorm, GeLU, biases;
@@ -69,6 +71,9 @@ struct ModelSpec {
   DType dtype = DType::BF16;
   int tp = 1;             // tensor-parallel degree
   int gpus_per_node = 8;  // TP groups larger than this span nodes
+  // Data parallelism, optimizer sharding, recomputation: set by the tools' options, never by a model file;
+  // not part of the fingerprint (the schedule's ops are the same; see training_context.hpp).
+  TrainingContext training;
   std::string source;     // file it was read from, for messages ("<embedded>" for built-ins)
   std::string hf_model_type;  // a Hugging Face import's model_type ("gemma2"), for the summary; else empty
   // What an importer chose for the user that differs from the file (a capped sequence length): tools print

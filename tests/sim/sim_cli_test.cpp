@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/model/model_spec.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -88,6 +90,30 @@ TEST_F(DominoSimCli, ReportNamesTheAllReduceAlgorithm) {
   EXPECT_EQ(cpu.output.find("allreduce algorithms"), std::string::npos) << cpu.output;
 }
 
+// ZeRO-1 over 4 data-parallel ranks: the memory drops by 12 x 3/4 bytes per parameter the rank holds.
+TEST_F(DominoSimCli, ZeroOneShardsTheOptimizerStateInTheMemoryFigure) {
+  const fs::path plain = fs::temp_directory_path() / "domino_sim_cli_dp1.json";
+  const fs::path zero = fs::temp_directory_path() / "domino_sim_cli_zero.json";
+  const std::string common = "gpt3-2.7b --strategy megatron-sync --tp 8 --profile dgx-h100 --json ";
+  ASSERT_EQ(run_sim(common + plain.string()).code, 0);
+  const CliResult r = run_sim(common + zero.string() + " --dp 4 --zero 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("excludes the data-parallel gradient reduction"), std::string::npos) << r.output;
+  const nlohmann::json a = nlohmann::json::parse(std::ifstream(plain)), b = nlohmann::json::parse(std::ifstream(zero));
+  domino::ModelOverrides tp8;
+  tp8.tp = 8;
+  const domino::ModelSpec model = domino::load_model(std::string(DOMINO_SOURCE_DIR) + "/configs/models/gpt3-2.7b.yaml", tp8);
+  const double params = double(domino::derive_facts(model).params_per_rank);
+  EXPECT_NEAR(a["peak_memory_bytes"].get<double>() - b["peak_memory_bytes"].get<double>(), params * 12 * 3 / 4, 4);
+  EXPECT_EQ(b["training"]["dp"].get<int>(), 4);
+  EXPECT_EQ(b["training"]["zero"].get<int>(), 1);
+  EXPECT_EQ(a["training"]["recompute"], "none");
+  EXPECT_GT(a["tokens_per_s_per_gpu"].get<double>(), 0);
+  EXPECT_GT(a["mfu"].get<double>(), 0);
+  fs::remove(plain);
+  fs::remove(zero);
+}
+
 TEST_F(DominoSimCli, SummaryNeedsNoPlan) {
   const CliResult r = run_sim("--summary");
   EXPECT_EQ(r.code, 0) << r.output;
@@ -107,6 +133,9 @@ TEST_F(DominoSimCli, BadUsageExitsTwoWithAMessage) {
       {"no-such-model --strategy domino-ds", "unknown model 'no-such-model'"},
       {"llama2-7b --strategy domino-ds --profile dgx-h100", "which has RMSNorm"},
       {"gpt3-6.7b --strategy megatron-sync --profile dgx-h100 --tp 16", "inter_node"},
+      {"--strategy domino-ds --dp 0", "--dp 0"},
+      {"--strategy domino-ds --zero 3", "--zero 3"},
+      {"--strategy domino-ds --recompute full", "not modelled"},
       {"--strategy no-comm --profile tests/data/profiles/bad/unknown_key.yaml",
        "unknown_key.yaml:5:5: profile gemm.bf16: unknown key 'peak_tflop'"},
   };

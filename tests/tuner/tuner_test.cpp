@@ -146,14 +146,14 @@ TEST(Tuner, MemoryLimitBetweenBaselineAndFastestStillBeatsTheBaselines) {
   }
 }
 
-TEST(Tuner, SearchesSeveralTpDegreesAndKeepsTheFastest) {
+TEST(Tuner, SearchesSeveralTpDegreesAndKeepsTheMostTokensPerGpu) {
   const ModelSpec m = default_model();
   const CostModel cost = test::shipped_cost("cpu-dev");
   const TuneResult r = tune(m, {1, 2, 4}, cost, quiet_options());
   ASSERT_EQ(r.per_tp.size(), 3u);
   for (const TpTuning& t : r.per_tp) {
     EXPECT_EQ(t.model.tp, t.top.front().plan.tp);
-    EXPECT_LE(r.best().figures.iteration_us, t.top.front().figures.iteration_us);
+    EXPECT_GE(r.best().throughput.tokens_per_s_per_gpu, t.top.front().throughput.tokens_per_s_per_gpu);
   }
   EXPECT_THROW(tune(m, {3}, cost, quiet_options()), Error);  // 8 heads do not split over 3 ranks
 }
@@ -219,6 +219,11 @@ TEST(TuneCli, BadInputExitsWithTwoAndSaysWhy) {
   EXPECT_EQ(r.code, 2);
   r = run_cli("no-such-model");
   EXPECT_EQ(r.code, 2);
+  for (const char* flag : {"--dp 0", "--zero 2", "--recompute selective", "--recompute sometimes"}) {
+    r = run_cli(flag);
+    EXPECT_EQ(r.code, 2) << flag;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "sim/base/cli_parse.hpp"
 #include "sim/base/error.hpp"
+#include "sim/cli/training_options.hpp"
 #include "sim/model/model_spec.hpp"
 #include "sim/cost/profile.hpp"
 #include "sim/engine/simulator.hpp"
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
     std::string orders_arg = "deep,deepspeed";
     domino::ModelOverrides overrides;
     domino::TuneOptions options;
+    domino::TrainingArgs training_args;
     bool quiet = false;
     app.add_option("MODEL", model_arg,
                    "model YAML, Hugging Face config.json, or a name in configs/models (default: the embedded cpu-gpt model)");
@@ -62,6 +64,7 @@ int main(int argc, char** argv) {
     app.add_option("-o,--output", plan_path, "write the best plan (docs/plan-format.md) with its provenance");
     app.add_option("--trace", trace_path, "write the predicted Chrome trace of the best plan");
     app.add_option("--json", json_path, "write the summary as JSON (stable keys)");
+    domino::add_training_options(app, training_args);
     app.add_option("--top", options.top_k, "tuned plans to list (default 5)")->check(CLI::PositiveNumber);
     app.add_option("--seq-len", overrides.seq_len, "sequence length")->check(CLI::PositiveNumber);
     app.add_option("--micro-batch", overrides.micro_batch, "micro-batch size")->check(CLI::PositiveNumber);
@@ -77,6 +80,7 @@ int main(int argc, char** argv) {
     options.search.splits = domino::parse_splits(splits_arg);
     options.search.orders = domino::parse_orders(orders_arg);
     const std::vector<int> tps = tp_arg.empty() ? std::vector<int>{} : parse_tps(tp_arg);
+    const domino::TrainingContext training = domino::training_context(training_args);
 
     domino::ModelSpec model;
     if (model_arg.empty()) {
@@ -89,6 +93,7 @@ int main(int argc, char** argv) {
     // What the importer chose for the user (a capped sequence length): said once, apart from the results.
     for (const std::string& note : model.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
     if (!tps.empty()) model.tp = tps.front();
+    model.training = training;
     domino::validate_model(model);
 
     // One profile for every degree: the default is chosen for the largest degree searched.
