@@ -1,5 +1,6 @@
 // chain_dp.cpp: K-best Viterbi. Each (stage, option) keeps its k cheapest partial paths; a partial path
-// is extended only through the k best of its predecessor, which is exact for the k best full paths.
+// is extended only through the k best of its predecessor, which is exact for the k best full paths. Per
+// (stage, option) the work is one pass over the predecessors plus k x k candidates, not predecessors x k.
 #include "tuner/chain_dp.hpp"
 
 #include <algorithm>
@@ -37,7 +38,7 @@ std::vector<ChainPath> k_best_paths(const std::vector<ChainStage>& stages, doubl
     const double u = stages[0].unary[c];
     if (std::isfinite(u)) best[0][c].push_back({base + u, -1, 0});
   }
-  std::vector<Entry> pool;
+  std::vector<Entry> heads, pool;
   for (size_t i = 1; i < stages.size(); ++i) {
     const ChainStage& st = stages[i];
     const int prev_size = stages[i - 1].size;
@@ -45,10 +46,20 @@ std::vector<ChainPath> k_best_paths(const std::vector<ChainStage>& stages, doubl
     for (int c = 0; c < st.size; ++c) {
       const double u = st.unary[c];
       if (!std::isfinite(u)) continue;
-      pool.clear();
+      // Each predecessor's list is sorted, so its entries extended by (w + u) stay sorted under (cost,
+      // option, rank): the k best extensions come from the predecessors with the k best first entries.
+      heads.clear();
       for (int p = 0; p < prev_size; ++p) {
         const double w = st.pair_in[size_t(p) * st.size + c];
-        if (!std::isfinite(w)) continue;
+        if (!std::isfinite(w) || best[i - 1][p].empty()) continue;
+        heads.push_back({best[i - 1][p].front().cost + w + u, p, 0});
+      }
+      const size_t lists = std::min(heads.size(), size_t(k));
+      std::partial_sort(heads.begin(), heads.begin() + lists, heads.end(), entry_less);
+      pool.clear();
+      for (size_t h = 0; h < lists; ++h) {
+        const int p = heads[h].prev_option;
+        const double w = st.pair_in[size_t(p) * st.size + c];
         const auto& from = best[i - 1][p];
         for (int r = 0; r < int(from.size()); ++r) pool.push_back({from[r].cost + w + u, p, r});
       }

@@ -175,9 +175,10 @@ PlanSearch search_plans(const ModelSpec& model, const CostModel& cost, const Sea
   SegmentCosts costs(model, cost, space, ref_attn, ref_mlp, progress);
   Searcher searcher(model, space, costs, reference_us);
   PlanSearch out;
-  const long pairs = long(space.attn.size()) * long(space.mlp.size());
-  if (pairs <= tuning.exact_pair_limit) {
-    costs.set_expected(pairs * (model.layers > 1 ? 2 : 1));
+  out.stats.full_search_probes = costs.full_table_simulations();
+  out.stats.full_search_probe_limit = tuning.full_search_probe_limit;
+  if (out.stats.full_search_probes <= tuning.full_search_probe_limit) {
+    costs.set_expected(out.stats.full_search_probes);
     searcher.keep_all();
   } else {
     out.stats.screened = true;

@@ -1,6 +1,7 @@
 // plan_search.hpp: the exact search for one model at one TP degree: per-block and pair costs from the
-// probe (segment_costs), K-best dynamic programming over the block chain (chain_dp), and, for large
-// spaces, screening of the choices followed by a swap check against every screened-out choice.
+// probe (segment_costs), K-best dynamic programming over the block chain (chain_dp). The full search
+// simulates every pair of choices; when that needs more probe simulations than its budget, the screened
+// search runs instead: screening of the choices, then a swap check against every screened-out choice.
 #pragma once
 
 #include <vector>
@@ -11,7 +12,10 @@ namespace domino {
 
 struct SearchTuning {
   int shortlist = 8;              // best DP plans handed back (re-simulated in full by the caller)
-  long exact_pair_limit = 1600;   // |attn| * |mlp| up to which every pair is simulated (no screening)
+  // Probe simulations the full search (every pair of choices, no screening) may take; beyond it the
+  // screened search runs. 8000 is about 0.5 s on one core (a two-layer probe is built and simulated in
+  // about 60 us for Llama-2 70B at TP 8; assumption: other models' probes cost about as much).
+  long full_search_probe_limit = 8000;
   int keep_per_group = 1;         // screening: best choices kept per (split dim, p, overlap) group
   int max_swap_rounds = 8;        // screening: rounds of "could any screened-out choice improve it?"
   bool memory_frontier = false;   // also return single-buffer-shape plans (under a memory limit)
@@ -24,7 +28,9 @@ struct Candidate {
 
 struct SearchStats {
   long probe_simulations = 0;
-  bool screened = false;
+  bool screened = false;            // the screened search ran (the full one was over its budget)
+  long full_search_probes = 0;      // probe simulations the full search needs
+  long full_search_probe_limit = 0; // its budget (SearchTuning::full_search_probe_limit)
   int attn_kept = 0, mlp_kept = 0;  // choices the DP ran over, after screening and swap checks
   int swap_rounds = 0;
 };

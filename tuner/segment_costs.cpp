@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "sim/base/error.hpp"
 #include "tuner/progress.hpp"
 
@@ -82,6 +84,15 @@ const SimFigures& SegmentCosts::run(int k, int choice, int right_choice) {
   ++simulations_;
   if (progress_) progress_->tick(simulations_, expected_);
   return cell.fig;
+}
+
+long SegmentCosts::full_table_simulations() const {
+  const int blocks = 2 * probe_.layers;
+  auto others = [&](int k) { return long(space_.of(block_at(k)).size()) - 1; };  // the reference is the base
+  long n = 1;
+  for (int k = 0; k < blocks; ++k) n += others(k);
+  for (int k = 0; k < std::min(blocks - 1, 2); ++k) n += others(k) * others(k + 1);
+  return n;
 }
 
 double SegmentCosts::unary(int k, int choice) { return run(k, choice, -1).iteration_us - base_.iteration_us; }

@@ -60,6 +60,9 @@ class SegmentCosts {
   // T(r) of the probe (the constant of the probe expansion).
   double probe_base_us() const { return base_.iteration_us; }
   long simulations() const { return simulations_; }
+  // Distinct probe simulations of every term the chain uses (each position's unary terms, the attn->mlp
+  // and mlp->attn pair tables), the reference's own rows and columns reused: what the full search costs.
+  long full_table_simulations() const;
   void set_expected(long n) { expected_ = n; }  // for the progress line only
 
  private:

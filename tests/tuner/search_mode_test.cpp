@@ -1,0 +1,105 @@
+// search_mode_test.cpp: the full search (every pair of choices) against the screened one the tuner falls
+// back to beyond the full search's budget. On mid-size models with tens of choices per block, the screened
+// answer must stay within 0.5 % of the full one (both simulated in full), and each mode must say which ran.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/tuner/tuner_test_util.hpp"
+#include "tuner/tuner.hpp"
+
+namespace domino {
+namespace {
+
+struct MidSizeCase {
+  std::string name;
+  std::string model;
+  int layers;
+  int tp;
+  std::string profile;
+  SearchOptions search;
+};
+
+const auto kNone = OverlapMode::None, kIntra = OverlapMode::Intra, kInter = OverlapMode::Inter;
+const auto kBatch = SplitDim::Batch, kSeq = SplitDim::Sequence;
+const auto kDeep = SliceOrder::Deep, kDeepSpeed = SliceOrder::DeepSpeed;
+
+SearchOptions space(std::vector<SplitDim> splits, std::vector<int> ps, std::vector<int> qs,
+                    std::vector<OverlapMode> overlaps, std::vector<bool> bwd, std::vector<SliceOrder> orders) {
+  SearchOptions o;
+  o.splits = std::move(splits);
+  o.p_values = std::move(ps);
+  o.q_values = std::move(qs);
+  o.overlaps = std::move(overlaps);
+  o.bwd_overlaps = std::move(bwd);
+  o.orders = std::move(orders);
+  o.include_baselines = false;  // the answer is the search's own, not a baseline's
+  return o;
+}
+
+std::vector<MidSizeCase> cases() {
+  return {
+      // 58 choices per block: both split dimensions, p up to 4, q up to 2, every overlap mode.
+      {"gpt3_13b_4_layers_h100", "gpt3-13b", 4, 8, "dgx-h100",
+       space({kBatch, kSeq}, {1, 2, 4}, {1, 2}, {kNone, kIntra, kInter}, {false, true}, {kDeep})},
+      // Both slice orders, sequence splits up to p 8: Llama shapes on A100.
+      {"llama2_7b_6_layers_a100", "llama2-7b", 6, 8, "dgx-a100",
+       space({kSeq}, {1, 2, 4, 8}, {1}, {kNone, kInter}, {false, true}, {kDeep, kDeepSpeed})},
+      // CPU profile, communication-heavy slow link.
+      {"cpu_gpt_5_layers_slow_link", "cpu-gpt", 5, 2, "cpu-dev-2gbps",
+       space({kBatch, kSeq}, {1, 2, 4}, {1, 2}, {kNone, kInter}, {true}, {kDeep, kDeepSpeed})},
+  };
+}
+
+void PrintTo(const MidSizeCase& c, std::ostream* os) { *os << c.name; }
+
+TpTuning tune_case(const MidSizeCase& c, long full_search_probe_limit) {
+  TuneOptions options;
+  options.search = c.search;
+  options.tuning.full_search_probe_limit = full_search_probe_limit;
+  options.progress = false;
+  return tune_tp(test::shipped_model(c.model, c.layers, c.tp), test::shipped_cost(c.profile), options);
+}
+
+class MidSize : public ::testing::TestWithParam<MidSizeCase> {};
+
+TEST_P(MidSize, ScreenedAnswerIsWithinHalfAPercentOfTheFullSearch) {
+  const MidSizeCase& c = GetParam();
+  const TpTuning full = tune_case(c, 1L << 40);
+  const TpTuning screened = tune_case(c, 0);
+  ASSERT_FALSE(full.stats.screened);
+  ASSERT_TRUE(screened.stats.screened);
+  // A space where screening has something to drop: tens of choices per block.
+  EXPECT_GE(full.space.attn.size(), 20u);
+  EXPECT_LT(screened.stats.attn_kept, int(full.space.attn.size()));
+  ASSERT_FALSE(full.top.empty());
+  ASSERT_FALSE(screened.top.empty());
+  const double full_us = full.top.front().figures.iteration_us;
+  const double screened_us = screened.top.front().figures.iteration_us;
+  EXPECT_LE(screened_us, 1.005 * full_us) << "screened " << screened_us << " us, full " << full_us << " us";
+  // Both figures are full simulations of the plans returned, not the decomposition's predictions.
+  const ModelSpec m = test::shipped_model(c.model, c.layers, c.tp);
+  const CostModel cost = test::shipped_cost(c.profile);
+  EXPECT_DOUBLE_EQ(simulate_plan(m, full.top.front().plan, cost).iteration_us, full_us);
+  EXPECT_DOUBLE_EQ(simulate_plan(m, screened.top.front().plan, cost).iteration_us, screened_us);
+}
+
+TEST_P(MidSize, FullSearchSimulatesEveryTermOnceAndScreeningFewer) {
+  const MidSizeCase& c = GetParam();
+  const TpTuning full = tune_case(c, 1L << 40);
+  // The budget check counts exactly what the full search simulates: each term once, from the cache after.
+  EXPECT_EQ(full.stats.probe_simulations, full.stats.full_search_probes);
+  EXPECT_EQ(full.stats.attn_kept, int(full.space.attn.size()));
+  EXPECT_EQ(full.stats.mlp_kept, int(full.space.mlp.size()));
+  const TpTuning screened = tune_case(c, full.stats.full_search_probes - 1);  // one probe over the budget
+  EXPECT_TRUE(screened.stats.screened);
+  EXPECT_EQ(screened.stats.full_search_probes, full.stats.full_search_probes);
+  EXPECT_LT(screened.stats.probe_simulations, full.stats.probe_simulations);
+  const TpTuning at_budget = tune_case(c, full.stats.full_search_probes);
+  EXPECT_FALSE(at_budget.stats.screened);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, MidSize, ::testing::ValuesIn(cases()), [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace domino
