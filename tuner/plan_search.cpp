@@ -169,6 +169,15 @@ Candidate to_candidate(const SearchSpace& space, const ChainPath& path) {
 
 }  // namespace
 
+std::string describe_search_mode(const SearchStats& stats) {
+  if (!stats.screened) return " (full search: every pair of choices)";
+  return fmt::format(
+      " (screened search: the full one needs {} probes, over its budget {}; screened to {} x {} "
+      "choices, {} swap rounds)",
+      stats.full_search_probes, stats.full_search_probe_limit, stats.attn_kept, stats.mlp_kept,
+      stats.swap_rounds);
+}
+
 PlanSearch search_plans(const ModelSpec& model, const CostModel& cost, const SearchSpace& space, int ref_attn,
                         int ref_mlp, double reference_us, const SearchTuning& tuning, Progress* progress) {
   if (tuning.shortlist < 1) throw_bad_input("plan search: the shortlist needs at least one plan");

@@ -4,6 +4,7 @@
 // search runs instead: screening of the choices, then a swap check against every screened-out choice.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "tuner/segment_costs.hpp"
@@ -29,9 +30,9 @@ struct Candidate {
 
 struct SearchStats {
   long probe_simulations = 0;
-  bool screened = false;            // the screened search ran (the full one was over its budget)
-  long full_search_probes = 0;      // probe simulations the full search needs
-  long full_search_probe_limit = 0; // its budget (SearchTuning::full_search_probe_limit)
+  bool screened = false;             // the screened search ran (the full one was over its budget)
+  long full_search_probes = 0;       // probe simulations the full search needs
+  long full_search_probe_limit = 0;  // its budget (SearchTuning::full_search_probe_limit)
   int attn_kept = 0, mlp_kept = 0;  // choices the DP ran over, after screening and swap checks
   int swap_rounds = 0;
 };
@@ -41,6 +42,10 @@ struct PlanSearch {
   std::vector<Candidate> memory_frontier;  // with SearchTuning::memory_frontier: leaner alternatives
   SearchStats stats;
 };
+
+// " (full search: every pair of choices)" or " (screened search: the full one needs N probes, over its
+// budget M; screened to A x B choices, S swap rounds)": which search ran, for the report.
+std::string describe_search_mode(const SearchStats& stats);
 
 // ref_attn/ref_mlp: the reference choice (indices into the space), reference_us: the full simulation of
 // the model with every block at the reference (the constant of the decomposition).

@@ -15,8 +15,8 @@ using namespace domino;
 
 std::string source(const std::string& rel) { return std::string(DOMINO_SOURCE_DIR) + "/" + rel; }
 
-void run(benchmark::State& state, const std::string& model_name, const std::vector<int>& tps, const std::string& profile,
-         long full_search_probe_limit = SearchTuning{}.full_search_probe_limit) {
+void run(benchmark::State& state, const std::string& model_name, const std::vector<int>& tps,
+         const std::string& profile, long full_search_probe_limit = SearchTuning{}.full_search_probe_limit) {
   const ModelSpec model = load_model(source("configs/models/" + model_name + ".yaml"));
   const CostModel cost(load_profile(source("profiles/" + profile + ".yaml")));
   TuneOptions options;
@@ -37,7 +37,9 @@ void run(benchmark::State& state, const std::string& model_name, const std::vect
 void BM_TuneLlama70bTp8(benchmark::State& state) { run(state, "llama2-70b", {8}, "dgx-h100"); }
 void BM_TuneLlama70bTp4_8_16(benchmark::State& state) { run(state, "llama2-70b", {4, 8, 16}, "h100-multinode"); }
 void BM_TuneGpt3_13bTp8(benchmark::State& state) { run(state, "gpt3-13b", {8}, "dgx-h100"); }
-void BM_TuneLlama70bTp8FullSearch(benchmark::State& state) { run(state, "llama2-70b", {8}, "dgx-h100", 1L << 40); }
+void BM_TuneLlama70bTp8FullSearch(benchmark::State& state) {
+  run(state, "llama2-70b", {8}, "dgx-h100", 1L << 40);
+}
 
 // Few iterations: each run is a whole search (about a second) and the machines are shared.
 BENCHMARK(BM_TuneLlama70bTp8)->Unit(benchmark::kMillisecond)->Iterations(3);

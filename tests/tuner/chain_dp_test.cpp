@@ -78,7 +78,8 @@ TEST(ChainDp, WideStagesKeepTheKBestThroughManyPredecessors) {
     const auto all = enumerate(t, 0.0);
     const auto best = k_best_paths(t.stages, 0.0, 8);
     ASSERT_EQ(best.size(), 8u);
-    for (size_t j = 0; j < best.size(); ++j) EXPECT_NEAR(best[j].cost, all[j].cost, 1e-9) << "trial " << trial;
+    for (size_t j = 0; j < best.size(); ++j)
+      EXPECT_NEAR(best[j].cost, all[j].cost, 1e-9) << "trial " << trial;
   }
 }
 

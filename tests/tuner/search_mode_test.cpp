@@ -24,30 +24,19 @@ const auto kNone = OverlapMode::None, kIntra = OverlapMode::Intra, kInter = Over
 const auto kBatch = SplitDim::Batch, kSeq = SplitDim::Sequence;
 const auto kDeep = SliceOrder::Deep, kDeepSpeed = SliceOrder::DeepSpeed;
 
-SearchOptions space(std::vector<SplitDim> splits, std::vector<int> ps, std::vector<int> qs,
-                    std::vector<OverlapMode> overlaps, std::vector<bool> bwd, std::vector<SliceOrder> orders) {
-  SearchOptions o;
-  o.splits = std::move(splits);
-  o.p_values = std::move(ps);
-  o.q_values = std::move(qs);
-  o.overlaps = std::move(overlaps);
-  o.bwd_overlaps = std::move(bwd);
-  o.orders = std::move(orders);
-  o.include_baselines = false;  // the answer is the search's own, not a baseline's
-  return o;
-}
+using test::search_options;
 
 std::vector<MidSizeCase> cases() {
   return {
       // 58 choices per block: both split dimensions, p up to 4, q up to 2, every overlap mode.
       {"gpt3_13b_4_layers_h100", "gpt3-13b", 4, 8, "dgx-h100",
-       space({kBatch, kSeq}, {1, 2, 4}, {1, 2}, {kNone, kIntra, kInter}, {false, true}, {kDeep})},
+       search_options({kBatch, kSeq}, {1, 2, 4}, {1, 2}, {kNone, kIntra, kInter}, {false, true}, {kDeep})},
       // Both slice orders, sequence splits up to p 8: Llama shapes on A100.
       {"llama2_7b_6_layers_a100", "llama2-7b", 6, 8, "dgx-a100",
-       space({kSeq}, {1, 2, 4, 8}, {1}, {kNone, kInter}, {false, true}, {kDeep, kDeepSpeed})},
+       search_options({kSeq}, {1, 2, 4, 8}, {1}, {kNone, kInter}, {false, true}, {kDeep, kDeepSpeed})},
       // CPU profile, communication-heavy slow link.
       {"cpu_gpt_5_layers_slow_link", "cpu-gpt", 5, 2, "cpu-dev-2gbps",
-       space({kBatch, kSeq}, {1, 2, 4}, {1, 2}, {kNone, kInter}, {true}, {kDeep, kDeepSpeed})},
+       search_options({kBatch, kSeq}, {1, 2, 4}, {1, 2}, {kNone, kInter}, {true}, {kDeep, kDeepSpeed})},
   };
 }
 
@@ -97,9 +86,15 @@ TEST_P(MidSize, FullSearchSimulatesEveryTermOnceAndScreeningFewer) {
   EXPECT_LT(screened.stats.probe_simulations, full.stats.probe_simulations);
   const TpTuning at_budget = tune_case(c, full.stats.full_search_probes);
   EXPECT_FALSE(at_budget.stats.screened);
+  // The report names the search that ran, and for the screened one what the full one would need.
+  EXPECT_NE(describe_search_mode(full.stats).find("full search"), std::string::npos);
+  const std::string screened_note = describe_search_mode(screened.stats);
+  EXPECT_NE(screened_note.find("screened search"), std::string::npos);
+  EXPECT_NE(screened_note.find(std::to_string(full.stats.full_search_probes) + " probes"), std::string::npos);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, MidSize, ::testing::ValuesIn(cases()), [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Models, MidSize, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace domino
