@@ -14,20 +14,8 @@
 namespace domino {
 namespace {
 
-struct Case {
-  std::string name;
-  std::string model;
-  int layers;
-  int tp;
-  std::string profile;
-  SearchOptions search;
-};
-
-using test::search_options;
-
-const auto kNone = OverlapMode::None, kIntra = OverlapMode::Intra, kInter = OverlapMode::Inter;
-const auto kBatch = SplitDim::Batch, kSeq = SplitDim::Sequence;
-const auto kDeep = SliceOrder::Deep, kDeepSpeed = SliceOrder::DeepSpeed;
+using Case = test::SearchCase;
+using namespace test;  // search_options, the axis constants
 
 std::vector<Case> cases() {
   return {
@@ -58,8 +46,6 @@ std::vector<Case> cases() {
        search_options({kSeq}, {1, 2, 4}, {1, 2}, {kNone, kInter}, {true})},
   };
 }
-
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class BruteForce : public ::testing::TestWithParam<Case> {};
 

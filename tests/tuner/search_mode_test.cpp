@@ -11,20 +11,8 @@
 namespace domino {
 namespace {
 
-struct MidSizeCase {
-  std::string name;
-  std::string model;
-  int layers;
-  int tp;
-  std::string profile;
-  SearchOptions search;
-};
-
-const auto kNone = OverlapMode::None, kIntra = OverlapMode::Intra, kInter = OverlapMode::Inter;
-const auto kBatch = SplitDim::Batch, kSeq = SplitDim::Sequence;
-const auto kDeep = SliceOrder::Deep, kDeepSpeed = SliceOrder::DeepSpeed;
-
-using test::search_options;
+using MidSizeCase = test::SearchCase;
+using namespace test;  // search_options, the axis constants
 
 std::vector<MidSizeCase> cases() {
   return {
@@ -39,8 +27,6 @@ std::vector<MidSizeCase> cases() {
        search_options({kBatch, kSeq}, {1, 2, 4}, {1, 2}, {kNone, kInter}, {true}, {kDeep, kDeepSpeed})},
   };
 }
-
-void PrintTo(const MidSizeCase& c, std::ostream* os) { *os << c.name; }
 
 TpTuning tune_case(const MidSizeCase& c, long full_search_probe_limit) {
   TuneOptions options;

@@ -16,9 +16,7 @@
 namespace domino {
 namespace {
 
-const auto kNone = OverlapMode::None, kInter = OverlapMode::Inter;
-const auto kBatch = SplitDim::Batch, kSeq = SplitDim::Sequence;
-const auto kDeep = SliceOrder::Deep, kDeepSpeed = SliceOrder::DeepSpeed;
+using namespace test;  // search_options, the axis constants
 
 // Pair terms of a two-layer probe simulated in full, around the space's simplest choices (p = 1).
 class RawPairTerms {
@@ -73,7 +71,7 @@ ModelSpec probe_model(const ModelCase& c, Residual residual) {
 
 SearchSpace probe_space(const ModelSpec& m, const ModelCase& c) {
   SearchSpace s = make_search_space(
-      m, test::search_options({kBatch, kSeq}, {1, 2, 4}, {1, 2}, {kNone, kInter}, {true}, c.orders));
+      m, search_options({kBatch, kSeq}, {1, 2, 4}, {1, 2}, {kNone, kInter}, {true}, c.orders));
   EXPECT_EQ(s.attn.front().p, 1);  // the reference the terms are taken around
   EXPECT_EQ(s.mlp.front().p, 1);
   return s;

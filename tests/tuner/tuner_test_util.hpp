@@ -1,6 +1,7 @@
 // tuner_test_util.hpp: models and cost models the tuner tests share (shipped configs and profiles).
 #pragma once
 
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +27,22 @@ inline ModelSpec shipped_model(const std::string& name, int layers, int tp = 0) 
   validate_model(m);
   return m;
 }
+
+constexpr auto kNone = OverlapMode::None, kIntra = OverlapMode::Intra, kInter = OverlapMode::Inter;
+constexpr auto kBatch = SplitDim::Batch, kSeq = SplitDim::Sequence;
+constexpr auto kDeep = SliceOrder::Deep, kDeepSpeed = SliceOrder::DeepSpeed;
+
+// One tuning case: a shipped model cut to `layers` at `tp`, a shipped profile and the search space.
+struct SearchCase {
+  std::string name;
+  std::string model;
+  int layers;
+  int tp;
+  std::string profile;
+  SearchOptions search;
+};
+
+inline void PrintTo(const SearchCase& c, std::ostream* os) { *os << c.name; }
 
 // A search space over the given axes without the baselines' choices (the answer is the search's own, and
 // the enumeration stays small).
