@@ -15,7 +15,12 @@ Block block_at(int pos) { return pos % 2 == 0 ? Block::Attn : Block::Mlp; }
 
 bool blocks_cannot_overlap(const ModelSpec& model, const BlockPlan& left, const BlockPlan& right) {
   if (model.residual != Residual::Sequential) return false;
-  return left.p == 1 || right.p == 1 || left.dim != right.dim;
+  // DeepSpeed's early norm needs both blocks in its order and slices of the same rows.
+  if (left.order == SliceOrder::DeepSpeed && right.order == SliceOrder::DeepSpeed && left.dim == right.dim)
+    return false;
+  // The held-back add and norm backward need a slice of one block sharing no rows with the other's first.
+  if (left.p == 1 || right.p == 1 || left.dim != right.dim) return true;
+  return left.overlap != OverlapMode::Inter && right.overlap != OverlapMode::Inter;
 }
 
 SimFigures simulate_plan(const ModelSpec& model, const Plan& plan, const CostModel& cost) {

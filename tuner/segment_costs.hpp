@@ -36,13 +36,15 @@ struct SimFigures {
 };
 
 // Whether two neighbouring blocks (left before right in forward order) can never overlap, so that their
-// pair term is zero without a probe: with a single slice on either side, or the two split along different
-// dimensions, the right block's first slice reads rows of every slice of the left one, and in backward the
-// left block's first slice reads every slice's rows of the right one, so every op of one block waits for
-// every op of the other and the iteration splits there. None of the schedule's other links between blocks
-// (a held-back residual add or norm backward, DeepSpeed's early norm) exists then: each needs slices that
-// share rows. Never with parallel residual blocks, whose MLP reads the layer's input, not the attention's
-// output.
+// pair term is zero without a probe. Each block's last compute op waits for its own last AllReduce, in
+// forward (the residual add) and in backward (the norm backward), and the compute stream runs in program
+// order, so the iteration splits between the two blocks unless one of the schedule's links between blocks
+// moves an op across the boundary: the left block's held-back residual add or the right block's held-back
+// norm backward (inter-block overlap on that block, with slices that share no rows with the other block's
+// first one), or DeepSpeed's early norm (both blocks in that order, slices of the same rows). With a single
+// slice on either side, or splits along different dimensions, no slice of one shares no rows with the
+// other's first. Never with parallel residual blocks, whose MLP reads the layer's input, not the
+// attention's output.
 bool blocks_cannot_overlap(const ModelSpec& model, const BlockPlan& left, const BlockPlan& right);
 
 // simulate(build_schedule(model, plan), cost) without a timeline: the ground truth for every figure.

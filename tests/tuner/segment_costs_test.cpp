@@ -71,7 +71,7 @@ ModelSpec probe_model(const ModelCase& c, Residual residual) {
 
 SearchSpace probe_space(const ModelSpec& m, const ModelCase& c) {
   SearchSpace s = make_search_space(
-      m, search_options({kBatch, kSeq}, {1, 2, 4}, {1, 2}, {kNone, kInter}, {true}, c.orders));
+      m, search_options({kBatch, kSeq}, {1, 2, 4}, {1, 2}, {kNone, kIntra, kInter}, {false, true}, c.orders));
   EXPECT_EQ(s.attn.front().p, 1);  // the reference the terms are taken around
   EXPECT_EQ(s.mlp.front().p, 1);
   return s;
@@ -110,17 +110,22 @@ TEST_P(IndependentPairs, TheSearchTakesThemAsZeroWithoutAProbe) {
   const CostModel cost = test::shipped_cost(c.profile);
   SegmentCosts costs(m, cost, space, 0, 0);
   const long before = costs.simulations();
-  // A single-slice attention next to a sequence-split MLP, and a batch-split MLP before a sequence-split
-  // attention.
-  int seq_mlp = 0, batch_mlp = 0, seq_attn = 0;
-  while (space.mlp[seq_mlp].p == 1 || space.mlp[seq_mlp].dim != kSeq) ++seq_mlp;
-  while (space.mlp[batch_mlp].p == 1 || space.mlp[batch_mlp].dim != kBatch) ++batch_mlp;
-  while (space.attn[seq_attn].p == 1 || space.attn[seq_attn].dim != kSeq) ++seq_attn;
+  // The first (simplest) choice of a list with p > 1 along `dim` and the given overlap mode.
+  auto find = [](const std::vector<BlockPlan>& list, SplitDim dim, OverlapMode overlap) {
+    int i = 0;
+    while (list[i].p == 1 || list[i].dim != dim || list[i].overlap != overlap) ++i;
+    return i;
+  };
+  const int seq_mlp = find(space.mlp, kSeq, kNone), batch_mlp = find(space.mlp, kBatch, kNone);
+  const int seq_attn = find(space.attn, kSeq, kNone), seq_attn_inter = find(space.attn, kSeq, kInter);
+  // A single-slice attention before a sequence-split MLP; a batch-split MLP before a sequence-split
+  // attention; lined-up slices without inter-block overlap (the deep order).
   EXPECT_EQ(costs.pair(0, 0, seq_mlp), 0.0);
   EXPECT_EQ(costs.pair(1, batch_mlp, seq_attn), 0.0);
+  EXPECT_EQ(costs.pair(1, seq_mlp, seq_attn), 0.0);
   EXPECT_EQ(costs.simulations(), before);
-  // Lined-up slices are probed.
-  costs.pair(1, seq_mlp, seq_attn);
+  // Lined-up slices where the attention holds back its norm backward behind the MLP's first slice: probed.
+  costs.pair(1, seq_mlp, seq_attn_inter);
   EXPECT_GT(costs.simulations(), before);
 }
 
