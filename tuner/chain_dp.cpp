@@ -1,10 +1,12 @@
 // chain_dp.cpp: K-best Viterbi. Each (stage, option) keeps its k cheapest partial paths; a partial path
-// is extended only through the k best of its predecessor, which is exact for the k best full paths.
+// is extended only through the k best of its predecessor, which is exact for the k best full paths. Per
+// (stage, option) the work is one pass over the predecessors plus k x k candidates, not predecessors x k.
 #include "tuner/chain_dp.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <tuple>
 
 #include "sim/base/error.hpp"
@@ -18,8 +20,62 @@ struct Entry {
   int prev_rank;
 };
 
-bool entry_less(const Entry& a, const Entry& b) {
-  return std::tie(a.cost, a.prev_option, a.prev_rank) < std::tie(b.cost, b.prev_option, b.prev_rank);
+// A function object, so that the sorts and heaps inline it.
+struct EntryLess {
+  bool operator()(const Entry& a, const Entry& b) const {
+    if (a.cost != b.cost) return a.cost < b.cost;
+    return std::tie(a.prev_option, a.prev_rank) < std::tie(b.prev_option, b.prev_rank);
+  }
+};
+constexpr EntryLess entry_less;
+
+using Lists = std::vector<std::vector<Entry>>;  // per option: up to k entries, sorted by entry_less
+
+// A pair table column by column ([this * prev_size + prev]): one option's predecessors side by side.
+std::vector<double> by_column(const double* table, int prev_size, int size) {
+  std::vector<double> out(size_t(prev_size) * size);
+  for (int p = 0; p < prev_size; ++p)
+    for (int c = 0; c < size; ++c) out[size_t(c) * prev_size + p] = table[size_t(p) * size + c];
+  return out;
+}
+
+// The k best partial paths ending in each option of stage `st`, from those of the stage before. Each
+// predecessor's list is sorted, so its entries extended by (w + u) stay sorted under (cost, option, rank):
+// the k best extensions come from the predecessors with the k best first entries.
+Lists extend(const Lists& prev, const ChainStage& st, const double* columns, int k) {
+  const int prev_size = int(prev.size());
+  std::vector<double> front(prev_size, std::numeric_limits<double>::infinity());
+  for (int p = 0; p < prev_size; ++p)
+    if (!prev[p].empty()) front[p] = prev[p].front().cost;
+  Lists out(st.size);
+  std::vector<Entry> heads, pool;
+  for (int c = 0; c < st.size; ++c) {
+    const double u = st.unary[c];
+    if (!std::isfinite(u)) continue;
+    const double* w = columns + size_t(c) * prev_size;
+    heads.clear();  // a max-heap of the k best first entries so far
+    for (int p = 0; p < prev_size; ++p) {
+      const double reached = front[p] + w[p];
+      if (!std::isfinite(reached)) continue;
+      const Entry e{reached + u, p, 0};
+      if (heads.size() == size_t(k)) {
+        if (e.cost > heads.front().cost || !entry_less(e, heads.front())) continue;
+        std::pop_heap(heads.begin(), heads.end(), entry_less);
+        heads.pop_back();
+      }
+      heads.push_back(e);
+      std::push_heap(heads.begin(), heads.end(), entry_less);
+    }
+    pool.clear();
+    for (size_t h = 0; h < heads.size(); ++h) {
+      const int p = heads[h].prev_option;
+      for (int r = 0; r < int(prev[p].size()); ++r) pool.push_back({prev[p][r].cost + w[p] + u, p, r});
+    }
+    const size_t keep = std::min(pool.size(), size_t(k));
+    std::partial_sort(pool.begin(), pool.begin() + keep, pool.end(), entry_less);
+    out[c].assign(pool.begin(), pool.begin() + keep);
+  }
+  return out;
 }
 
 }  // namespace
@@ -30,32 +86,20 @@ std::vector<ChainPath> k_best_paths(const std::vector<ChainStage>& stages, doubl
     if (stages[i].size < 1 || !stages[i].unary || (i > 0 && !stages[i].pair_in))
       throw_runtime("chain DP: malformed stage " + std::to_string(i));
   }
-  // best[i][option] = up to k entries, sorted.
-  std::vector<std::vector<std::vector<Entry>>> best(stages.size());
+  std::vector<Lists> best(stages.size());
   best[0].resize(stages[0].size);
   for (int c = 0; c < stages[0].size; ++c) {
     const double u = stages[0].unary[c];
     if (std::isfinite(u)) best[0][c].push_back({base + u, -1, 0});
   }
-  std::vector<Entry> pool;
+  // Stages of one class share their pair table: turn each distinct table into columns once.
+  std::map<std::tuple<const double*, int, int>, std::vector<double>> columns;
   for (size_t i = 1; i < stages.size(); ++i) {
-    const ChainStage& st = stages[i];
-    const int prev_size = stages[i - 1].size;
-    best[i].resize(st.size);
-    for (int c = 0; c < st.size; ++c) {
-      const double u = st.unary[c];
-      if (!std::isfinite(u)) continue;
-      pool.clear();
-      for (int p = 0; p < prev_size; ++p) {
-        const double w = st.pair_in[size_t(p) * st.size + c];
-        if (!std::isfinite(w)) continue;
-        const auto& from = best[i - 1][p];
-        for (int r = 0; r < int(from.size()); ++r) pool.push_back({from[r].cost + w + u, p, r});
-      }
-      const size_t keep = std::min(pool.size(), size_t(k));
-      std::partial_sort(pool.begin(), pool.begin() + keep, pool.end(), entry_less);
-      best[i][c].assign(pool.begin(), pool.begin() + keep);
-    }
+    const auto key = std::make_tuple(stages[i].pair_in, stages[i - 1].size, stages[i].size);
+    auto it = columns.find(key);
+    if (it == columns.end())
+      it = columns.emplace(key, by_column(stages[i].pair_in, stages[i - 1].size, stages[i].size)).first;
+    best[i] = extend(best[i - 1], stages[i], it->second.data(), k);
   }
   // Gather the final stage's entries and walk back.
   struct Final {

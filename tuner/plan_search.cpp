@@ -169,15 +169,25 @@ Candidate to_candidate(const SearchSpace& space, const ChainPath& path) {
 
 }  // namespace
 
+std::string describe_search_mode(const SearchStats& stats) {
+  if (!stats.screened) return " (full search: every pair of choices)";
+  return fmt::format(
+      " (screened search: the full one needs {} probes, over its budget {}; screened to {} x {} "
+      "choices, {} swap rounds)",
+      stats.full_search_probes, stats.full_search_probe_limit, stats.attn_kept, stats.mlp_kept,
+      stats.swap_rounds);
+}
+
 PlanSearch search_plans(const ModelSpec& model, const CostModel& cost, const SearchSpace& space, int ref_attn,
                         int ref_mlp, double reference_us, const SearchTuning& tuning, Progress* progress) {
   if (tuning.shortlist < 1) throw_bad_input("plan search: the shortlist needs at least one plan");
   SegmentCosts costs(model, cost, space, ref_attn, ref_mlp, progress);
   Searcher searcher(model, space, costs, reference_us);
   PlanSearch out;
-  const long pairs = long(space.attn.size()) * long(space.mlp.size());
-  if (pairs <= tuning.exact_pair_limit) {
-    costs.set_expected(pairs * (model.layers > 1 ? 2 : 1));
+  out.stats.full_search_probes = costs.full_table_simulations();
+  out.stats.full_search_probe_limit = tuning.full_search_probe_limit;
+  if (out.stats.full_search_probes <= tuning.full_search_probe_limit) {
+    costs.set_expected(out.stats.full_search_probes);
     searcher.keep_all();
   } else {
     out.stats.screened = true;

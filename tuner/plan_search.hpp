@@ -1,8 +1,10 @@
 // plan_search.hpp: the exact search for one model at one TP degree: per-block and pair costs from the
-// probe (segment_costs), K-best dynamic programming over the block chain (chain_dp), and, for large
-// spaces, screening of the choices followed by a swap check against every screened-out choice.
+// probe (segment_costs), K-best dynamic programming over the block chain (chain_dp). The full search
+// simulates every pair of choices; when that needs more probe simulations than its budget, the screened
+// search runs instead: screening of the choices, then a swap check against every screened-out choice.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "tuner/segment_costs.hpp"
@@ -11,7 +13,11 @@ namespace domino {
 
 struct SearchTuning {
   int shortlist = 8;              // best DP plans handed back (re-simulated in full by the caller)
-  long exact_pair_limit = 1600;   // |attn| * |mlp| up to which every pair is simulated (no screening)
+  // Probe simulations the full search (every pair of choices, no screening) may take; beyond it the
+  // screened search runs. 5000 is about 0.5 s on one core: the full search of Llama-2 70B at TP 8
+  // (196 x 196 choices) builds and simulates 76843 two-layer probes in about 7.8 s, 100 us each
+  // (assumption: other models' probes cost about as much).
+  long full_search_probe_limit = 5000;
   int keep_per_group = 1;         // screening: best choices kept per (split dim, p, overlap) group
   int max_swap_rounds = 8;        // screening: rounds of "could any screened-out choice improve it?"
   bool memory_frontier = false;   // also return single-buffer-shape plans (under a memory limit)
@@ -24,7 +30,9 @@ struct Candidate {
 
 struct SearchStats {
   long probe_simulations = 0;
-  bool screened = false;
+  bool screened = false;             // the screened search ran (the full one was over its budget)
+  long full_search_probes = 0;       // probe simulations the full search needs
+  long full_search_probe_limit = 0;  // its budget (SearchTuning::full_search_probe_limit)
   int attn_kept = 0, mlp_kept = 0;  // choices the DP ran over, after screening and swap checks
   int swap_rounds = 0;
 };
@@ -34,6 +42,10 @@ struct PlanSearch {
   std::vector<Candidate> memory_frontier;  // with SearchTuning::memory_frontier: leaner alternatives
   SearchStats stats;
 };
+
+// " (full search: every pair of choices)" or " (screened search: the full one needs N probes, over its
+// budget M; screened to A x B choices, S swap rounds)": which search ran, for the report.
+std::string describe_search_mode(const SearchStats& stats);
 
 // ref_attn/ref_mlp: the reference choice (indices into the space), reference_us: the full simulation of
 // the model with every block at the reference (the constant of the decomposition).

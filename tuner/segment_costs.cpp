@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "sim/base/error.hpp"
 #include "tuner/progress.hpp"
 
@@ -10,6 +12,16 @@ namespace domino {
 namespace {
 Block block_at(int pos) { return pos % 2 == 0 ? Block::Attn : Block::Mlp; }
 }  // namespace
+
+bool blocks_cannot_overlap(const ModelSpec& model, const BlockPlan& left, const BlockPlan& right) {
+  if (model.residual != Residual::Sequential) return false;
+  // DeepSpeed's early norm needs both blocks in its order and slices of the same rows.
+  if (left.order == SliceOrder::DeepSpeed && right.order == SliceOrder::DeepSpeed && left.dim == right.dim)
+    return false;
+  // The held-back add and norm backward need a slice of one block sharing no rows with the other's first.
+  if (left.p == 1 || right.p == 1 || left.dim != right.dim) return true;
+  return left.overlap != OverlapMode::Inter && right.overlap != OverlapMode::Inter;
+}
 
 SimFigures simulate_plan(const ModelSpec& model, const Plan& plan, const CostModel& cost) {
   SimOptions options;
@@ -84,13 +96,40 @@ const SimFigures& SegmentCosts::run(int k, int choice, int right_choice) {
   return cell.fig;
 }
 
+long SegmentCosts::full_table_simulations() const {
+  const int blocks = 2 * probe_.layers;
+  auto others = [&](int k) { return long(space_.of(block_at(k)).size()) - 1; };  // the reference is the base
+  long n = 1;
+  for (int k = 0; k < blocks; ++k) n += others(k);
+  for (int k = 0; k < std::min(blocks - 1, 2); ++k) {
+    const int ref_left = block_at(k) == Block::Attn ? ref_attn_ : ref_mlp_;
+    const int ref_right = block_at(k + 1) == Block::Attn ? ref_attn_ : ref_mlp_;
+    const auto& left = space_.of(block_at(k));
+    const auto& right = space_.of(block_at(k + 1));
+    for (int a = 0; a < int(left.size()); ++a)
+      for (int b = 0; b < int(right.size()); ++b)
+        n += a != ref_left && b != ref_right && !independent_pair(k, a, b);
+  }
+  return n;
+}
+
+// The four probes of the pair term each split between blocks k and k+1 (so that the term cancels
+// exactly) only when the reference choices cannot overlap with each other or with the pair's choices.
+bool SegmentCosts::independent_pair(int k, int left, int right) const {
+  const BlockPlan& a = space_.of(block_at(k))[left];
+  const BlockPlan& b = space_.of(block_at(k + 1))[right];
+  const BlockPlan& ref_a = space_.of(block_at(k))[block_at(k) == Block::Attn ? ref_attn_ : ref_mlp_];
+  const BlockPlan& ref_b = space_.of(block_at(k + 1))[block_at(k + 1) == Block::Attn ? ref_attn_ : ref_mlp_];
+  return blocks_cannot_overlap(probe_, a, b) && blocks_cannot_overlap(probe_, a, ref_b) &&
+         blocks_cannot_overlap(probe_, ref_a, b) && blocks_cannot_overlap(probe_, ref_a, ref_b);
+}
+
 double SegmentCosts::unary(int k, int choice) { return run(k, choice, -1).iteration_us - base_.iteration_us; }
 
 double SegmentCosts::pair(int k, int left, int right) {
+  if (independent_pair(k, left, right)) return 0;
   const double both = run(k, left, right).iteration_us;
   return both - base_.iteration_us - unary(k, left) - unary(k + 1, right);
 }
-
-bool SegmentCosts::has_pair(int k, int left, int right) const { return pair_[k][pair_index(k, left, right)].done; }
 
 }  // namespace domino

@@ -35,6 +35,18 @@ struct SimFigures {
   int64_t peak_memory_bytes = 0;
 };
 
+// Whether two neighbouring blocks (left before right in forward order) can never overlap, so that their
+// pair term is zero without a probe. Each block's last compute op waits for its own last AllReduce, in
+// forward (the residual add) and in backward (the norm backward), and the compute stream runs in program
+// order, so the iteration splits between the two blocks unless one of the schedule's links between blocks
+// moves an op across the boundary: the left block's held-back residual add or the right block's held-back
+// norm backward (inter-block overlap on that block, with slices that share no rows with the other block's
+// first one), or DeepSpeed's early norm (both blocks in that order, slices of the same rows). With a single
+// slice on either side, or splits along different dimensions, no slice of one shares no rows with the
+// other's first. Never with parallel residual blocks, whose MLP reads the layer's input, not the
+// attention's output.
+bool blocks_cannot_overlap(const ModelSpec& model, const BlockPlan& left, const BlockPlan& right);
+
 // simulate(build_schedule(model, plan), cost) without a timeline: the ground truth for every figure.
 SimFigures simulate_plan(const ModelSpec& model, const Plan& plan, const CostModel& cost);
 
@@ -53,13 +65,18 @@ class SegmentCosts {
   int probe_position(int i) const;
 
   // Terms of the decomposition (simulated on first use, then cached); choice indices into the space
-  // list of the block type at that position. pair(k, a, b) couples probe blocks k and k+1.
+  // list of the block type at that position. pair(k, a, b) couples probe blocks k and k+1; it is zero,
+  // with no probe, when neither the pair nor either of them with the reference's choices can overlap
+  // (blocks_cannot_overlap).
   double unary(int probe_pos, int choice);
   double pair(int probe_pos, int left_choice, int right_choice);
-  bool has_pair(int probe_pos, int left_choice, int right_choice) const;
   // T(r) of the probe (the constant of the probe expansion).
   double probe_base_us() const { return base_.iteration_us; }
   long simulations() const { return simulations_; }
+  // Distinct probe simulations of every term the chain uses (each position's unary terms, the attn->mlp
+  // and mlp->attn pair tables), the reference's own rows and columns reused and the pairs of blocks that
+  // cannot overlap skipped: what the full search costs.
+  long full_table_simulations() const;
   void set_expected(long n) { expected_ = n; }  // for the progress line only
 
  private:
@@ -69,6 +86,7 @@ class SegmentCosts {
   };
   const SimFigures& run(int probe_pos, int choice, int right_choice);  // right_choice -1: unary only
   size_t pair_index(int probe_pos, int left, int right) const;
+  bool independent_pair(int probe_pos, int left, int right) const;  // the pair term is zero, no probe needed
 
   ModelSpec probe_;
   int model_layers_ = 0;

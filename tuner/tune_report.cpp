@@ -62,6 +62,8 @@ nlohmann::json tp_json(const TpTuning& t) {
   s["probe_simulations"] = t.stats.probe_simulations;
   s["full_simulations"] = t.full_simulations;
   s["screened"] = t.stats.screened;
+  s["mode"] = t.stats.screened ? "screened" : "full";
+  s["full_search_probes"] = t.stats.full_search_probes;
   s["attn_kept"] = t.stats.attn_kept;
   s["mlp_kept"] = t.stats.mlp_kept;
   s["swap_rounds"] = t.stats.swap_rounds;
@@ -147,10 +149,7 @@ std::string format_table(const TuneResult& result, const TuneOptions& options) {
   for (const TpTuning& t : result.per_tp) {
     out += fmt::format("\ntp {}: {}\n", t.model.tp, describe(t.space, options.search));
     out += fmt::format("  searched in {:.2f} s: {} probe + {} full simulations{}\n", t.seconds,
-                       t.stats.probe_simulations, t.full_simulations,
-                       t.stats.screened ? fmt::format(" (screened to {} x {} choices, {} swap rounds)", t.stats.attn_kept,
-                                                      t.stats.mlp_kept, t.stats.swap_rounds)
-                                        : std::string(" (every pair of choices)"));
+                       t.stats.probe_simulations, t.full_simulations, describe_search_mode(t.stats));
     out += fmt::format("  {:<14} {:>12} {:>11} {:>6} {:>8} {:>8} {:>12} {:>9} {:>10}  {}\n", "plan", "iter ms",
                        "tok/s/GPU", "MFU", "vs M-LM", "vs sync", "exposed ms", "no-comm", "peak GiB", "choices");
     auto ratio = [](double x) { return std::isfinite(x) ? fmt::format("{:.3f}x", x) : std::string("-"); };

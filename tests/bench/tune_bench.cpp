@@ -1,5 +1,6 @@
 // tune_bench.cpp: how long domino-tune's search takes on the reference cases (Llama-2 70B,
-// 80 layers, full search space, one core): one TP degree (target < 2 s) and three (target < 6 s).
+// 80 layers, full search space, one core): one TP degree (target < 2 s) and three (target < 6 s); and the
+// full search (every pair of choices) on the same space with its budget lifted, to show what it costs.
 #include <benchmark/benchmark.h>
 
 #include <string>
@@ -14,11 +15,13 @@ using namespace domino;
 
 std::string source(const std::string& rel) { return std::string(DOMINO_SOURCE_DIR) + "/" + rel; }
 
-void run(benchmark::State& state, const std::string& model_name, const std::vector<int>& tps, const std::string& profile) {
+void run(benchmark::State& state, const std::string& model_name, const std::vector<int>& tps,
+         const std::string& profile, long full_search_probe_limit = SearchTuning{}.full_search_probe_limit) {
   const ModelSpec model = load_model(source("configs/models/" + model_name + ".yaml"));
   const CostModel cost(load_profile(source("profiles/" + profile + ".yaml")));
   TuneOptions options;
   options.progress = false;
+  options.tuning.full_search_probe_limit = full_search_probe_limit;
   double simulations = 0, best_us = 0;
   for (auto _ : state) {
     const TuneResult r = tune(model, tps, cost, options);
@@ -34,11 +37,15 @@ void run(benchmark::State& state, const std::string& model_name, const std::vect
 void BM_TuneLlama70bTp8(benchmark::State& state) { run(state, "llama2-70b", {8}, "dgx-h100"); }
 void BM_TuneLlama70bTp4_8_16(benchmark::State& state) { run(state, "llama2-70b", {4, 8, 16}, "h100-multinode"); }
 void BM_TuneGpt3_13bTp8(benchmark::State& state) { run(state, "gpt3-13b", {8}, "dgx-h100"); }
+void BM_TuneLlama70bTp8FullSearch(benchmark::State& state) {
+  run(state, "llama2-70b", {8}, "dgx-h100", 1L << 40);
+}
 
 // Few iterations: each run is a whole search (about a second) and the machines are shared.
 BENCHMARK(BM_TuneLlama70bTp8)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_TuneLlama70bTp4_8_16)->Unit(benchmark::kMillisecond)->Iterations(2);
 BENCHMARK(BM_TuneGpt3_13bTp8)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_TuneLlama70bTp8FullSearch)->Unit(benchmark::kMillisecond)->Iterations(1);  // several seconds
 
 }  // namespace
 

@@ -1,7 +1,8 @@
 // brute_force_test.cpp: the proof obligation of the tuner. On small models (2-4 layers) with reduced
 // choice sets, exhaustive enumeration of every per-block assignment (each simulated in full) must find
-// the same optimum time as the tuner, on several models and profiles, both when the tuner simulates
-// every pair of choices and when it screens them (forced here) and relies on its swap checks.
+// the same optimum time as the tuner, on several models and profiles (up to 14 choices per block), both
+// when the tuner runs its full search (every pair of choices) and when it screens them (forced here) and
+// relies on its swap checks.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -13,54 +14,38 @@
 namespace domino {
 namespace {
 
-struct Case {
-  std::string name;
-  std::string model;
-  int layers;
-  int tp;
-  std::string profile;
-  SearchOptions search;
-};
-
-SearchOptions space(std::vector<SplitDim> splits, std::vector<int> ps, std::vector<int> qs,
-                    std::vector<OverlapMode> overlaps, std::vector<bool> bwd,
-                    std::vector<SliceOrder> orders = {SliceOrder::Deep}) {
-  SearchOptions o;
-  o.orders = std::move(orders);
-  o.splits = std::move(splits);
-  o.p_values = std::move(ps);
-  o.q_values = std::move(qs);
-  o.overlaps = std::move(overlaps);
-  o.bwd_overlaps = std::move(bwd);
-  o.include_baselines = false;  // keeps the enumeration small; the baselines are tested elsewhere
-  return o;
-}
-
-const auto kNone = OverlapMode::None, kIntra = OverlapMode::Intra, kInter = OverlapMode::Inter;
-const auto kBatch = SplitDim::Batch, kSeq = SplitDim::Sequence;
-const auto kDeep = SliceOrder::Deep, kDeepSpeed = SliceOrder::DeepSpeed;
+using Case = test::SearchCase;
+using namespace test;  // search_options, the axis constants
 
 std::vector<Case> cases() {
   return {
       // 12 choices per block (the 4 sliced ones in both orders), 2 layers: 20736 plans.
       {"cpu_gpt_2_layers", "cpu-gpt", 2, 2, "cpu-dev",
-       space({kSeq}, {1, 2}, {1, 2}, {kNone, kInter}, {true}, {kDeep, kDeepSpeed})},
+       search_options({kSeq}, {1, 2}, {1, 2}, {kNone, kInter}, {true}, {kDeep, kDeepSpeed})},
       // Slow network: communication dominates.
       {"cpu_gpt_2_layers_slow_link", "cpu-gpt", 2, 2, "cpu-dev-2gbps",
-       space({kBatch}, {1, 4}, {1, 2}, {kNone, kInter}, {true})},
+       search_options({kBatch}, {1, 4}, {1, 2}, {kNone, kInter}, {true})},
       // 4 choices, 3 layers: 4096 plans; Llama family (RMSNorm, SwiGLU, GQA, rotary).
-      {"cpu_llama_3_layers", "cpu-llama", 3, 2, "cpu-dev", space({kBatch, kSeq}, {2}, {1}, {kIntra, kInter}, {true})},
+      {"cpu_llama_3_layers", "cpu-llama", 3, 2, "cpu-dev",
+       search_options({kBatch, kSeq}, {2}, {1}, {kIntra, kInter}, {true})},
       // Both slice orders on a Llama model (which domino-ds refuses; its order is still a plan): 256 plans.
       {"cpu_llama_2_layers_orders", "cpu-llama", 2, 2, "cpu-dev",
-       space({kBatch, kSeq}, {2}, {1}, {kInter}, {true}, {kDeep, kDeepSpeed})},
+       search_options({kBatch, kSeq}, {2}, {1}, {kInter}, {true}, {kDeep, kDeepSpeed})},
       // GPU profile, GPT-3 13B shapes, 2 layers at TP 8 (6 choices: 1296 plans).
-      {"gpt3_13b_2_layers_h100", "gpt3-13b", 2, 8, "dgx-h100", space({kSeq}, {1, 2, 4}, {1}, {kNone, kInter}, {true})},
+      {"gpt3_13b_2_layers_h100", "gpt3-13b", 2, 8, "dgx-h100",
+       search_options({kSeq}, {1, 2, 4}, {1}, {kNone, kInter}, {true})},
       // 3 choices, 4 layers: 6561 plans, Llama-2 7B shapes on A100.
-      {"llama2_7b_4_layers_a100", "llama2-7b", 4, 8, "dgx-a100", space({kSeq}, {1, 2, 4}, {1}, {kInter}, {true})},
+      {"llama2_7b_4_layers_a100", "llama2-7b", 4, 8, "dgx-a100",
+       search_options({kSeq}, {1, 2, 4}, {1}, {kInter}, {true})},
+      // Wider spaces for the full search (every pair simulated): 14 choices per block (both split
+      // dimensions, every overlap mode, both orders), 2 layers: 38416 plans ...
+      {"cpu_llama_2_layers_14_choices", "cpu-llama", 2, 2, "cpu-dev",
+       search_options({kBatch, kSeq}, {1, 2}, {1}, {kNone, kIntra, kInter}, {true}, {kDeep, kDeepSpeed})},
+      // ... and 12 choices with p up to 4 and column chunks on GPT-3 13B shapes at TP 8: 20736 plans.
+      {"gpt3_13b_2_layers_12_choices_h100", "gpt3-13b", 2, 8, "dgx-h100",
+       search_options({kSeq}, {1, 2, 4}, {1, 2}, {kNone, kInter}, {true})},
   };
 }
-
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class BruteForce : public ::testing::TestWithParam<Case> {};
 
@@ -92,7 +77,7 @@ TEST_P(BruteForce, TunerFindsTheExhaustiveOptimum) {
 
 TEST_P(BruteForce, ScreenedSearchWithSwapChecksFindsItToo) {
   SearchTuning tuning;
-  tuning.exact_pair_limit = 0;  // force screening ...
+  tuning.full_search_probe_limit = 0;  // force screening ...
   tuning.keep_per_group = 1;    // ... down to one choice per group
   expect_same_optimum(GetParam(), tuning);
 }
@@ -113,6 +98,16 @@ TEST_P(BruteForce, DecompositionPredictsTheFullSimulation) {
   }
 }
 
+TEST(BruteForceCases, SomeSpacesAreWiderThanEightChoicesPerBlock) {
+  // The full search's pair tables are only proven against enumeration on spaces this wide.
+  int wide = 0;
+  for (const Case& c : cases()) {
+    const SearchSpace s = make_search_space(test::shipped_model(c.model, c.layers, c.tp), c.search);
+    if (s.attn.size() > 8 && s.mlp.size() > 8) ++wide;
+  }
+  EXPECT_GE(wide, 2);
+}
+
 INSTANTIATE_TEST_SUITE_P(SmallModels, BruteForce, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name; });
 
@@ -122,9 +117,9 @@ TEST(BruteForceScreening, SingleLayerFullAxesAgreeWithEnumeration) {
   const ModelSpec m = test::shipped_model("cpu-gpt", 1, 2);
   const CostModel cost = test::shipped_cost("cpu-dev");
   TuneOptions options;
-  options.search = space({kBatch, kSeq}, {1, 2, 4}, {1, 2}, {kNone, kIntra, kInter}, {false, true});
+  options.search = search_options({kBatch, kSeq}, {1, 2, 4}, {1, 2}, {kNone, kIntra, kInter}, {false, true});
   options.progress = false;
-  options.tuning.exact_pair_limit = 0;
+  options.tuning.full_search_probe_limit = 0;
   const TpTuning tuned = tune_tp(m, cost, options);
   ASSERT_TRUE(tuned.stats.screened);
   const BruteForceResult truth = brute_force(m, cost, tuned.space);

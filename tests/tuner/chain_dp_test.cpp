@@ -69,6 +69,20 @@ TEST(ChainDp, KBestMatchesEnumerationOnRandomChains) {
   }
 }
 
+TEST(ChainDp, WideStagesKeepTheKBestThroughManyPredecessors) {
+  // More predecessors than k: only the k best predecessor lists are extended, which must still give
+  // the k best paths (with ties and forbidden pairs in the tables).
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 6; ++trial) {
+    const Tables t = random_tables(rng, {12, 15, 12, 10}, trial % 2 == 0, trial % 3 == 0);
+    const auto all = enumerate(t, 0.0);
+    const auto best = k_best_paths(t.stages, 0.0, 8);
+    ASSERT_EQ(best.size(), 8u);
+    for (size_t j = 0; j < best.size(); ++j)
+      EXPECT_NEAR(best[j].cost, all[j].cost, 1e-9) << "trial " << trial;
+  }
+}
+
 TEST(ChainDp, TiesAreBrokenTheSameWayEveryTime) {
   std::mt19937 rng(11);
   const Tables t = random_tables(rng, {3, 3, 3, 3}, false, true);

@@ -95,6 +95,9 @@ TEST(Tuner, JsonSummaryHasTheStableKeys) {
   EXPECT_GT(j["search"]["evaluated"].get<double>(), 0);
   EXPECT_TRUE(j["search"]["seconds"].is_number());
   EXPECT_TRUE(j["search"]["space_size_log10"].is_number());
+  // Which search ran, and what the full one needs (the screened search is the fallback beyond its budget).
+  EXPECT_EQ(j["search"]["mode"], r.per_tp.front().stats.screened ? "screened" : "full");
+  EXPECT_EQ(j["search"]["full_search_probes"].get<long>(), r.per_tp.front().stats.full_search_probes);
 }
 
 TEST(Tuner, MemoryLimitExcludesPlansAndExplainsWhenNothingFits) {
