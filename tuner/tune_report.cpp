@@ -97,9 +97,9 @@ std::string choice_text(const TuneResult& r) {
 }
 
 // What the iteration time leaves out under data parallelism.
-std::string training_text(const TrainingContext& training) {
-  std::string s = fmt::format("training: {} (memory: fp32 master weights and optimizer moments {})\n",
-                              training_summary(training),
+std::string training_text(const TrainingContext& training, DType dtype) {
+  std::string s = fmt::format("training: {} (memory: {} {})\n", training_summary(training),
+                              dtype == DType::FP32 ? "optimizer moments" : "fp32 master weights and optimizer moments",
                               training.zero == 1 ? fmt::format("sharded over {} data-parallel ranks", training.dp)
                                                  : std::string("on every rank"));
   if (training.dp > 1) {
@@ -145,7 +145,7 @@ std::string format_table(const TuneResult& result, const TuneOptions& options) {
   out += fmt::format("domino-tune {}: {} ({} layers) on profile {}\n", DOMINO_VERSION, first.model.name,
                      first.model.layers, result.profile);
   if (options.mem_limit_gib > 0) out += fmt::format("memory limit {:g} GiB per device\n", options.mem_limit_gib);
-  out += training_text(first.model.training);
+  out += training_text(first.model.training, first.model.dtype);
   for (const TpTuning& t : result.per_tp) {
     out += fmt::format("\ntp {}: {}\n", t.model.tp, describe(t.space, options.search));
     out += fmt::format("  searched in {:.2f} s: {} probe + {} full simulations{}\n", t.seconds,

@@ -160,9 +160,10 @@ int best_by_tokens_per_gpu(const std::vector<TpTuning>& per_tp) {
     }
   }
   const TrainingContext& training = at->model.training;
-  const std::string hint = training.zero == 0 ? "raise --mem-gb, shard the optimizer state with --zero 1 (over --dp), "
-                                                "or try a larger --tp"
-                                              : "raise --mem-gb, raise --dp, or try a larger --tp";
+  const std::string hint = training.zero == 0
+                               ? "raise --mem-gb, shard the optimizer state over the data-parallel ranks (--dp N "
+                                 "--zero 1), or try a larger --tp"
+                               : "raise --mem-gb, raise --dp, or try a larger --tp";
   throw_bad_input(fmt::format("no plan fits {:g} GiB per device (--mem-gb): the smallest needs {:.1f} GiB (tp {}, {}; "
                               "{}); {}",
                               options.mem_limit_gib, double(smallest->figures.peak_memory_bytes) / kGiB, at->model.tp,

@@ -45,7 +45,11 @@ const char* nccl_name(const std::string& algorithm) {
 
 std::vector<std::string> nccl_forceable_algorithms(int world, int device) {
   std::vector<std::string> out = {"ring"};
-  if (world >= kDefaultNvlsMinRanks && supports_multicast(device)) out.push_back("nvls");
+  // NVLS runs inside one NVLink domain: a group spread over nodes (fewer local ranks than the world, as the
+  // launcher says) would have no algorithm left under NCCL_ALGO=NVLS.
+  const char* local = std::getenv("LOCAL_WORLD_SIZE");
+  const bool one_node = !local || std::atoi(local) == world;
+  if (one_node && world >= kDefaultNvlsMinRanks && supports_multicast(device)) out.push_back("nvls");
   return out;
 }
 

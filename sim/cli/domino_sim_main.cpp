@@ -80,13 +80,36 @@ std::string allreduce_algorithms(const domino::Schedule& schedule, const domino:
   std::map<std::string, std::pair<int, int>> used;  // algorithm -> (AllReduces, SMs)
   for (const domino::Op& op : schedule.ops) {
     const domino::CollectiveCost c = cost.collective(op, tp, p.devices_per_node);
-    if (op.kind == domino::OpKind::AllReduce && tp > 1) used[c.algorithm] = {used[c.algorithm].first + 1, c.sms};
+    if (op.kind == domino::OpKind::AllReduce && tp > 1)
+      used[c.algorithm] = {used[c.algorithm].first + 1, cost.collective_sms(op, tp, p.devices_per_node)};
   }
   std::string out;
   for (const auto& [name, n] : used)
     out += fmt::format("{}{} x {}{}", out.empty() ? "" : ", ", name, n.first,
                        n.second > 0 ? fmt::format(" ({} SMs)", n.second) : "");
   return out;
+}
+
+// The model argument (the embedded default when empty) with the command line's overrides.
+domino::ModelSpec cli_model(const std::string& model_arg, const domino::ModelOverrides& overrides) {
+  if (!model_arg.empty()) return domino::load_model(model_arg, overrides);
+  domino::ModelSpec model = domino::default_model();
+  if (overrides.tp) model.tp = *overrides.tp;
+  if (overrides.seq_len) model.seq_len = *overrides.seq_len;
+  if (overrides.micro_batch) model.micro_batch = *overrides.micro_batch;
+  domino::validate_model(model);
+  return model;
+}
+
+// The profile; with --emulate-tp its collectives pinned to ring: an emulated run moves a ring's bytes, so
+// the prediction must not take a faster algorithm (NVLS) the emulation does not run.
+domino::Profile profile_for(const std::string& path, int emulate_tp) {
+  domino::Profile p = domino::load_profile(path);
+  if (emulate_tp > 0) {
+    p.intra_node.pinned = domino::CollectiveAlgorithm::Ring;
+    if (p.inter_node) p.inter_node->pinned = domino::CollectiveAlgorithm::Ring;
+  }
+  return p;
 }
 
 void print_report(const domino::ModelSpec& m, const domino::Plan& plan, const std::string& plan_label,
@@ -189,7 +212,7 @@ int main(int argc, char** argv) {
     app.add_option("--seq-len", overrides.seq_len, "sequence length")->check(CLI::PositiveNumber);
     app.add_option("--micro-batch", overrides.micro_batch, "micro-batch size")->check(CLI::PositiveNumber);
     app.add_option("--emulate-tp", emulate_tp,
-                   "time every AllReduce as a ring of N ranks (predicts a one-GPU domino-exec --emulate-comm run)")
+                   "time every AllReduce as a ring of N ranks, ring only (predicts a one-GPU domino-exec --emulate-comm run)")
         ->check(CLI::PositiveNumber);
     domino::add_training_options(app, training_args);
     app.add_flag("--summary", summary, "print the model summary (shapes, parameters, FLOPs) and exit");
@@ -197,16 +220,7 @@ int main(int argc, char** argv) {
     if (auto rc = domino::parse_command_line(app, argc, argv, "domino-sim")) return *rc;
     const domino::TrainingContext training = domino::training_context(training_args);
 
-    domino::ModelSpec model;
-    if (model_arg.empty()) {
-      model = domino::default_model();
-      if (overrides.tp) model.tp = *overrides.tp;
-      if (overrides.seq_len) model.seq_len = *overrides.seq_len;
-      if (overrides.micro_batch) model.micro_batch = *overrides.micro_batch;
-      domino::validate_model(model);
-    } else {
-      model = domino::load_model(model_arg, overrides);
-    }
+    domino::ModelSpec model = cli_model(model_arg, overrides);
     model.training = training;
     if (summary) {
       std::fputs(domino::model_summary(model).c_str(), stdout);  // the summary lists the notes itself
@@ -223,7 +237,7 @@ int main(int argc, char** argv) {
 
     const std::string profile_path =
         domino::resolve_profile_path(profile_arg.empty() ? domino::default_profile_name(model) : profile_arg);
-    const domino::CostModel cost(domino::load_profile(profile_path));
+    const domino::CostModel cost(profile_for(profile_path, emulate_tp));
 
     const domino::Schedule schedule = domino::build_schedule(model, plan);
     const domino::SimResult result =

@@ -87,7 +87,8 @@ CostModel::CostModel(Profile profile) : profile_(std::move(profile)) {
   fill_collective(intra_, profile_.intra_node, "intra_node");
   if (profile_.inter_node) fill_collective(inter_, *profile_.inter_node, "inter_node");
   if (const auto& g = profile_.gpu) {
-    gpu_.tile_flops = 2.0 * g->tile_m * g->tile_n;
+    gpu_.tiles.push_back({g->tile_m, g->tile_n});
+    gpu_.tiles.insert(gpu_.tiles.end(), g->other_tiles.begin(), g->other_tiles.end());
     gpu_.hbm_bytes_per_us = g->hbm_bandwidth_gbps * kBytesPerUsPerGbps;
   }
 }

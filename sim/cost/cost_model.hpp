@@ -56,7 +56,8 @@ class CostModel {
   // ceil(tiles / sms_available) waves. op_us is this at gpu.sms. Without a gpu section, or for other
   // kinds (not collectives), op_us: their time does not depend on the SM count here.
   double gemm_us_on_sms(const Op& op, int sms_available) const;
-  // CTA tiles of a GEMM or attention op; 0 for other kinds or without a gpu section.
+  // CTA tiles of a GEMM (with the tile it runs with) or attention op; 0 for other kinds or without a gpu
+  // section.
   int64_t op_tiles(const Op& op) const;
   // SMs a collective holds while it runs: its algorithm's own count (collectives.*.algorithms.*.sms), else
   // gpu.collective_sms.
@@ -102,12 +103,14 @@ class CostModel {
 
   // Precomputed from the gpu section.
   struct GpuCosts {
-    double tile_flops = 0;       // 2 x tile_m x tile_n: FLOPs of one tile per unit of k
+    std::vector<std::array<int, 2>> tiles;  // tile_m x tile_n first, then other_tiles
     double hbm_bytes_per_us = 0;
   };
 
   const DTypeCosts& costs(DType dtype) const;
-  double tile_model_us(const Op& op, int sms_available) const;
+  // A GEMM's time on `sms_available` SMs with one CTA tile; the tile its library would run it with.
+  double tile_model_us(const Op& op, int sms_available, const std::array<int, 2>& tile) const;
+  const std::array<int, 2>& gemm_tile(const Op& op) const;
   double roofline_us(double flops, double peak_flops_per_us, double efficiency, double bytes) const;
   double table_us(const DTypeCosts& c, int64_t m, int64_t n, int64_t k, double flops) const;
   static void fill_collective(CollectiveCosts& c, const CollectiveProfile& p, const char* level);

@@ -18,12 +18,16 @@ int64_t waves(int64_t tiles, int sms_available) { return ceil_div(tiles, std::ma
 
 bool transposed(const Op& op) { return op.code == OpCode::MatMulDgrad || op.code == OpCode::MatMulWgrad; }
 
+int64_t gemm_tiles(const Op& op, const std::array<int, 2>& tile) {
+  return ceil_div(op.m, tile[0]) * ceil_div(op.n, tile[1]);
+}
+
 }  // namespace
 
 int64_t CostModel::op_tiles(const Op& op) const {
   if (!profile_.gpu) return 0;
   const GpuProfile& g = *profile_.gpu;
-  if (op.kind == OpKind::Gemm && op.m > 0 && op.n > 0) return ceil_div(op.m, g.tile_m) * ceil_div(op.n, g.tile_n);
+  if (op.kind == OpKind::Gemm && op.m > 0 && op.n > 0) return gemm_tiles(op, gemm_tile(op));
   // Attention (FlashAttention's grid): one CTA per block of attention_tile_m query rows of each head.
   if (op.kind == OpKind::Attention && op.m > 0) {
     return ceil_div(op.m, g.attention_tile_m) * std::max<int64_t>(op.attrs.heads, 1);
@@ -33,14 +37,26 @@ int64_t CostModel::op_tiles(const Op& op) const {
 
 // launch + max(waves x tile time, bytes / memory bandwidth). A transposed operand (dgrad: B^T, wgrad: A^T)
 // runs its k loop at transpose_efficiency of the forward rate.
-double CostModel::tile_model_us(const Op& op, int sms_available) const {
+double CostModel::tile_model_us(const Op& op, int sms_available, const std::array<int, 2>& tile) const {
   const GpuProfile& g = *profile_.gpu;
   const DTypeCosts& c = costs(op.dtype);
   const double sm_flops_per_us = c.peak_flops_per_us / g.sms;
   const double k_rate = sm_flops_per_us * g.mainloop_efficiency * (transposed(op) ? g.transpose_efficiency : 1.0);
-  const double tile_us = g.tile_fixed_us + gpu_.tile_flops * double(op.k) / k_rate;
-  const double compute = double(waves(op_tiles(op), sms_available)) * tile_us;
+  const double tile_us = g.tile_fixed_us + 2.0 * tile[0] * tile[1] * double(op.k) / k_rate;
+  const double compute = double(waves(gemm_tiles(op, tile), sms_available)) * tile_us;
   return launch_us_ + std::max(compute, op.bytes / mem_bytes_per_us_);
+}
+
+// The library picks the kernel by shape alone, not knowing that a collective may hold SMs when it runs: the
+// tile fastest on every SM, the first listed on ties.
+const std::array<int, 2>& CostModel::gemm_tile(const Op& op) const {
+  const std::array<int, 2>* best = &gpu_.tiles.front();
+  double best_us = tile_model_us(op, profile_.gpu->sms, *best);
+  for (size_t i = 1; i < gpu_.tiles.size(); ++i) {
+    const double us = tile_model_us(op, profile_.gpu->sms, gpu_.tiles[i]);
+    if (us < best_us) best = &gpu_.tiles[i], best_us = us;
+  }
+  return *best;
 }
 
 double CostModel::gemm_us_on_sms(const Op& op, int sms_available) const {
@@ -64,7 +80,7 @@ double CostModel::gemm_us_on_sms(const Op& op, int sms_available) const {
     const double measured = table_us(c, op.m, op.n, op.k, flops);
     if (measured >= 0) return rescaled(measured);
   }
-  return tile_model_us(op, sms_available);
+  return tile_model_us(op, sms_available, gemm_tile(op));
 }
 
 int CostModel::collective_sms(const Op& op, int tp, int devices_per_node) const {

@@ -90,6 +90,10 @@ double non_negative(YamlMap& m, const std::string& key) {
   return v;
 }
 
+void require_fraction(const SourceLoc& at, const std::string& what, double v) {
+  if (!(v > 0 && v <= 1)) throw_bad_input(at, what + " must be in (0, 1], got " + num(v));
+}
+
 }  // namespace profile_io
 
 using namespace profile_io;
@@ -97,10 +101,6 @@ using namespace profile_io;
 namespace {
 
 const DType kDTypes[kNumDTypes] = {DType::BF16, DType::FP16, DType::FP32};
-
-void require_fraction(const SourceLoc& at, const std::string& what, double v) {
-  if (!(v > 0 && v <= 1)) throw_bad_input(at, what + " must be in (0, 1], got " + num(v));
-}
 
 void check_curve(const std::vector<EfficiencyPoint>& curve, const std::string& what,
                  const std::vector<SourceLoc>& at) {
@@ -137,24 +137,6 @@ void check_gemm_table(const std::vector<GemmTiming>& table, const std::string& w
   }
 }
 
-void validate_gpu(const GpuProfile& g, const InterferenceProfile& flat, const SourceLoc& at) {
-  require_positive(at, "gpu.sms", g.sms);
-  require_positive(at, "gpu.tile_m", g.tile_m);
-  require_positive(at, "gpu.tile_n", g.tile_n);
-  require_positive(at, "gpu.attention_tile_m", g.attention_tile_m);
-  require_fraction(at, "gpu.mainloop_efficiency", g.mainloop_efficiency);
-  require_non_negative(at, "gpu.tile_fixed_us", g.tile_fixed_us);
-  require_fraction(at, "gpu.transpose_efficiency", g.transpose_efficiency);
-  if (g.collective_sms < 0 || g.collective_sms >= g.sms) {
-    throw_bad_input(at, "gpu.collective_sms must be in [0, sms - 1], got " + std::to_string(g.collective_sms));
-  }
-  require_positive(at, "gpu.hbm_bandwidth_gbps", g.hbm_bandwidth_gbps);
-  require_non_negative(at, "gpu.collective_hbm_bytes_per_bus_byte", g.collective_hbm_bytes_per_bus_byte);
-  if (flat.compute_slowdown_during_comm != 0 || flat.comm_slowdown_during_compute != 0) {
-    throw_bad_input(at, "interference factors must be zero with a gpu section (it models interference itself)");
-  }
-}
-
 // --- YAML reading ---
 
 std::vector<EfficiencyPoint> read_curve(YamlMap& m, const std::string& key, const std::string& what) {
@@ -185,40 +167,6 @@ GemmProfile read_gemm(const std::string& file, const YAML::Node& node, const std
     }
     check_gemm_table(g.table, ctx + ".table", locs);
   }
-  return g;
-}
-
-// A whole count in [1, limit] (SMs, tile sizes).
-int count_in(YamlMap& m, const std::string& key, int64_t limit) {
-  const int64_t v = m.get_int(key);
-  if (v <= 0 || v > limit) m.fail(key, "must be a count in [1, " + std::to_string(limit) + "], got " + std::to_string(v));
-  return static_cast<int>(v);
-}
-double fraction(YamlMap& m, const std::string& key) {
-  const double v = m.get_double(key);
-  if (!(v > 0 && v <= 1)) m.fail(key, "must be in (0, 1], got " + num(v));
-  return v;
-}
-
-GpuProfile read_gpu(const std::string& file, const YAML::Node& node) {
-  YamlMap m(node, file, "profile gpu");
-  m.finish({"sms", "tile_m", "tile_n", "mainloop_efficiency", "tile_fixed_us", "transpose_efficiency",
-            "attention_tile_m", "collective_sms", "hbm_bandwidth_gbps", "collective_hbm_bytes_per_bus_byte"});
-  GpuProfile g;
-  g.sms = count_in(m, "sms", 1 << 16);
-  g.tile_m = count_in(m, "tile_m", 1 << 16);
-  g.tile_n = count_in(m, "tile_n", 1 << 16);
-  g.mainloop_efficiency = fraction(m, "mainloop_efficiency");
-  g.tile_fixed_us = non_negative(m, "tile_fixed_us");
-  g.transpose_efficiency = fraction(m, "transpose_efficiency");
-  g.attention_tile_m = count_in(m, "attention_tile_m", 1 << 16);
-  g.collective_sms = m.has("collective_sms") ? static_cast<int>(m.get_int("collective_sms")) : 0;
-  if (g.collective_sms < 0 || g.collective_sms >= g.sms) {
-    m.fail("collective_sms", "must be in [0, sms - 1] (" + std::to_string(g.sms - 1) + "), got " +
-                                 std::to_string(g.collective_sms));
-  }
-  g.hbm_bandwidth_gbps = positive(m, "hbm_bandwidth_gbps");
-  g.collective_hbm_bytes_per_bus_byte = non_negative(m, "collective_hbm_bytes_per_bus_byte");
   return g;
 }
 
@@ -313,19 +261,7 @@ Profile read_profile(const YAML::Node& root, const std::string& file) {
   if (auto n = coll.opt_node("inter_node"))
     p.inter_node = read_collective(file, *n, "profile collectives.inter_node", false);
 
-  // The gpu section's mechanism replaces the flat factors: a profile gives one or the other.
-  if (auto g = m.opt_node("gpu")) {
-    p.gpu = read_gpu(file, *g);
-    if (m.has("interference")) {
-      m.fail("interference", "the gpu section models interference (SMs and HBM shared with collectives); "
-                             "remove the flat interference factors");
-    }
-  } else {
-    YamlMap intf(m.get_node("interference"), file, "profile interference");
-    intf.finish({"compute_slowdown_during_comm", "comm_slowdown_during_compute"});
-    p.interference.compute_slowdown_during_comm = non_negative(intf, "compute_slowdown_during_comm");
-    p.interference.comm_slowdown_during_compute = non_negative(intf, "comm_slowdown_during_compute");
-  }
+  read_gpu_or_interference(m, file, p);
 
   if (auto md = m.opt_node("metadata")) p.metadata = read_metadata(file, *md);
   return p;
@@ -382,7 +318,7 @@ void validate_profile(const Profile& p) {
   if (p.inter_node) check_collective(at, *p.inter_node, "collectives.inter_node", false);
   require_non_negative(at, "interference.compute_slowdown_during_comm", p.interference.compute_slowdown_during_comm);
   require_non_negative(at, "interference.comm_slowdown_during_compute", p.interference.comm_slowdown_during_compute);
-  if (p.gpu) validate_gpu(*p.gpu, p.interference, at);
+  if (p.gpu) check_gpu(p, at);
   for (const auto& [key, v] : p.metadata.spread) require_non_negative(at, "metadata.spread." + key, v);
 }
 

@@ -123,6 +123,9 @@ struct GpuProfile {
   int collective_sms = 0;            // SMs a running collective holds where its algorithm does not say
   double hbm_bandwidth_gbps = 0;     // achievable HBM bandwidth, all traffic together
   double collective_hbm_bytes_per_bus_byte = 0;
+  // More CTA tiles the GEMM library picks from by shape (optional): each GEMM runs with the tile, of these
+  // and tile_m x tile_n, that is fastest alone on every SM (ties: the first listed, tile_m x tile_n first).
+  std::vector<std::array<int, 2>> other_tiles = {};
 };
 
 // Provenance the profiler records; all optional.

@@ -32,12 +32,6 @@ const std::vector<std::string> kCurveKeys = {"latency_us", "bus_bandwidth_gbps",
 
 std::vector<std::string> algorithm_names() { return {kAlgorithmNames.begin(), kAlgorithmNames.end()}; }
 
-int count_in_range(YamlMap& m, const std::string& key, int lo) {
-  const int64_t v = m.get_int(key);
-  if (v < lo || v > kMaxSms) m.fail(key, "must be a count from " + std::to_string(lo) + ", got " + std::to_string(v));
-  return static_cast<int>(v);
-}
-
 // latency_us, bus_bandwidth_gbps and the optional table, from a map that holds them (a level in the
 // single-curve form, or one algorithm's map).
 CollectiveCurve read_curve_figures(YamlMap& m, const std::string& ctx) {
@@ -63,9 +57,9 @@ CollectiveCurve read_algorithm(const std::string& file, const YAML::Node& node, 
   if (a == CollectiveAlgorithm::Nvls) keys.push_back("min_ranks");
   m.finish(keys);
   CollectiveCurve c = read_curve_figures(m, ctx);
-  if (m.has("sms")) c.sms = count_in_range(m, "sms", 0);
+  if (m.has("sms")) c.sms = count_in(m, "sms", 0, kMaxSms);
   if (a == CollectiveAlgorithm::Nvls)
-    c.min_ranks = m.has("min_ranks") ? count_in_range(m, "min_ranks", 2) : kDefaultNvlsMinRanks;
+    c.min_ranks = m.has("min_ranks") ? count_in(m, "min_ranks", 2, kMaxSms) : kDefaultNvlsMinRanks;
   return c;
 }
 
@@ -121,7 +115,7 @@ void check_collective(const SourceLoc& at, const CollectiveProfile& c, const std
     require_non_negative(at, what + ".latency_us", curve.latency_us);
     require_positive(at, what + ".bus_bandwidth_gbps", curve.bus_bandwidth_gbps);
     check_bus_table(curve.table, what + ".table", {at});
-    if (curve.sms < 0 || curve.sms > kMaxSms) throw_bad_input(at, what + ".sms must be a count from 0");
+    if (curve.sms < 0 || curve.sms > kMaxSms) throw_bad_input(at, what + ".sms must be a count in [0, " + std::to_string(kMaxSms) + "]");
   };
   require_non_negative(at, ctx + ".sync_us", c.sync_us);
   check_curve(c.ring(), c.has_algorithm_figures() ? ctx + ".algorithms.ring" : ctx);

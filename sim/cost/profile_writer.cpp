@@ -64,6 +64,10 @@ void write_collective(std::string& out, const char* key, const CollectiveProfile
 void write_gpu(std::string& out, const GpuProfile& g) {
   out += fmt::format("gpu:\n  sms: {}\n  tile_m: {}\n  tile_n: {}\n  mainloop_efficiency: {}\n  tile_fixed_us: {}\n",
                      g.sms, g.tile_m, g.tile_n, num(g.mainloop_efficiency), num(g.tile_fixed_us));
+  if (!g.other_tiles.empty()) {
+    out += "  other_tiles:\n";
+    for (const auto& [tm, tn] : g.other_tiles) out += fmt::format("    - [{}, {}]\n", tm, tn);
+  }
   out += fmt::format("  transpose_efficiency: {}\n  attention_tile_m: {}\n  collective_sms: {}\n",
                      num(g.transpose_efficiency), g.attention_tile_m, g.collective_sms);
   out += fmt::format("  hbm_bandwidth_gbps: {}\n  collective_hbm_bytes_per_bus_byte: {}\n", num(g.hbm_bandwidth_gbps),

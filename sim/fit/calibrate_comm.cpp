@@ -87,12 +87,15 @@ void fit_allreduce(const TraceSamples& in, Profile& p, std::string& report) {
     smin = std::min(smin, s->op.bytes), smax = std::max(smax, s->op.bytes);
   }
   CollectiveProfile& c = group_collective(p, in.tp);
+  // The latency the ops paid: NVLS's when they all ran NVLS (one message size always picks one algorithm).
+  const bool only_nvls = used[int(CollectiveAlgorithm::Nvls)] && !used[int(CollectiveAlgorithm::Ring)];
+  const double old_latency = only_nvls ? c.nvls->latency_us : c.latency_us;
   LineFit f;
   if (smax >= 2 * smin) f = fit_line(x, y, relative_weights(y));
-  if (!f.ok || f.a < 0 || !(f.b > 0)) f = scale_bandwidth_term(x, y, f, c.latency_us);
+  if (!f.ok || f.a < 0 || !(f.b > 0)) f = scale_bandwidth_term(x, y, f, old_latency);
   if (!f.ok || !(f.b > 0)) return;
   report += fmt::format("allreduce ({} ops, {} .. {} B): latency {:.3g} -> {:.3g} us, bus bandwidth x {:.3f}{}\n",
-                        sel.size(), int64_t(smin), int64_t(smax), c.latency_us, f.a, 1 / f.b,
+                        sel.size(), int64_t(smin), int64_t(smax), old_latency, f.a, 1 / f.b,
                         smax >= 2 * smin ? "" : " (one message size: latency kept)");
   const auto rescale = [&](double& latency, double& busbw, std::vector<BusBandwidthPoint>& table, bool was_used) {
     if (was_used) latency = f.a;

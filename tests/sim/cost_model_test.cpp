@@ -235,6 +235,24 @@ TEST(GemmTileModel, OneWaveAloneTwoWavesBesideACollective) {
   EXPECT_NEAR(cm.gemm_us_on_sms(small, 116), cm.op_us(small, 8, 8), 1e-9);
 }
 
+// With other tiles listed, a GEMM runs with the tile fastest on every SM: 133 tiles of 128x128 would take
+// two waves, 266 tiles of 64x128 (half the k loop each) take three half waves (1.5 tile times). The tile is
+// chosen by shape: beside a collective the GEMM keeps it.
+TEST(GemmTileModel, TheFastestListedTileRunsAndKeepsRunningBesideACollective) {
+  Profile p = gpu_profile();
+  const Op op = gemm_op(7 * 128, 19 * 128, 1024);  // 133 tiles of 128x128
+  const double one_tile = CostModel(p).op_us(op, 8, 8);
+  EXPECT_NEAR(one_tile, 2 * kTileUs, 1e-9);
+  p.gpu->other_tiles = {{64, 128}};
+  const CostModel cm(p);
+  EXPECT_EQ(cm.op_tiles(op), 266);
+  EXPECT_NEAR(cm.op_us(op, 8, 8), 1.5 * kTileUs, 1e-9);
+  // 266 half tiles on 116 SMs: 3 waves, still the smaller tile (128x128 would have needed 2 full waves).
+  EXPECT_NEAR(cm.gemm_us_on_sms(op, 116), 1.5 * kTileUs, 1e-9);
+  // A shape the first tile fills exactly keeps it (ties go to the first listed).
+  EXPECT_EQ(cm.op_tiles(gemm_op(12 * 128, 11 * 128, 1024)), 132);
+}
+
 TEST(GemmTileModel, EdgeTilesComputePadding) {
   const CostModel cm(gpu_profile());
   // 129 rows need two tile rows: the same time as 256 rows.

@@ -85,6 +85,11 @@ TEST_F(DominoSimCli, ReportNamesTheAllReduceAlgorithm) {
   ASSERT_EQ(tp4.code, 0) << tp4.output;
   EXPECT_NE(tp4.output.find("allreduce algorithms   ring x "), std::string::npos) << tp4.output;
   EXPECT_EQ(tp4.output.find("nvls"), std::string::npos) << tp4.output;
+  // An emulated run (one GPU moving a ring's bytes) is predicted with ring only, whatever NVLS would do.
+  const CliResult emulated = run_sim("gpt3-13b --strategy megatron-sync --profile dgx-h100 --emulate-tp 8");
+  ASSERT_EQ(emulated.code, 0) << emulated.output;
+  EXPECT_NE(emulated.output.find("allreduce algorithms   ring x "), std::string::npos) << emulated.output;
+  EXPECT_EQ(emulated.output.find("nvls"), std::string::npos) << emulated.output;
   const CliResult cpu = run_sim("cpu-gpt --strategy megatron-sync --profile cpu-dev");
   ASSERT_EQ(cpu.code, 0) << cpu.output;
   EXPECT_EQ(cpu.output.find("allreduce algorithms"), std::string::npos) << cpu.output;

@@ -44,6 +44,19 @@ std::vector<int> parse_tps(const std::string& text) {
   return tps;
 }
 
+// The predicted Chrome trace of the best plan.
+void write_best_trace(const std::string& path, const domino::TuneResult& result, const domino::Plan& plan,
+                      const domino::CostModel& cost) {
+  const domino::ModelSpec& m = result.best_tuning().model;
+  const domino::Schedule schedule = domino::build_schedule(m, plan);
+  const domino::SimResult sim = domino::simulate(schedule, cost, domino::SimOptions{true});
+  const nlohmann::json meta{{"tool", "domino-tune"},     {"version", DOMINO_VERSION},
+                            {"profile", cost.profile().name}, {"plan", "tuned"},
+                            {"seq_len", m.seq_len},       {"micro_batch", m.micro_batch}};
+  domino::write_trace(path, schedule, sim.timeline, meta);
+  std::printf("trace: %s\n", path.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -111,16 +124,7 @@ int main(int argc, char** argv) {
       domino::save_plan(plan, plan_path);
       std::printf("plan: %s\n", plan_path.c_str());
     }
-    if (!trace_path.empty()) {
-      const domino::ModelSpec& m = result.best_tuning().model;
-      const domino::Schedule schedule = domino::build_schedule(m, plan);
-      const domino::SimResult sim = domino::simulate(schedule, cost, domino::SimOptions{true});
-      const nlohmann::json meta{{"tool", "domino-tune"},     {"version", DOMINO_VERSION},
-                                {"profile", cost.profile().name}, {"plan", "tuned"},
-                                {"seq_len", m.seq_len},       {"micro_batch", m.micro_batch}};
-      domino::write_trace(trace_path, schedule, sim.timeline, meta);
-      std::printf("trace: %s\n", trace_path.c_str());
-    }
+    if (!trace_path.empty()) write_best_trace(trace_path, result, plan, cost);
     if (!json_path.empty()) {
       domino::write_file_atomic(json_path, domino::summary_json(result, options).dump(2) + "\n");
       std::printf("summary: %s\n", json_path.c_str());
