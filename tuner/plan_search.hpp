@@ -15,7 +15,7 @@ struct SearchTuning {
   int shortlist = 8;              // best DP plans handed back (re-simulated in full by the caller)
   // Probe simulations the full search (every pair of choices, no screening) may take; beyond it the
   // screened search runs. 5000 is about 0.5 s on one core: the full search of Llama-2 70B at TP 8
-  // (196 x 196 choices) builds and simulates 23245 two-layer probes in about 2.5 s, 100 us each
+  // (196 x 196 choices) builds and simulates 20941 two-layer probes in about 2.2 s, 100 us each
   // (assumption: other models' probes cost about as much).
   long full_search_probe_limit = 5000;
   int keep_per_group = 1;         // screening: best choices kept per (split dim, p, overlap) group

@@ -15,8 +15,9 @@ Block block_at(int pos) { return pos % 2 == 0 ? Block::Attn : Block::Mlp; }
 
 bool blocks_cannot_overlap(const ModelSpec& model, const BlockPlan& left, const BlockPlan& right) {
   if (model.residual != Residual::Sequential) return false;
-  // DeepSpeed's early norm needs both blocks in its order and slices of the same rows.
-  if (left.order == SliceOrder::DeepSpeed && right.order == SliceOrder::DeepSpeed && left.dim == right.dim)
+  // DeepSpeed's early norm needs both blocks in its order and slices of the same rows (same dim and count).
+  if (left.order == SliceOrder::DeepSpeed && right.order == SliceOrder::DeepSpeed && left.dim == right.dim &&
+      left.p == right.p)
     return false;
   // The held-back add and norm backward need a slice of one block sharing no rows with the other's first.
   if (left.p == 1 || right.p == 1 || left.dim != right.dim) return true;

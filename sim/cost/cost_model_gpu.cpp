@@ -28,9 +28,14 @@ int64_t CostModel::op_tiles(const Op& op) const {
   if (!profile_.gpu) return 0;
   const GpuProfile& g = *profile_.gpu;
   if (op.kind == OpKind::Gemm && op.m > 0 && op.n > 0) return gemm_tiles(op, gemm_tile(op));
-  // Attention (FlashAttention's grid): one CTA per block of attention_tile_m query rows of each head.
+  // Attention (FlashAttention's grid): one CTA per block of attention_tile_m query rows of each head and
+  // sequence (blocks do not span batch entries); an op without its query region counts its rows as one.
   if (op.kind == OpKind::Attention && op.m > 0) {
-    return ceil_div(op.m, g.attention_tile_m) * std::max<int64_t>(op.attrs.heads, 1);
+    const Region& q = op.in[0];
+    const int64_t blocks = op.n_in > 0 && q.valid() && q.rows() == op.m
+                               ? (q.b1 - q.b0) * ceil_div(q.s1 - q.s0, g.attention_tile_m)
+                               : ceil_div(op.m, g.attention_tile_m);
+    return blocks * std::max<int64_t>(op.attrs.heads, 1);
   }
   return 0;
 }

@@ -317,6 +317,12 @@ TEST(GemmTileModel, AttentionLosesWavesBesideACollective) {
   attn.bytes = 1e6;
   EXPECT_EQ(cm.op_tiles(attn), 132);
   EXPECT_NEAR(cm.gemm_us_on_sms(attn, 116), 2 * cm.op_us(attn, 8, 8), 1e-9);
+  // With its query region: blocks of rows never span two sequences. 3 sequences of 129 rows: 2 blocks each,
+  // not ceil(387 / 128) = 4.
+  attn.m = 3 * 129;
+  attn.in[0] = Region{0, 0, 3, 0, 129, 0, 64};
+  attn.n_in = 1;
+  EXPECT_EQ(cm.op_tiles(attn), 3 * 2 * 4);
 }
 
 TEST(GemmTileModel, CollectiveFiguresComeFromTheGpuSection) {
