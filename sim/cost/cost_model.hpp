@@ -110,7 +110,11 @@ class CostModel {
   const DTypeCosts& costs(DType dtype) const;
   // A GEMM's time on `sms_available` SMs with one CTA tile; the tile its library would run it with.
   double tile_model_us(const Op& op, int sms_available, const std::array<int, 2>& tile) const;
-  const std::array<int, 2>& gemm_tile(const Op& op) const;
+  struct TileChoice {
+    const std::array<int, 2>* tile;
+    double us_on_all_sms;
+  };
+  TileChoice gemm_tile(const Op& op) const;
   double roofline_us(double flops, double peak_flops_per_us, double efficiency, double bytes) const;
   double table_us(const DTypeCosts& c, int64_t m, int64_t n, int64_t k, double flops) const;
   static void fill_collective(CollectiveCosts& c, const CollectiveProfile& p, const char* level);

@@ -27,7 +27,7 @@ int64_t gemm_tiles(const Op& op, const std::array<int, 2>& tile) {
 int64_t CostModel::op_tiles(const Op& op) const {
   if (!profile_.gpu) return 0;
   const GpuProfile& g = *profile_.gpu;
-  if (op.kind == OpKind::Gemm && op.m > 0 && op.n > 0) return gemm_tiles(op, gemm_tile(op));
+  if (op.kind == OpKind::Gemm && op.m > 0 && op.n > 0) return gemm_tiles(op, *gemm_tile(op).tile);
   // Attention (FlashAttention's grid): one CTA per block of attention_tile_m query rows of each head and
   // sequence (blocks do not span batch entries); an op without its query region counts its rows as one.
   if (op.kind == OpKind::Attention && op.m > 0) {
@@ -53,15 +53,15 @@ double CostModel::tile_model_us(const Op& op, int sms_available, const std::arra
 }
 
 // The library picks the kernel by shape alone, not knowing that a collective may hold SMs when it runs: the
-// tile fastest on every SM, the first listed on ties.
-const std::array<int, 2>& CostModel::gemm_tile(const Op& op) const {
-  const std::array<int, 2>* best = &gpu_.tiles.front();
-  double best_us = tile_model_us(op, profile_.gpu->sms, *best);
+// tile fastest on every SM, the first listed on ties; with its time there.
+CostModel::TileChoice CostModel::gemm_tile(const Op& op) const {
+  const int all = profile_.gpu->sms;
+  TileChoice best{&gpu_.tiles.front(), tile_model_us(op, all, gpu_.tiles.front())};
   for (size_t i = 1; i < gpu_.tiles.size(); ++i) {
-    const double us = tile_model_us(op, profile_.gpu->sms, gpu_.tiles[i]);
-    if (us < best_us) best = &gpu_.tiles[i], best_us = us;
+    const double us = tile_model_us(op, all, gpu_.tiles[i]);
+    if (us < best.us_on_all_sms) best = {&gpu_.tiles[i], us};
   }
-  return *best;
+  return best;
 }
 
 double CostModel::gemm_us_on_sms(const Op& op, int sms_available) const {
@@ -69,11 +69,12 @@ double CostModel::gemm_us_on_sms(const Op& op, int sms_available) const {
     return op_us(op, 1, profile_.devices_per_node);
   }
   const int all = profile_.gpu->sms;
-  const int64_t tiles = op_tiles(op);
   // Whatever gives the time alone on every SM (a measured table row, attention's curve), the wave count
   // scales the work that runs on the SMs; the launch does not.
   const auto rescaled = [&](double alone_us) {
-    if (tiles == 0 || sms_available == all) return alone_us;
+    if (sms_available == all) return alone_us;
+    const int64_t tiles = op_tiles(op);
+    if (tiles == 0) return alone_us;
     const double scale = double(waves(tiles, sms_available)) / double(waves(tiles, all));
     return launch_us_ + (alone_us - launch_us_) * scale;
   };
@@ -85,7 +86,8 @@ double CostModel::gemm_us_on_sms(const Op& op, int sms_available) const {
     const double measured = table_us(c, op.m, op.n, op.k, flops);
     if (measured >= 0) return rescaled(measured);
   }
-  return tile_model_us(op, sms_available, gemm_tile(op));
+  const TileChoice choice = gemm_tile(op);
+  return sms_available == all ? choice.us_on_all_sms : tile_model_us(op, sms_available, *choice.tile);
 }
 
 int CostModel::collective_sms(const Op& op, int tp, int devices_per_node) const {
