@@ -9,4 +9,10 @@ inline double ring_allreduce_traffic(double bytes, int ranks) {
   return ranks > 1 ? bytes * 2.0 * (ranks - 1) / ranks : 0.0;
 }
 
+// Bytes each rank moves in a ring AllGather or ReduceScatter whose gathered (full) buffer holds `bytes`
+// ((n-1)/n of it: every rank receives, or sends, every other rank's part once).
+inline double ring_gather_traffic(double bytes, int ranks) {
+  return ranks > 1 ? bytes * double(ranks - 1) / ranks : 0.0;
+}
+
 }  // namespace domino

@@ -31,8 +31,11 @@ enum class Phase : uint8_t { Forward, Backward, Optimizer };
 enum class Block : uint8_t { Attn, Mlp, Embedding, Head, None };
 
 // What an op costs like (cost model, reports). Several opcodes share a kind.
-enum class OpKind : uint8_t { Gemm, Attention, Norm, Activation, Elementwise, Copy, AllReduce, Optimizer, Embedding, Loss };
-constexpr int kNumOpKinds = 10;
+enum class OpKind : uint8_t {
+  Gemm, Attention, Norm, Activation, Elementwise, Copy, AllReduce, Optimizer, Embedding, Loss,
+  AllGather, ReduceScatter,
+};
+constexpr int kNumOpKinds = 12;
 
 // What an op computes (executor). Inputs in[], outputs out[]; "(+)=" means "+=" when attrs.accumulate,
 // else "=". Every region of in/out may be a strided view unless it says "contiguous".
@@ -135,6 +138,15 @@ enum class OpCode : uint8_t {
   GegluFwd,
   // in[0] = forward input [gate | up], in[1] = dy (f columns); out[0] = [dgate | dup] (2f columns).
   GegluBwd,
+  // Sequence parallelism (docs/plan-format.md, "Sequence parallelism"). A sequence-sharded buffer holds this
+  // rank's rows of the sequence in the plan's group layout (SpLayout below): [B, S/tp, cols].
+  // AllGather: in[0] = this rank's local rows of attrs.chunks whole groups for a batch range, a region of a
+  // sharded buffer; out[0] = the full rows of those groups for the same batch range and columns, a region of
+  // an unsharded buffer, rows in position order (group by group: rank 0's part, rank 1's, ...).
+  AllGather,
+  // ReduceScatter: in[0] = the full rows of attrs.chunks whole groups (partial sums over the group's ranks),
+  // out[0] = this rank's local rows of those groups holding the sum over every rank ("(+)=" as above).
+  ReduceScatter,
 };
 
 const char* to_string(Stream s);
@@ -148,6 +160,8 @@ struct ActivationCodes {
   OpCode fwd, bwd;
 };
 ActivationCodes activation_codes(Activation a);
+// AllReduce, AllGather, ReduceScatter: run on the communication stream, costed by the profile's collectives.
+bool collective(OpKind k);
 // Costed by the bytes it moves (everything but GEMMs, attention and collectives).
 bool memory_bound(OpKind k);
 
@@ -205,7 +219,31 @@ struct OpAttrs {
   int32_t window = 0;              // attention: keys each query sees (sliding window); 0: all earlier keys
   int32_t overwrite_end = 0;       // AttnBwd with accumulate: dK/dV rows below this seq are written
   int16_t rotary_dims = 0;         // rope: leading columns of each head that are rotated; 0: all
+  // PositionAdd on a sequence-sharded buffer: the plan's group count g (> 0), so that a local row's position
+  // is sp_layout(...).position(rank, row); 0: the row's seq index.
+  int16_t sp_groups = 0;
 };
+
+// Where a rank's rows of a sequence-sharded buffer come from. The sequence [0, seq) is cut into `groups`
+// groups of seq/groups positions; of each group, rank r holds the r-th of tp equal parts, and keeps its
+// parts group after group: local row t lies in group t / part at offset t % part (part = seq/(groups tp)).
+// groups == 1 is Megatron's layout (rank r holds [r seq/tp, (r+1) seq/tp)); a plan with sequence slices
+// uses one group per slice, so that every slice's rows are spread evenly over the ranks.
+struct SpLayout {
+  int64_t seq = 1;
+  int64_t groups = 1;
+  int tp = 1;
+  int64_t part() const { return seq / (groups * tp); }
+  int64_t local_rows() const { return seq / tp; }
+  // Position in the sequence of local row `row` (0 <= row < local_rows()) on `rank`.
+  int64_t position(int rank, int64_t row) const {
+    const int64_t p = part();
+    return (row / p) * (seq / groups) + int64_t(rank) * p + row % p;
+  }
+  // The first local row of `group` (a group's local rows are contiguous).
+  int64_t first_local_row(int64_t group) const { return group * part(); }
+};
+
 
 // The vocabulary ids a vocabulary-parallel op sees on `rank`: [first, first + width), of which those
 // below `limit` are real. attrs.vocab == 0 means the op holds the whole vocabulary (first 0, limit width).

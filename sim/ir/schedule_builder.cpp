@@ -233,6 +233,8 @@ Schedule build_schedule(const ModelSpec& model, const Plan& plan, const BuildOpt
   validate_model(model);
   // Structure only: whether a plan made for another model may be used was decided when it was loaded.
   validate_plan(plan, model, /*force=*/true);
+  if (plan.sequence_parallel)
+    throw_bad_input("plan: sequence_parallel: true is not supported by this build's schedule builder yet");
   Schedule s;
   s.model = model;
   s.plan = plan;

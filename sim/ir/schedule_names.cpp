@@ -20,21 +20,25 @@ constexpr std::array<const char*, 5> kBlockNames = {"attn", "mlp", "emb", "head"
 static_assert(size_t(Block::None) + 1 == kBlockNames.size(), "one name per Block, in declaration order");
 const char* to_string(Block b) { return enum_name(b, kBlockNames); }
 
-bool memory_bound(OpKind k) { return k != OpKind::Gemm && k != OpKind::Attention && k != OpKind::AllReduce; }
+bool collective(OpKind k) {
+  return k == OpKind::AllReduce || k == OpKind::AllGather || k == OpKind::ReduceScatter;
+}
+bool memory_bound(OpKind k) { return k != OpKind::Gemm && k != OpKind::Attention && !collective(k); }
 
-constexpr std::array<const char*, 10> kOpKindNames = {"gemm",        "attention", "norm",      "activation",
-                                                      "elementwise", "copy",      "allreduce", "optimizer",
-                                                      "embedding",   "loss"};
-static_assert(size_t(OpKind::Loss) + 1 == kOpKindNames.size(), "one name per OpKind, in declaration order");
+constexpr std::array<const char*, 12> kOpKindNames = {
+    "gemm", "attention", "norm", "activation", "elementwise", "copy", "allreduce", "optimizer", "embedding", "loss",
+    "allgather", "reducescatter"};
+static_assert(size_t(OpKind::ReduceScatter) + 1 == kOpKindNames.size(), "one name per OpKind, in declaration order");
 const char* to_string(OpKind k) { return enum_name(k, kOpKindNames); }
 
-constexpr std::array<const char*, 29> kOpCodeNames = {
+constexpr std::array<const char*, 31> kOpCodeNames = {
     "MatMul",       "MatMulDgrad", "MatMulWgrad",  "LayerNormFwd", "RmsNormFwd",   "LayerNormBwd",
     "RmsNormBwd",   "GeluFwd",     "GeluBwd",      "SwigluFwd",    "SwigluBwd",    "RopeFwd",
     "RopeBwd",      "AttnFwd",     "AttnBwd",      "ResidualAdd",  "EmbeddingFwd", "EmbeddingBwd",
     "PositionAdd",  "LogitMax",    "LogitSumExp",  "CrossEntropy", "AllReduce",    "AdamStep",
-    "SgdStep",      "ReluFwd",     "ReluBwd",      "GegluFwd",     "GegluBwd"};
-static_assert(size_t(OpCode::GegluBwd) + 1 == kOpCodeNames.size(),
+    "SgdStep",      "ReluFwd",     "ReluBwd",      "GegluFwd",     "GegluBwd",
+    "AllGather",    "ReduceScatter"};
+static_assert(size_t(OpCode::ReduceScatter) + 1 == kOpCodeNames.size(),
               "one name per OpCode, in declaration order");
 const char* to_string(OpCode c) { return enum_name(c, kOpCodeNames); }
 
@@ -79,6 +83,10 @@ OpKind kind_of(OpCode c) {
       return OpKind::Loss;
     case OpCode::AllReduce:
       return OpKind::AllReduce;
+    case OpCode::AllGather:
+      return OpKind::AllGather;
+    case OpCode::ReduceScatter:
+      return OpKind::ReduceScatter;
     case OpCode::AdamStep:
     case OpCode::SgdStep:
       return OpKind::Optimizer;

@@ -50,6 +50,10 @@ struct Plan {
   std::string profile;           // profile it was tuned on ("" when none)
   std::string strategy;          // named strategy it came from, or "tuned" / "custom"
   bool comm_enabled = true;      // false only for the no-comm bound
+  // Megatron's sequence parallelism, model-wide: the regions between the tensor-parallel GEMMs (norms,
+  // residual adds, embedding output, final norm) hold S/tp rows per rank, each AllReduce becomes a
+  // ReduceScatter after the row-parallel GEMM and an AllGather before the next column-parallel GEMM.
+  bool sequence_parallel = false;
   std::vector<LayerPlan> layers; // exactly one entry per model layer (ranges are expanded on load)
   // Free-form provenance the tuner records (tuner version, search space, predicted figures), kept as
   // ordered key/value text so that plans stay byte-identical for identical inputs.

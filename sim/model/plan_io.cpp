@@ -124,7 +124,8 @@ std::string block_yaml(const BlockPlan& b) {
 
 Plan read_plan(const YAML::Node& root, const std::string& path, const ModelSpec& model, bool force) {
   YamlMap top(root, path, "plan");
-  expect_keys(top, {"format_version", "model", "tp", "profile", "strategy", "comm", "layers", "provenance"});
+  expect_keys(top, {"format_version", "model", "tp", "profile", "strategy", "comm", "sequence_parallel", "layers",
+                    "provenance"});
   Plan p;
   p.format_version = checked_int(top, "format_version", top.get_int("format_version"));
   if (p.format_version != 1) {
@@ -146,6 +147,7 @@ Plan read_plan(const YAML::Node& root, const std::string& path, const ModelSpec&
   p.profile = top.opt_string("profile").value_or("");
   p.strategy = top.opt_string("strategy").value_or("custom");
   p.comm_enabled = top.opt_bool("comm").value_or(true);
+  p.sequence_parallel = top.opt_bool("sequence_parallel").value_or(false);
 
   const YAML::Node layers = top.get_node("layers");
   if (!layers.IsSequence()) top.fail("layers", "expected a list of layer entries");
@@ -220,6 +222,8 @@ std::string plan_to_yaml(const Plan& plan) {
   y += "profile: " + quoted(plan.profile) + "\n";
   y += "strategy: " + quoted(plan.strategy) + "\n";
   y += std::string("comm: ") + (plan.comm_enabled ? "true" : "false") + "\n";
+  // Written only when on, so that plans without it stay byte-identical.
+  if (plan.sequence_parallel) y += "sequence_parallel: true\n";
   y += "layers:\n";
   for (size_t l = 0; l < plan.layers.size();) {
     size_t e = l;
