@@ -185,6 +185,26 @@ def speedups(ok):
             if len(plans) >= 2 else None}
 
 
+def bound(ok):
+    """How close the tuner's pick comes to the no-comm bound, measured round by round inside the launch
+    (no-comm time / tuned time of the same round), and how much of megatron-async's time is communication
+    (1 - no-comm / megatron-async): the link rate that makes it about 0.3 stands for TP 8 on a DGX-H100."""
+    by_plan = {r["plan"]: r["measured_samples_ms"] for r in ok}
+    if "no-comm" not in by_plan:
+        return None
+    free = by_plan["no-comm"]
+    out = {}
+    for key, plan in (("tuned_fraction", "tuned"), ("megatron_async_fraction", "megatron-async")):
+        if plan in by_plan:
+            rounds = min(len(free), len(by_plan[plan]))
+            per_round = [free[k] / by_plan[plan][k] for k in range(rounds)]
+            out[key] = {"median": median(per_round), "p10": percentile(per_round, 10),
+                        "p90": percentile(per_round, 90)}
+    if "megatron_async_fraction" in out:
+        out["comm_share_of_megatron_async"] = 1.0 - out["megatron_async_fraction"]["median"]
+    return out or None
+
+
 def figures(rows, calibrated_on=None, interleaved=False):
     # The plan whose run the profile was calibrated on is shown but not scored.
     ok = [r for r in rows if "error_pct" in r and r["plan"] != calibrated_on]
@@ -205,6 +225,9 @@ def figures(rows, calibrated_on=None, interleaved=False):
         ratio = speedups(ok)
         if ratio:
             out["speedup"] = ratio
+        near = bound(ok)
+        if near:
+            out["bound"] = near
     real = [r for r in ok if r["plan"] != "no-comm"]
     out["best_predicted_plan"] = min(real, key=lambda r: r["predicted_ms"])["plan"] if real else None
     return out
@@ -229,6 +252,13 @@ def uncertainty_lines(fig):
     if half:
         lines += [f"Noise floor, split-half (odd against even interleaved rounds, {half['rounds']} rounds): "
                   f"MAPE {half['mape_pct']:.1f} %, Kendall tau {fmt(half['kendall_tau'], '.2f')}", ""]
+    near = fig.get("bound")
+    if near and "tuned_fraction" in near:
+        t = near["tuned_fraction"]
+        share = near.get("comm_share_of_megatron_async")
+        lines += [f"The tuner's pick reaches {t['median']:.3f} of the no-comm bound, measured in the launch "
+                  f"(p10-p90 over rounds {t['p10']:.3f}-{t['p90']:.3f}); communication is "
+                  f"{fmt(None if share is None else 100 * share, '.0f')} % of megatron-async's time here", ""]
     sp = fig.get("speedup")
     if sp:
         lines += [f"Speedup over {sp['baseline']} measured inside the launch (median over {sp['rounds']} rounds of "
