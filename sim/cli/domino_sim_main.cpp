@@ -67,26 +67,39 @@ double strategy_us(const std::vector<StrategyRow>& rows, const char* name) {
 
 double speedup(double base_us, double us) { return base_us > 0 && us > 0 ? base_us / us : 0.0; }
 
-// Which algorithm the profile's curves pick for the schedule's AllReduces ("nvls x 96 (16 SMs), ring x 4
-// (24 SMs)"); "" where the profile has one ring curve per level (nothing to tell). The group size as the
-// simulator takes it (--emulate-tp, else the plan's TP degree).
-std::string allreduce_algorithms(const domino::Schedule& schedule, const domino::CostModel& cost, int emulate_tp) {
+// Whether any level of the profile has figures beyond one ring curve for some collective kind.
+bool has_algorithm_figures(const domino::CollectiveProfile& c) {
+  const auto beyond_ring = [](const std::optional<domino::AlgorithmCurves>& k) { return k && k->has_algorithm_figures(); };
+  return c.has_algorithm_figures() || beyond_ring(c.allgather) || beyond_ring(c.reduce_scatter);
+}
+
+// Per collective kind of the schedule, which algorithm the profile's curves pick ("allreduce algorithms
+// nvls x 96 (16 SMs), ring x 4 (24 SMs)"), one line per kind the schedule has; "" where the profile has one
+// ring curve per level and kind (nothing to tell). The group size as the simulator takes it (--emulate-tp,
+// else the plan's TP degree).
+std::string collective_algorithms(const domino::Schedule& schedule, const domino::CostModel& cost, int emulate_tp) {
   const domino::Profile& p = cost.profile();
   const int plan_tp = schedule.plan.tp > 0 ? schedule.plan.tp : schedule.model.tp;
   const int tp = emulate_tp > 0 ? emulate_tp : plan_tp;
-  if (!schedule.plan.comm_enabled || !(p.intra_node.has_algorithm_figures() ||
-                                       (p.inter_node && p.inter_node->has_algorithm_figures())))
+  if (!schedule.plan.comm_enabled || tp <= 1 ||
+      !(has_algorithm_figures(p.intra_node) || (p.inter_node && has_algorithm_figures(*p.inter_node))))
     return "";
-  std::map<std::string, std::pair<int, int>> used;  // algorithm -> (AllReduces, SMs)
+  // kind -> algorithm -> (ops, SMs); kinds in OpKind order, so AllReduce's line comes first.
+  std::map<domino::OpKind, std::map<std::string, std::pair<int, int>>> used;
   for (const domino::Op& op : schedule.ops) {
+    if (!domino::collective(op.kind)) continue;
     const domino::CollectiveCost c = cost.collective(op, tp, p.devices_per_node);
-    if (op.kind == domino::OpKind::AllReduce && tp > 1)
-      used[c.algorithm] = {used[c.algorithm].first + 1, cost.collective_sms(op, tp, p.devices_per_node)};
+    auto& n = used[op.kind][c.algorithm];
+    n = {n.first + 1, cost.collective_sms(op, tp, p.devices_per_node)};
   }
   std::string out;
-  for (const auto& [name, n] : used)
-    out += fmt::format("{}{} x {}{}", out.empty() ? "" : ", ", name, n.first,
-                       n.second > 0 ? fmt::format(" ({} SMs)", n.second) : "");
+  for (const auto& [kind, algorithms] : used) {
+    std::string line;
+    for (const auto& [name, n] : algorithms)
+      line += fmt::format("{}{} x {}{}", line.empty() ? "" : ", ", name, n.first,
+                          n.second > 0 ? fmt::format(" ({} SMs)", n.second) : "");
+    out += fmt::format("{:<22} {}\n", std::string(domino::to_string(kind)) + " algorithms", line);
+  }
   return out;
 }
 
@@ -129,7 +142,7 @@ void print_report(const domino::ModelSpec& m, const domino::Plan& plan, const st
   std::printf("iteration time         %s\n", duration(r.iteration_us).c_str());
   std::printf("compute time           %s\n", duration(r.compute_us).c_str());
   std::printf("communication time     %s\n", duration(r.comm_us).c_str());
-  if (!algorithms.empty()) std::printf("allreduce algorithms   %s\n", algorithms.c_str());
+  std::fputs(algorithms.c_str(), stdout);
   std::printf("exposed communication  %s\n", duration(r.exposed_comm_us).c_str());
   std::printf("overlap fraction       %.1f %%\n", 100 * r.overlap_fraction);
   std::printf("peak memory per rank   %s\n\n", gib(r.peak_memory_bytes).c_str());
@@ -212,7 +225,7 @@ int main(int argc, char** argv) {
     app.add_option("--seq-len", overrides.seq_len, "sequence length")->check(CLI::PositiveNumber);
     app.add_option("--micro-batch", overrides.micro_batch, "micro-batch size")->check(CLI::PositiveNumber);
     app.add_option("--emulate-tp", emulate_tp,
-                   "time every AllReduce as a ring of N ranks, ring only (predicts a one-GPU domino-exec --emulate-comm run)")
+                   "time every collective as a ring of N ranks, ring only (predicts a one-GPU domino-exec --emulate-comm run)")
         ->check(CLI::PositiveNumber);
     domino::add_training_options(app, training_args);
     app.add_flag("--summary", summary, "print the model summary (shapes, parameters, FLOPs) and exit");
@@ -244,7 +257,7 @@ int main(int argc, char** argv) {
         domino::simulate(schedule, cost, domino::SimOptions{!trace_path.empty(), emulate_tp});
     const std::vector<StrategyRow> rows = simulate_strategies(model, cost, emulate_tp);
 
-    const std::string algorithms = allreduce_algorithms(schedule, cost, emulate_tp);
+    const std::string algorithms = collective_algorithms(schedule, cost, emulate_tp);
     print_report(model, plan, plan_label, cost.profile(), schedule.ops.size(), result, rows, algorithms);
     if (!trace_path.empty()) {
       const json meta{{"tool", "domino-sim"},
