@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <map>
 #include <optional>
 #include <string>
 
@@ -17,6 +16,7 @@
 #include "sim/model/model_spec.hpp"
 #include "sim/model/plan.hpp"
 #include "sim/cost/profile.hpp"
+#include "sim/engine/collective_usage.hpp"
 #include "sim/engine/simulator.hpp"
 #include "sim/engine/throughput.hpp"
 #include "sim/trace/timeline.hpp"
@@ -66,42 +66,6 @@ double strategy_us(const std::vector<StrategyRow>& rows, const char* name) {
 }
 
 double speedup(double base_us, double us) { return base_us > 0 && us > 0 ? base_us / us : 0.0; }
-
-// Whether any level of the profile has figures beyond one ring curve for some collective kind.
-bool has_algorithm_figures(const domino::CollectiveProfile& c) {
-  const auto beyond_ring = [](const std::optional<domino::AlgorithmCurves>& k) { return k && k->has_algorithm_figures(); };
-  return c.has_algorithm_figures() || beyond_ring(c.allgather) || beyond_ring(c.reduce_scatter);
-}
-
-// Per collective kind of the schedule, which algorithm the profile's curves pick ("allreduce algorithms
-// nvls x 96 (16 SMs), ring x 4 (24 SMs)"), one line per kind the schedule has; "" where the profile has one
-// ring curve per level and kind (nothing to tell). The group size as the simulator takes it (--emulate-tp,
-// else the plan's TP degree).
-std::string collective_algorithms(const domino::Schedule& schedule, const domino::CostModel& cost, int emulate_tp) {
-  const domino::Profile& p = cost.profile();
-  const int plan_tp = schedule.plan.tp > 0 ? schedule.plan.tp : schedule.model.tp;
-  const int tp = emulate_tp > 0 ? emulate_tp : plan_tp;
-  if (!schedule.plan.comm_enabled || tp <= 1 ||
-      !(has_algorithm_figures(p.intra_node) || (p.inter_node && has_algorithm_figures(*p.inter_node))))
-    return "";
-  // kind -> algorithm -> (ops, SMs); kinds in OpKind order, so AllReduce's line comes first.
-  std::map<domino::OpKind, std::map<std::string, std::pair<int, int>>> used;
-  for (const domino::Op& op : schedule.ops) {
-    if (!domino::collective(op.kind)) continue;
-    const domino::CollectiveCost c = cost.collective(op, tp, p.devices_per_node);
-    auto& n = used[op.kind][c.algorithm];
-    n = {n.first + 1, cost.collective_sms(op, tp, p.devices_per_node)};
-  }
-  std::string out;
-  for (const auto& [kind, algorithms] : used) {
-    std::string line;
-    for (const auto& [name, n] : algorithms)
-      line += fmt::format("{}{} x {}{}", line.empty() ? "" : ", ", name, n.first,
-                          n.second > 0 ? fmt::format(" ({} SMs)", n.second) : "");
-    out += fmt::format("{:<22} {}\n", std::string(domino::to_string(kind)) + " algorithms", line);
-  }
-  return out;
-}
 
 // The model argument (the embedded default when empty) with the command line's overrides.
 domino::ModelSpec cli_model(const std::string& model_arg, const domino::ModelOverrides& overrides) {
@@ -257,7 +221,7 @@ int main(int argc, char** argv) {
         domino::simulate(schedule, cost, domino::SimOptions{!trace_path.empty(), emulate_tp});
     const std::vector<StrategyRow> rows = simulate_strategies(model, cost, emulate_tp);
 
-    const std::string algorithms = collective_algorithms(schedule, cost, emulate_tp);
+    const std::string algorithms = domino::collective_algorithm_lines(schedule, cost, emulate_tp);
     print_report(model, plan, plan_label, cost.profile(), schedule.ops.size(), result, rows, algorithms);
     if (!trace_path.empty()) {
       const json meta{{"tool", "domino-sim"},

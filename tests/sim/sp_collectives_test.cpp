@@ -7,10 +7,13 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "sim/base/error.hpp"
 #include "sim/cost/cost_model.hpp"
 #include "sim/cost/profile.hpp"
+#include "sim/engine/collective_usage.hpp"
 #include "tests/sim/collective_profiles.hpp"
 
 namespace domino {
@@ -250,6 +253,33 @@ TEST(SpCollectivesProfile, CpuCurvesFollowTheRingTrafficRuleFromTheMeasuredAllRe
             << name << " " << r.bytes;
     }
   }
+}
+
+// domino-sim's report: which algorithm each collective kind of a schedule runs, one line per kind.
+TEST(SpCollectivesProfile, TheAlgorithmsAreToldPerCollectiveKind) {
+  Schedule s;
+  s.model.tp = s.plan.tp = 8;
+  for (const auto& [kind, bytes] : std::vector<std::pair<OpKind, double>>{{OpKind::AllGather, 2e7},
+                                                                          {OpKind::AllReduce, 2e8},
+                                                                          {OpKind::ReduceScatter, 2e7},
+                                                                          {OpKind::AllGather, 2e7},
+                                                                          {OpKind::AllReduce, 1e5},
+                                                                          {OpKind::AllReduce, 2e8}}) {
+    s.ops.push_back(collective_op(kind, bytes));
+    s.ops.back().index = int32_t(s.ops.size() - 1);
+  }
+  const CostModel h100(load_profile((kShipped / "dgx-h100.yaml").string()));
+  EXPECT_EQ(collective_algorithm_lines(s, h100),
+            "allreduce algorithms   nvls x 2 (16 SMs), ring x 1 (24 SMs)\n"
+            "allgather algorithms   ring x 2 (24 SMs)\n"
+            "reducescatter algorithms ring x 1 (24 SMs)\n");
+  EXPECT_EQ(collective_algorithm_lines(s, h100, 4), "allreduce algorithms   ring x 3 (24 SMs)\n"
+                                                    "allgather algorithms   ring x 2 (24 SMs)\n"
+                                                    "reducescatter algorithms ring x 1 (24 SMs)\n");
+  // One ring curve per level and kind: nothing to tell; nor without communication.
+  EXPECT_EQ(collective_algorithm_lines(s, CostModel(load_profile((kShipped / "cpu-dev.yaml").string()))), "");
+  s.plan.comm_enabled = false;
+  EXPECT_EQ(collective_algorithm_lines(s, h100), "");
 }
 
 }  // namespace
