@@ -22,8 +22,10 @@ namespace {
 // "<key>_by_algorithm".<name> every other algorithm domino-profile forced on CUDA. Each entry is {kind, bytes,
 // samples_us}: kind to_string(OpKind) ("allreduce" when absent), bytes the message (the gathered buffer for an
 // AllGather or ReduceScatter, as nccl-tests' "size"). nullptr when the rank has none.
+std::string samples_key(OpKind kind) { return kind == OpKind::AllReduce ? "collectives" : to_string(kind); }
+
 const nlohmann::json* collectives_of(const nlohmann::json& rank, OpKind kind, const std::string& algorithm) {
-  const std::string key = kind == OpKind::AllReduce ? "collectives" : to_string(kind);
+  const std::string key = samples_key(kind);
   if (algorithm == "ring") return rank.contains(key) ? &rank[key] : nullptr;
   const std::string by = key + "_by_algorithm";
   return rank.contains(by) && rank[by].contains(algorithm) ? &rank[by][algorithm] : nullptr;
@@ -138,8 +140,7 @@ std::optional<AlgorithmCurves> fit_kind(const FitInput& in, OpKind kind, FitOutp
   const auto coll = merge_collectives(in, "ring", kind);
   if (coll.size() < 2) return std::nullopt;
   const auto nvls = merge_collectives(in, "nvls", kind);
-  const std::string key = kind == OpKind::AllReduce ? "collectives" : to_string(kind);
-  const bool several = in.ranks[0].contains(key + "_by_algorithm");
+  const bool several = in.ranks[0].contains(samples_key(kind) + "_by_algorithm");
   AlgorithmCurves k{fit_curve(coll, in, kind, several ? "ring" : "", out)};
   if (nvls.size() < 2) return k;
   k.nvls = fit_curve(nvls, in, kind, "nvls", out);
