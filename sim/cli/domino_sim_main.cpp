@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <map>
 #include <optional>
 #include <string>
 
@@ -17,6 +16,7 @@
 #include "sim/model/model_spec.hpp"
 #include "sim/model/plan.hpp"
 #include "sim/cost/profile.hpp"
+#include "sim/engine/collective_usage.hpp"
 #include "sim/engine/simulator.hpp"
 #include "sim/engine/throughput.hpp"
 #include "sim/trace/timeline.hpp"
@@ -67,29 +67,6 @@ double strategy_us(const std::vector<StrategyRow>& rows, const char* name) {
 
 double speedup(double base_us, double us) { return base_us > 0 && us > 0 ? base_us / us : 0.0; }
 
-// Which algorithm the profile's curves pick for the schedule's AllReduces ("nvls x 96 (16 SMs), ring x 4
-// (24 SMs)"); "" where the profile has one ring curve per level (nothing to tell). The group size as the
-// simulator takes it (--emulate-tp, else the plan's TP degree).
-std::string allreduce_algorithms(const domino::Schedule& schedule, const domino::CostModel& cost, int emulate_tp) {
-  const domino::Profile& p = cost.profile();
-  const int plan_tp = schedule.plan.tp > 0 ? schedule.plan.tp : schedule.model.tp;
-  const int tp = emulate_tp > 0 ? emulate_tp : plan_tp;
-  if (!schedule.plan.comm_enabled || !(p.intra_node.has_algorithm_figures() ||
-                                       (p.inter_node && p.inter_node->has_algorithm_figures())))
-    return "";
-  std::map<std::string, std::pair<int, int>> used;  // algorithm -> (AllReduces, SMs)
-  for (const domino::Op& op : schedule.ops) {
-    const domino::CollectiveCost c = cost.collective(op, tp, p.devices_per_node);
-    if (op.kind == domino::OpKind::AllReduce && tp > 1)
-      used[c.algorithm] = {used[c.algorithm].first + 1, cost.collective_sms(op, tp, p.devices_per_node)};
-  }
-  std::string out;
-  for (const auto& [name, n] : used)
-    out += fmt::format("{}{} x {}{}", out.empty() ? "" : ", ", name, n.first,
-                       n.second > 0 ? fmt::format(" ({} SMs)", n.second) : "");
-  return out;
-}
-
 // The model argument (the embedded default when empty) with the command line's overrides.
 domino::ModelSpec cli_model(const std::string& model_arg, const domino::ModelOverrides& overrides) {
   if (!model_arg.empty()) return domino::load_model(model_arg, overrides);
@@ -129,7 +106,7 @@ void print_report(const domino::ModelSpec& m, const domino::Plan& plan, const st
   std::printf("iteration time         %s\n", duration(r.iteration_us).c_str());
   std::printf("compute time           %s\n", duration(r.compute_us).c_str());
   std::printf("communication time     %s\n", duration(r.comm_us).c_str());
-  if (!algorithms.empty()) std::printf("allreduce algorithms   %s\n", algorithms.c_str());
+  std::fputs(algorithms.c_str(), stdout);
   std::printf("exposed communication  %s\n", duration(r.exposed_comm_us).c_str());
   std::printf("overlap fraction       %.1f %%\n", 100 * r.overlap_fraction);
   std::printf("peak memory per rank   %s\n\n", gib(r.peak_memory_bytes).c_str());
@@ -212,7 +189,7 @@ int main(int argc, char** argv) {
     app.add_option("--seq-len", overrides.seq_len, "sequence length")->check(CLI::PositiveNumber);
     app.add_option("--micro-batch", overrides.micro_batch, "micro-batch size")->check(CLI::PositiveNumber);
     app.add_option("--emulate-tp", emulate_tp,
-                   "time every AllReduce as a ring of N ranks, ring only (predicts a one-GPU domino-exec --emulate-comm run)")
+                   "time every collective as a ring of N ranks, ring only (predicts a one-GPU domino-exec --emulate-comm run)")
         ->check(CLI::PositiveNumber);
     domino::add_training_options(app, training_args);
     app.add_flag("--summary", summary, "print the model summary (shapes, parameters, FLOPs) and exit");
@@ -244,7 +221,7 @@ int main(int argc, char** argv) {
         domino::simulate(schedule, cost, domino::SimOptions{!trace_path.empty(), emulate_tp});
     const std::vector<StrategyRow> rows = simulate_strategies(model, cost, emulate_tp);
 
-    const std::string algorithms = allreduce_algorithms(schedule, cost, emulate_tp);
+    const std::string algorithms = domino::collective_algorithm_lines(schedule, cost, emulate_tp);
     print_report(model, plan, plan_label, cost.profile(), schedule.ops.size(), result, rows, algorithms);
     if (!trace_path.empty()) {
       const json meta{{"tool", "domino-sim"},

@@ -156,7 +156,7 @@ const char* kind_colour(const std::string& kind) {
   static const std::map<std::string, const char*> colours = {
       {"gemm", "#4e79a7"},      {"attention", "#f28e2b"}, {"norm", "#76b7b2"},      {"activation", "#59a14f"},
       {"elementwise", "#edc948"}, {"copy", "#b07aa1"},    {"allreduce", "#e15759"}, {"optimizer", "#9c755f"},
-      {"embedding", "#ff9da7"}, {"loss", "#8c8c8c"}};
+      {"embedding", "#ff9da7"}, {"loss", "#8c8c8c"},      {"allgather", "#d37295"}, {"reducescatter", "#b6992d"}};
   std::string key;
   for (char ch : kind) key += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   auto it = colours.find(key);

@@ -1,7 +1,8 @@
 // cost_model.cpp: op durations from a profile. GEMMs: a measured table (exact shape, else the throughput
 // of the nearest measured shapes in log space) or the roofline max(flops / (peak x efficiency(size)),
-// bytes / memory bandwidth); memory-bound ops: bytes / bandwidth; AllReduce: arrival skew + the latency and
-// bandwidth of the fastest eligible algorithm (ring, NVLS) or the pinned one.
+// bytes / memory bandwidth); memory-bound ops: bytes / bandwidth; collectives (AllReduce, AllGather,
+// ReduceScatter): arrival skew + the latency and bandwidth of the fastest eligible algorithm (ring, NVLS) of
+// the kind's curves, or the pinned one.
 #include "sim/cost/cost_model.hpp"
 
 #include <algorithm>
@@ -26,8 +27,9 @@ void CostModel::fill_collective(CollectiveCosts& c, const CollectiveProfile& p, 
   c.present = true;
   c.level = level;
   c.pinned = p.pinned ? static_cast<int>(*p.pinned) : -1;
-  const auto fill = [&](CollectiveAlgorithm which, const CollectiveCurve& curve) {
-    AlgorithmCosts& a = c.algorithms[static_cast<int>(which)];
+  const auto fill = [&](KindCosts& kind, CollectiveAlgorithm which, const CollectiveCurve& curve) {
+    kind.present = true;
+    AlgorithmCosts& a = kind.algorithms[static_cast<int>(which)];
     a.present = true;
     a.latency_us = p.sync_us + curve.latency_us;
     a.bytes_per_us = curve.bus_bandwidth_gbps * kBytesPerUsPerGbps;
@@ -38,8 +40,23 @@ void CostModel::fill_collective(CollectiveCosts& c, const CollectiveProfile& p, 
     a.sms = curve.sms;
     a.min_ranks = curve.min_ranks;
   };
-  fill(CollectiveAlgorithm::Ring, p.ring());
-  if (p.nvls) fill(CollectiveAlgorithm::Nvls, *p.nvls);
+  const auto fill_kind = [&](OpKind kind, const AlgorithmCurves& curves) {
+    KindCosts& k = c.kinds[collective_index(kind)];
+    fill(k, CollectiveAlgorithm::Ring, curves.ring);
+    if (curves.nvls) fill(k, CollectiveAlgorithm::Nvls, *curves.nvls);
+  };
+  fill_kind(OpKind::AllReduce, {p.ring(), p.nvls});
+  if (p.allgather) fill_kind(OpKind::AllGather, *p.allgather);
+  if (p.reduce_scatter) fill_kind(OpKind::ReduceScatter, *p.reduce_scatter);
+}
+
+int CostModel::collective_index(OpKind kind) {
+  switch (kind) {
+    case OpKind::AllReduce: return 0;
+    case OpKind::AllGather: return 1;
+    case OpKind::ReduceScatter: return 2;
+    default: return -1;
+  }
 }
 
 double CostModel::LogCurve::at(double x) const {
@@ -180,9 +197,18 @@ double CostModel::memory_us(OpKind kind, double bytes) const {
   return m.launch_us + bytes / m.bytes_per_us;
 }
 
-double CostModel::AlgorithmCosts::us(double bytes, int tp) const {
+double ring_traffic(OpKind kind, double bytes, int ranks) {
+  switch (kind) {
+    case OpKind::AllReduce: return ring_allreduce_traffic(bytes, ranks);
+    case OpKind::AllGather:
+    case OpKind::ReduceScatter: return ring_gather_traffic(bytes, ranks);
+    default: return 0;
+  }
+}
+
+double CostModel::AlgorithmCosts::us(double traffic, double bytes) const {
   const double busbw = bus_bytes_per_us.y.empty() ? bytes_per_us : bus_bytes_per_us.at(bytes);
-  return latency_us + ring_allreduce_traffic(bytes, tp) / busbw;
+  return latency_us + traffic / busbw;
 }
 
 const CostModel::CollectiveCosts& CostModel::level_for(int tp, int devices_per_node) const {
@@ -196,35 +222,67 @@ const CostModel::CollectiveCosts& CostModel::level_for(int tp, int devices_per_n
 }
 
 void CostModel::throw_pinned_ineligible(const CollectiveCosts& level, int tp) const {
-  const AlgorithmCosts& a = level.algorithms[level.pinned];
+  const AlgorithmCosts& a = level.kinds[0].algorithms[level.pinned];
   throw_bad_input("profile '" + profile_.name + "' (" + profile_.path + ") pins collectives." + level.level +
                   ".algorithm to " + collective_algorithm_name(CollectiveAlgorithm(level.pinned)) + ", which runs on " +
                   std::to_string(a.min_ranks) + " or more ranks, but the TP group has " + std::to_string(tp) +
                   " (as NCCL with NCCL_ALGO set to it, nothing else may run): unpin it or change the TP degree");
 }
 
+void CostModel::throw_missing_curve(const CollectiveCosts& level, OpKind kind) const {
+  const bool gather = kind == OpKind::AllGather;
+  throw_bad_input("profile '" + profile_.name + "' (" + profile_.path + ") has no collectives." + level.level + "." +
+                  (gather ? "allgather" : "reduce_scatter") + " curve, which " +
+                  (gather ? "an AllGather" : "a ReduceScatter") +
+                  " (sequence parallelism) needs: add it (docs/profile-format.md) or use a profile that has it");
+}
+
 // Ties go to the algorithm listed first (ring), so a profile whose curves coincide keeps today's choice.
-CollectiveCost CostModel::allreduce(double bytes, int tp, int devices_per_node) const {
-  if (tp <= 1) return {};
+CollectiveCost CostModel::collective_cost(OpKind kind, double bytes, int tp, int devices_per_node) const {
+  const int index = collective_index(kind);
+  if (tp <= 1 || index < 0) return {};
   const CollectiveCosts& level = level_for(tp, devices_per_node);
+  const KindCosts& curves = level.kinds[index];
+  if (!curves.present) throw_missing_curve(level, kind);
+  const double traffic = ring_traffic(kind, bytes, tp);
   if (level.pinned >= 0) {
-    const AlgorithmCosts& a = level.algorithms[level.pinned];
+    const AlgorithmCosts& a = curves.algorithms[level.pinned];
     if (tp < a.min_ranks) throw_pinned_ineligible(level, tp);
-    return {a.us(bytes, tp), a.sms, collective_algorithm_name(CollectiveAlgorithm(level.pinned))};
+    return {a.us(traffic, bytes), a.sms, collective_algorithm_name(CollectiveAlgorithm(level.pinned))};
   }
   CollectiveCost best{-1, 0, "none"};
   for (int i = 0; i < kNumCollectiveAlgorithms; ++i) {
-    const AlgorithmCosts& a = level.algorithms[i];
+    const AlgorithmCosts& a = curves.algorithms[i];
     if (!a.present || tp < a.min_ranks) continue;
-    const double us = a.us(bytes, tp);
+    const double us = a.us(traffic, bytes);
     if (best.us < 0 || us < best.us) best = {us, a.sms, collective_algorithm_name(CollectiveAlgorithm(i))};
   }
   return best;
 }
 
+CollectiveCost CostModel::allreduce(double bytes, int tp, int devices_per_node) const {
+  return collective_cost(OpKind::AllReduce, bytes, tp, devices_per_node);
+}
+
 CollectiveCost CostModel::collective(const Op& op, int tp, int devices_per_node) const {
-  if (op.kind != OpKind::AllReduce) return {};
-  return allreduce(op.bytes, tp, devices_per_node);
+  return collective_cost(op.kind, op.bytes, tp, devices_per_node);
+}
+
+bool CostModel::has_collective(OpKind kind, int tp, int devices_per_node) const {
+  const int index = collective_index(kind);
+  if (index < 0) return false;
+  const bool spans_nodes = tp > devices_per_node;
+  if (spans_nodes && !inter_.present) return false;
+  return (spans_nodes ? inter_ : intra_).kinds[index].present;
+}
+
+bool CostModel::has_sp_collectives() const {
+  for (const CollectiveCosts* level : {&intra_, &inter_}) {
+    if (!level->present) continue;
+    for (OpKind kind : {OpKind::AllGather, OpKind::ReduceScatter})
+      if (!level->kinds[collective_index(kind)].present) return false;
+  }
+  return true;
 }
 
 double CostModel::op_us(const Op& op, int tp, int devices_per_node) const {
@@ -233,7 +291,9 @@ double CostModel::op_us(const Op& op, int tp, int devices_per_node) const {
       if (profile_.gpu) return gemm_us_on_sms(op, profile_.gpu->sms);
       return gemm_us(op.dtype, op.m, op.n, op.k, op.flops, op.bytes);
     case OpKind::Attention: return attention_us(op.dtype, op.flops, op.bytes);
-    case OpKind::AllReduce: return collective(op, tp, devices_per_node).us;
+    case OpKind::AllReduce:
+    case OpKind::AllGather:
+    case OpKind::ReduceScatter: return collective(op, tp, devices_per_node).us;
     case OpKind::Norm:
     case OpKind::Activation:
     case OpKind::Elementwise:

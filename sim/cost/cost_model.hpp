@@ -12,14 +12,19 @@
 
 namespace domino {
 
-// An AllReduce by the algorithm NCCL would pick: the fastest by the profile's curves among the algorithms
-// eligible at the group size, or the one the profile pins. algorithm is "ring" or "nvls", or "none" when
-// nothing is communicated (a group of one, or an op that is not a collective: 0 us, no SMs).
+// A collective (AllReduce, AllGather, ReduceScatter) by the algorithm NCCL would pick: the fastest by the
+// profile's curves of its kind among the algorithms eligible at the group size, or the one the profile pins.
+// algorithm is "ring" or "nvls", or "none" when nothing is communicated (a group of one, or an op that is not
+// a collective: 0 us, no SMs).
 struct CollectiveCost {
   double us = 0;
   int sms = 0;  // SMs its kernels hold while it runs; 0 where the profile does not state them
   const char* algorithm = "none";
 };
+
+// Bytes each rank moves in a ring collective of `kind` over `ranks` ranks (AllReduce: 2 (n-1)/n of the message;
+// AllGather, ReduceScatter: (n-1)/n of the gathered buffer); 0 for an op that is not a collective.
+double ring_traffic(OpKind kind, double bytes, int ranks);
 
 class CostModel {
  public:
@@ -39,8 +44,17 @@ class CostModel {
   double memory_us(OpKind kind, double bytes) const;   // the kind's own figures when it has them
   double allreduce_us(double bytes, int tp, int devices_per_node) const { return allreduce(bytes, tp, devices_per_node).us; }
   CollectiveCost allreduce(double bytes, int tp, int devices_per_node) const;
-  // A collective op's cost, algorithm and SMs (op_us of an AllReduce is collective(...).us).
+  // A collective of `kind` of S bytes (AllGather, ReduceScatter: the gathered buffer, nccl-tests' "size"):
+  // sync + latency + ring_traffic(kind, S, tp) / busbw(S) of the chosen algorithm. BadInput naming the missing
+  // curve when the profile has none for the kind at the group's level.
+  CollectiveCost collective_cost(OpKind kind, double bytes, int tp, int devices_per_node) const;
+  // A collective op's cost, algorithm and SMs (op_us of a collective is collective(...).us).
   CollectiveCost collective(const Op& op, int tp, int devices_per_node) const;
+  // Whether the profile has curves for `kind` at the level a group of tp ranks uses (AllReduce: always).
+  bool has_collective(OpKind kind, int tp, int devices_per_node) const;
+  // Whether every level of the profile has AllGather and ReduceScatter curves, so that sequence-parallel plans
+  // can be costed on it at any group size the profile covers (the tuner skips them where not).
+  bool has_sp_collectives() const;
   double gemm_efficiency(DType dtype, double flops) const;  // from the curve, before any table
   bool has_dtype(DType dtype) const { return dtype_[static_cast<int>(dtype)].present; }
 
@@ -92,13 +106,20 @@ class CostModel {
     LogCurve bus_bytes_per_us;  // empty: constant bytes_per_us
     int sms = 0;
     int min_ranks = 2;
-    double us(double bytes, int tp) const;
+    // traffic: the bytes each rank moves (ring_traffic); bytes: the message, which the table is indexed by.
+    double us(double traffic, double bytes) const;
   };
-  struct CollectiveCosts {
+  // One collective kind's algorithms on a level.
+  struct KindCosts {
     bool present = false;
     std::array<AlgorithmCosts, kNumCollectiveAlgorithms> algorithms;  // indexed by CollectiveAlgorithm
-    int pinned = -1;                                                   // -1: the fastest eligible
-    const char* level = "";                                            // for messages
+  };
+  static constexpr int kNumCollectiveKinds = 3;  // AllReduce, AllGather, ReduceScatter
+  struct CollectiveCosts {
+    bool present = false;
+    std::array<KindCosts, kNumCollectiveKinds> kinds;  // indexed by collective_index(kind)
+    int pinned = -1;                                    // -1: the fastest eligible
+    const char* level = "";                             // for messages
   };
 
   // Precomputed from the gpu section.
@@ -118,8 +139,10 @@ class CostModel {
   double roofline_us(double flops, double peak_flops_per_us, double efficiency, double bytes) const;
   double table_us(const DTypeCosts& c, int64_t m, int64_t n, int64_t k, double flops) const;
   static void fill_collective(CollectiveCosts& c, const CollectiveProfile& p, const char* level);
+  static int collective_index(OpKind kind);  // 0 AllReduce, 1 AllGather, 2 ReduceScatter
   const CollectiveCosts& level_for(int tp, int devices_per_node) const;
   [[noreturn]] void throw_pinned_ineligible(const CollectiveCosts& level, int tp) const;
+  [[noreturn]] void throw_missing_curve(const CollectiveCosts& level, OpKind kind) const;
 
   Profile profile_;
   std::array<DTypeCosts, kNumDTypes> dtype_;

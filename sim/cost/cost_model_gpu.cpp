@@ -92,13 +92,13 @@ double CostModel::gemm_us_on_sms(const Op& op, int sms_available) const {
 
 int CostModel::collective_sms(const Op& op, int tp, int devices_per_node) const {
   const int own = collective(op, tp, devices_per_node).sms;
-  if (own > 0 || op.kind != OpKind::AllReduce) return own;
+  if (own > 0 || !domino::collective(op.kind)) return own;
   return profile_.gpu ? profile_.gpu->collective_sms : 0;
 }
 
 double CostModel::collective_hbm_bytes(const Op& op, int tp) const {
   if (!profile_.gpu) return 0;
-  return profile_.gpu->collective_hbm_bytes_per_bus_byte * ring_allreduce_traffic(op.bytes, tp);
+  return profile_.gpu->collective_hbm_bytes_per_bus_byte * ring_traffic(op.kind, op.bytes, tp);
 }
 
 }  // namespace domino

@@ -81,13 +81,26 @@ struct CollectiveCurve {
   int min_ranks = 2;                     // the fewest ranks it runs on
 };
 
+// One collective kind's curves on a level, per algorithm: ring (always; NCCL falls back to ring wherever
+// nothing else runs) and NVLS (optional, intra_node only). The AllGather and ReduceScatter curves of a level
+// take this form: latency_us + S (n-1)/n / busbw(S) for a gathered (full) buffer of S bytes over n ranks (the
+// nccl-tests convention for these two: busbw = algbw (n-1)/n).
+struct AlgorithmCurves {
+  CollectiveCurve ring;
+  std::optional<CollectiveCurve> nvls = std::nullopt;
+  // Whether the profile must write them in the algorithms form (anything beyond one ring curve).
+  bool has_algorithm_figures() const { return ring.sms > 0 || nvls.has_value(); }
+};
+
 // One level's AllReduce (inside a node, or across nodes). latency_us is the collective's own start-up cost,
 // measured with the ranks arriving together; sync_us is what a collective costs in a training step because
 // they do not: the typical gap between the first and the last rank reaching it (their compute drifts apart
 // between collectives), which the simulator's one symmetric rank does not otherwise see.
 // Every level has a ring curve (the fields below; NCCL falls back to ring where nothing else runs; the
 // profile's single-curve form is the ring alone). A level may add NVLS; the cost model takes the fastest
-// algorithm eligible at the group size, or the pinned one.
+// algorithm eligible at the group size, or the pinned one. The sequence-parallel collectives (AllGather,
+// ReduceScatter) have their own curves beside the AllReduce's, optional: a profile without them cannot cost
+// those ops (CostModel::has_sp_collectives). sync_us and the pin apply to every kind.
 struct CollectiveProfile {
   double latency_us = 0;                 // ring
   double bus_bandwidth_gbps = 0;         // ring
@@ -96,6 +109,8 @@ struct CollectiveProfile {
   int ring_sms = 0;                      // 0: not stated
   std::optional<CollectiveCurve> nvls = std::nullopt;         // intra_node only
   std::optional<CollectiveAlgorithm> pinned = std::nullopt;  // as NCCL_ALGO: only this algorithm (listed)
+  std::optional<AlgorithmCurves> allgather = std::nullopt;       // profile key allgather
+  std::optional<AlgorithmCurves> reduce_scatter = std::nullopt;  // profile key reduce_scatter
 
   CollectiveCurve ring() const { return {latency_us, bus_bandwidth_gbps, table, ring_sms, 2}; }
   // Whether the profile must be written in the algorithms form (anything beyond one ring curve).

@@ -39,26 +39,37 @@ void write_curve_figures(std::string& out, const std::string& indent, const Coll
   for (const auto& r : c.table) out += fmt::format("{}  - [{}, {}]\n", indent, num(r.bytes), num(r.bus_bandwidth_gbps));
 }
 
-void write_algorithm(std::string& out, CollectiveAlgorithm a, const CollectiveCurve& c) {
-  out += fmt::format("      {}:\n", collective_algorithm_name(a));
-  if (c.sms > 0) out += fmt::format("        sms: {}\n", c.sms);
-  if (a == CollectiveAlgorithm::Nvls) out += fmt::format("        min_ranks: {}\n", c.min_ranks);
-  write_curve_figures(out, "        ", c);
+void write_algorithm(std::string& out, const std::string& indent, CollectiveAlgorithm a, const CollectiveCurve& c) {
+  out += fmt::format("{}{}:\n", indent, collective_algorithm_name(a));
+  if (c.sms > 0) out += fmt::format("{}  sms: {}\n", indent, c.sms);
+  if (a == CollectiveAlgorithm::Nvls) out += fmt::format("{}  min_ranks: {}\n", indent, c.min_ranks);
+  write_curve_figures(out, indent + "  ", c);
 }
 
-// The single-curve form while a level has nothing but a ring curve (what profiles measured on the CPU
+// One kind's curves at `indent`: the single-curve form for a ring alone (what profiles measured on the CPU
 // backend hold), else the algorithms form.
+void write_kind_curves(std::string& out, const std::string& indent, const AlgorithmCurves& k, bool algorithms_form) {
+  if (!algorithms_form) {
+    write_curve_figures(out, indent, k.ring);
+    return;
+  }
+  out += indent + "algorithms:\n";
+  write_algorithm(out, indent + "  ", CollectiveAlgorithm::Ring, k.ring);
+  if (k.nvls) write_algorithm(out, indent + "  ", CollectiveAlgorithm::Nvls, *k.nvls);
+}
+
 void write_collective(std::string& out, const char* key, const CollectiveProfile& c) {
   out += fmt::format("  {}:\n", key);
   if (c.sync_us > 0) out += fmt::format("    sync_us: {}\n", num(c.sync_us));
-  if (!c.has_algorithm_figures()) {
-    write_curve_figures(out, "    ", c.ring());
-    return;
-  }
   if (c.pinned) out += fmt::format("    algorithm: {}\n", collective_algorithm_name(*c.pinned));
-  out += "    algorithms:\n";
-  write_algorithm(out, CollectiveAlgorithm::Ring, c.ring());
-  if (c.nvls) write_algorithm(out, CollectiveAlgorithm::Nvls, *c.nvls);
+  write_kind_curves(out, "    ", {c.ring(), c.nvls}, c.has_algorithm_figures());
+  const std::pair<const char*, const std::optional<AlgorithmCurves>&> gather[] = {{"allgather", c.allgather},
+                                                                                  {"reduce_scatter", c.reduce_scatter}};
+  for (const auto& [name, curves] : gather) {
+    if (!curves) continue;
+    out += fmt::format("    {}:\n", name);
+    write_kind_curves(out, "      ", *curves, curves->has_algorithm_figures());
+  }
 }
 
 void write_gpu(std::string& out, const GpuProfile& g) {

@@ -34,7 +34,7 @@ Interference::Interference(const Schedule& schedule, const CostModel& cost, int 
   sms_slot_.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
     const Op& op = ops[i];
-    if (op.kind == OpKind::AllReduce) {
+    if (collective(op.kind)) {
       contends_[i] = Contends::Collective;
       sms_slot_[i] = slot_of(slot_sms_, cost.collective_sms(op, tp, devices_per_node));
       if (duration[i] > 0) hbm_demand_[i] = cost.collective_hbm_bytes(op, tp) / duration[i];

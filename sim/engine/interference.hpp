@@ -1,8 +1,9 @@
 // interference.hpp: how fast the two running ops progress while both streams are busy. Profiles without
-// a gpu section: flat slowdown factors. GPU profiles: a mechanism. A running collective holds SMs, so a
-// GEMM or attention op beside it runs its tiles in waves over the SMs left; memory-bound ops and the
-// collective share HBM bandwidth in proportion to their demand. Everything per op is precomputed once per
-// schedule, so rates() allocates nothing (the tuner calls it at every event of millions of simulations).
+// a gpu section: flat slowdown factors. GPU profiles: a mechanism. A running collective (AllReduce,
+// AllGather, ReduceScatter) holds SMs, so a GEMM or attention op beside it runs its tiles in waves over the
+// SMs left; memory-bound ops and the collective share HBM bandwidth in proportion to their demand.
+// Everything per op is precomputed once per schedule, so rates() allocates nothing (the tuner calls it at
+// every event of millions of simulations).
 #pragma once
 
 #include <array>
@@ -19,7 +20,7 @@ using Rates = std::array<double, kNumStreams>;
 
 class Interference {
  public:
-  // duration: every op's standalone duration (the simulator's); tp: ranks of each AllReduce.
+  // duration: every op's standalone duration (the simulator's); tp: ranks of each collective.
   Interference(const Schedule& schedule, const CostModel& cost, int tp, const std::vector<double>& duration);
 
   // Rates of the compute-stream op and the comm-stream op running together.

@@ -57,7 +57,7 @@ void load_ops(const Schedule& schedule, const CostModel& cost, int tp, EventStat
                       ", which is not another op of the schedule");
       }
     }
-    const bool silent = op.kind == OpKind::AllReduce && !schedule.plan.comm_enabled;
+    const bool silent = collective(op.kind) && !schedule.plan.comm_enabled;
     st.duration[i] = silent ? 0.0 : cost.op_us(op, tp, devices_per_node);
     if (!(st.duration[i] >= 0 && st.duration[i] < std::numeric_limits<double>::infinity())) {
       throw_runtime("cost model gives op " + op_id(op) + " a duration of " + std::to_string(st.duration[i]) +

@@ -11,8 +11,9 @@ namespace domino {
 
 struct SimOptions {
   bool record_timeline = true;  // false: figures only (the tuner's inner loop)
-  // > 0: time every AllReduce as a ring of this many ranks whatever the plan's TP degree, to predict a
-  // one-GPU `domino-exec --emulate-comm --emulate-tp N` run (TP 1 shapes, TP N ring traffic).
+  // > 0: time every collective (AllReduce, AllGather, ReduceScatter) over this many ranks whatever the plan's
+  // TP degree, to predict a one-GPU `domino-exec --emulate-comm --emulate-tp N` run (TP 1 shapes, TP N ring
+  // traffic; the caller pins the profile's collectives to ring).
   int allreduce_ranks = 0;
 };
 

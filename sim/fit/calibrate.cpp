@@ -27,7 +27,7 @@ struct ErrorSum {
 // The simulator's rate model over the measured overlap: the op's time with the profile's interference.
 double predict(const CostModel& cm, const Sample& s, int tp, int devices_per_node) {
   const double t = cm.op_us(s.op, tp, devices_per_node);
-  const double slow = s.op.kind == OpKind::AllReduce ? cm.comm_slowdown() : cm.compute_slowdown();
+  const double slow = collective(s.op.kind) ? cm.comm_slowdown() : cm.compute_slowdown();
   return t + s.overlap * slow / (1 + slow);
 }
 
@@ -66,10 +66,10 @@ std::string kind_error_table(const std::vector<KindError>& errors) {
 
 CalibrationScope parse_calibration_scope(const std::string& list) {
   if (list.empty() || list == "all") return {};
-  CalibrationScope s{false, false, false, false, false, false};
-  const std::pair<const char*, bool*> names[] = {{"memory", &s.memory},       {"gemm", &s.gemm},
-                                                 {"attention", &s.attention}, {"allreduce", &s.allreduce},
-                                                 {"sync", &s.sync},           {"interference", &s.interference}};
+  CalibrationScope s{false, false, false, false, false, false, false, false};
+  const std::pair<const char*, bool*> names[] = {
+      {"memory", &s.memory},       {"gemm", &s.gemm}, {"attention", &s.attention},         {"allreduce", &s.allreduce},
+      {"allgather", &s.allgather}, {"sync", &s.sync}, {"reducescatter", &s.reducescatter}, {"interference", &s.interference}};
   for (size_t start = 0; start <= list.size();) {
     const size_t comma = std::min(list.find(',', start), list.size());
     const std::string name = list.substr(start, comma - start);
@@ -78,7 +78,8 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
       if (name == n) flag = f;
     if (!flag)
       throw_bad_input("--fit: unknown part '" + name +
-                      "' (give a comma-separated list of memory, gemm, attention, allreduce, sync, interference, or all)");
+                      "' (give a comma-separated list of memory, gemm, attention, allreduce, allgather, "
+                      "reducescatter, sync, interference, or all)");
     *flag = true;
     start = comma + 1;
   }
@@ -91,7 +92,7 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
   // GEMM curve nor the flat factors would change its predictions, so fitting them would mislead.
   if (base.gpu && (scope.gemm || scope.interference)) {
     throw_bad_input("profile '" + base.name + "' has a gpu section (GEMM tiles in waves, SM and HBM sharing), " +
-                    "which calibration does not fit: use --fit memory,attention,allreduce,sync");
+                    "which calibration does not fit: use --fit memory,attention,allreduce,allgather,reducescatter,sync");
   }
   const TraceSamples in(base, trace, tp);
   Profile p = base;
@@ -103,7 +104,9 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
   const CostModel after_memory(p);  // GEMM and attention both scale against the costs before either changed
   if (scope.gemm) fit_gemm_scales(in, after_memory, p, report);
   if (scope.attention) fit_attention_scales(in, after_memory, p, report);
-  if (scope.allreduce) fit_allreduce(in, p, report);
+  if (scope.allreduce) fit_collective(in, OpKind::AllReduce, p, report);
+  if (scope.allgather) fit_collective(in, OpKind::AllGather, p, report);
+  if (scope.reducescatter) fit_collective(in, OpKind::ReduceScatter, p, report);
   if (scope.sync) fit_arrival_skew(in, p, report);
   if (scope.interference) fit_interference(in, p, report);
   validate_profile(p);

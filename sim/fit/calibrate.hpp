@@ -1,9 +1,10 @@
 // calibrate.hpp: fits a profile's parameters to a measured trace (domino-exec --trace), so one real run
 // improves every later prediction. Least squares over per-op durations, per op kind: memory-bound ops
 // (fixed cost + bandwidth), GEMMs (a time scale per half-decade of FLOPs applied to the table and the
-// efficiency curve), attention (the same on its curve), AllReduce (latency + bandwidth scale, table kept in
-// shape), the ranks' arrival skew at the AllReduces (sync_us, from the spread of their start times), and the
-// interference slowdowns from ops that overlapped the other stream. A scope limits what may change.
+// efficiency curve), attention (the same on its curve), each collective kind (AllReduce, AllGather,
+// ReduceScatter: latency + bandwidth scale of its curves, tables kept in shape), the ranks' arrival skew at
+// the collectives (sync_us, from the spread of their start times), and the interference slowdowns from ops
+// that overlapped the other stream. A scope limits what may change.
 #pragma once
 
 #include <string>
@@ -22,9 +23,10 @@ struct KindError {
 // What a calibration may change; the rest of the profile is kept as it is.
 struct CalibrationScope {
   bool memory = true, gemm = true, attention = true, allreduce = true, sync = true, interference = true;
+  bool allgather = true, reducescatter = true;  // the sequence-parallel collectives' curves
 };
-// Parses --fit: a comma-separated list of memory, gemm, attention, allreduce, sync, interference, or "all".
-// BadInput on anything else.
+// Parses --fit: a comma-separated list of memory, gemm, attention, allreduce, allgather, reducescatter, sync,
+// interference, or "all". BadInput on anything else.
 CalibrationScope parse_calibration_scope(const std::string& list);
 
 struct CalibrationResult {

@@ -1,6 +1,6 @@
-// calibrate_comm.cpp: the communication terms of a calibration (see calibrate_terms.hpp): the AllReduce's
-// latency and bandwidth scale, the ranks' arrival skew at the AllReduces (sync_us), and the interference
-// slowdowns of each stream while the other runs.
+// calibrate_comm.cpp: the communication terms of a calibration (see calibrate_terms.hpp): each collective
+// kind's latency and bandwidth scale, the ranks' arrival skew at the collectives (sync_us), and the
+// interference slowdowns of each stream while the other runs.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,10 +13,27 @@ namespace domino::prof::calibration {
 
 namespace {
 
-// The AllReduces a collective fit uses: none on a group of one.
-std::vector<const Sample*> allreduce_samples(const TraceSamples& in) {
+// The ops of one collective kind a fit uses: none on a group of one.
+std::vector<const Sample*> collective_samples(const TraceSamples& in, OpKind kind) {
   if (in.tp <= 1) return {};
-  return in.select([](OpKind k) { return k == OpKind::AllReduce; });
+  return in.select([kind](OpKind k) { return k == kind; });
+}
+
+// A level's curves of one collective kind as one value (the AllReduce's live in the level's own fields);
+// nullopt when the level has none for the kind.
+std::optional<AlgorithmCurves> kind_curves(const CollectiveProfile& c, OpKind kind) {
+  if (kind == OpKind::AllReduce) return AlgorithmCurves{c.ring(), c.nvls};
+  return kind == OpKind::AllGather ? c.allgather : c.reduce_scatter;
+}
+
+void set_kind_curves(CollectiveProfile& c, OpKind kind, const AlgorithmCurves& k) {
+  if (kind == OpKind::AllGather) c.allgather = k;
+  if (kind == OpKind::ReduceScatter) c.reduce_scatter = k;
+  if (kind != OpKind::AllReduce) return;
+  c.latency_us = k.ring.latency_us;
+  c.bus_bandwidth_gbps = k.ring.bus_bandwidth_gbps;
+  c.table = k.ring.table;
+  c.nvls = k.nvls;
 }
 
 // One message size (or noise): keep the latency, scale the bandwidth term by total time.
@@ -49,10 +66,10 @@ std::optional<double> fit_slowdown(const std::vector<const Sample*>& s, const st
 void fit_stream_slowdown(const TraceSamples& in, const CostModel& cm, bool comm, Profile& p, std::string& report) {
   std::vector<const Sample*> sel;
   std::vector<double> pred;
-  // An AllReduce sample is the rank that waited least: without the arrival skew.
+  // A collective's sample is the rank that waited least: without the arrival skew.
   const double skew = comm ? group_collective(p, in.tp).sync_us : 0;
   for (const Sample& s : in.samples) {
-    if ((s.op.kind == OpKind::AllReduce) != comm) continue;
+    if (collective(s.op.kind) != comm) continue;
     sel.push_back(&s);
     pred.push_back(cm.op_us(s.op, in.tp, in.devices_per_node) - skew);
   }
@@ -68,55 +85,62 @@ void fit_stream_slowdown(const TraceSamples& in, const CostModel& cm, bool comm,
 
 // t = latency + c * (old bandwidth term) on the rank that waited least; the tables keep their shape. Each op's
 // old term is that of the algorithm the base profile picks for it; the fitted latency replaces the latency of
-// every algorithm the ops used, and every algorithm's bandwidth scales by the same factor.
-void fit_allreduce(const TraceSamples& in, Profile& p, std::string& report) {
-  const auto sel = allreduce_samples(in);
-  if (sel.empty()) return;
+// every algorithm the ops used, and every algorithm's bandwidth scales by the same factor. A kind the base
+// profile has no curves for is left out (costing its ops names the missing curve).
+void fit_collective(const TraceSamples& in, OpKind kind, Profile& p, std::string& report) {
+  const auto sel = collective_samples(in, kind);
+  const std::optional<AlgorithmCurves> old = kind_curves(group_collective(in.base, in.tp), kind);
+  if (sel.empty() || !old) return;
   const CostModel cm(in.base);
-  const CollectiveProfile& old = group_collective(in.base, in.tp);
+  const double sync = group_collective(in.base, in.tp).sync_us;
   std::vector<double> x, y;
   double smin = 1e300, smax = 0;
   bool used[kNumCollectiveAlgorithms] = {};
   for (const Sample* s : sel) {
-    const CollectiveCost t = cm.allreduce(s->op.bytes, in.tp, in.devices_per_node);
+    const CollectiveCost t = cm.collective_cost(kind, s->op.bytes, in.tp, in.devices_per_node);
     const auto algorithm = collective_algorithm_from_name(t.algorithm).value_or(CollectiveAlgorithm::Ring);
     used[int(algorithm)] = true;
-    const double latency = algorithm == CollectiveAlgorithm::Nvls ? old.nvls->latency_us : old.latency_us;
-    x.push_back(t.us - old.sync_us - latency);
+    const double latency = algorithm == CollectiveAlgorithm::Nvls ? old->nvls->latency_us : old->ring.latency_us;
+    x.push_back(t.us - sync - latency);
     y.push_back(in.interference_free(*s));
     smin = std::min(smin, s->op.bytes), smax = std::max(smax, s->op.bytes);
   }
-  CollectiveProfile& c = group_collective(p, in.tp);
+  AlgorithmCurves c = *kind_curves(group_collective(p, in.tp), kind);
   // The latency the ops paid: NVLS's when they all ran NVLS (one message size always picks one algorithm).
   const bool only_nvls = used[int(CollectiveAlgorithm::Nvls)] && !used[int(CollectiveAlgorithm::Ring)];
-  const double old_latency = only_nvls ? c.nvls->latency_us : c.latency_us;
+  const double old_latency = only_nvls ? c.nvls->latency_us : c.ring.latency_us;
   LineFit f;
   if (smax >= 2 * smin) f = fit_line(x, y, relative_weights(y));
   if (!f.ok || f.a < 0 || !(f.b > 0)) f = scale_bandwidth_term(x, y, f, old_latency);
   if (!f.ok || !(f.b > 0)) return;
-  report += fmt::format("allreduce ({} ops, {} .. {} B): latency {:.3g} -> {:.3g} us, bus bandwidth x {:.3f}{}\n",
-                        sel.size(), int64_t(smin), int64_t(smax), old_latency, f.a, 1 / f.b,
+  report += fmt::format("{} ({} ops, {} .. {} B): latency {:.3g} -> {:.3g} us, bus bandwidth x {:.3f}{}\n",
+                        to_string(kind), sel.size(), int64_t(smin), int64_t(smax), old_latency, f.a, 1 / f.b,
                         smax >= 2 * smin ? "" : " (one message size: latency kept)");
-  const auto rescale = [&](double& latency, double& busbw, std::vector<BusBandwidthPoint>& table, bool was_used) {
-    if (was_used) latency = f.a;
-    busbw /= f.b;
-    for (auto& r : table) r.bus_bandwidth_gbps /= f.b;
+  const auto rescale = [&](CollectiveCurve& curve, bool was_used) {
+    if (was_used) curve.latency_us = f.a;
+    curve.bus_bandwidth_gbps /= f.b;
+    for (auto& r : curve.table) r.bus_bandwidth_gbps /= f.b;
   };
-  rescale(c.latency_us, c.bus_bandwidth_gbps, c.table, used[int(CollectiveAlgorithm::Ring)]);
-  if (c.nvls) rescale(c.nvls->latency_us, c.nvls->bus_bandwidth_gbps, c.nvls->table, used[int(CollectiveAlgorithm::Nvls)]);
+  rescale(c.ring, used[int(CollectiveAlgorithm::Ring)]);
+  if (c.nvls) rescale(*c.nvls, used[int(CollectiveAlgorithm::Nvls)]);
+  set_kind_curves(group_collective(p, in.tp), kind, c);
 }
 
-// The ranks' arrival skew, seen directly in a multi-rank trace: the median over the AllReduces is sync_us.
+// The ranks' arrival skew, seen directly in a multi-rank trace: the median over the collectives is sync_us.
 void fit_arrival_skew(const TraceSamples& in, Profile& p, std::string& report) {
-  if (allreduce_samples(in).empty()) return;
+  if (in.tp <= 1) return;
   std::vector<double> skews;
+  bool only_allreduce = true;
   for (const Sample& s : in.samples)
-    if (s.skew >= 0) skews.push_back(s.skew);
+    if (s.skew >= 0) {
+      skews.push_back(s.skew);
+      only_allreduce = only_allreduce && s.op.kind == OpKind::AllReduce;
+    }
   if (skews.size() < 3) return;
   CollectiveProfile& c = group_collective(p, in.tp);
   const double sync = median_of(skews);
-  report += fmt::format("allreduce arrival skew (median over {} ops): sync {:.3g} -> {:.3g} us\n", skews.size(),
-                        c.sync_us, sync);
+  report += fmt::format("{} arrival skew (median over {} ops): sync {:.3g} -> {:.3g} us\n",
+                        only_allreduce ? "allreduce" : "collective", skews.size(), c.sync_us, sync);
   c.sync_us = sync;
 }
 

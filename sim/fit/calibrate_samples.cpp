@@ -1,5 +1,5 @@
 // calibrate_samples.cpp: the per-op samples of a measured trace (see calibrate_terms.hpp): one sample per
-// op index, from the slowest rank (the fastest for an AllReduce), with its overlap with the other stream.
+// op index, from the slowest rank (the fastest for a collective), with its overlap with the other stream.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -19,7 +19,8 @@ const std::map<std::string, OpKind>& kinds_by_name() {
   static const std::map<std::string, OpKind> m = [] {
     std::map<std::string, OpKind> out;
     for (OpKind k : {OpKind::Gemm, OpKind::Attention, OpKind::Norm, OpKind::Activation, OpKind::Elementwise,
-                     OpKind::Copy, OpKind::AllReduce, OpKind::Optimizer, OpKind::Embedding, OpKind::Loss})
+                     OpKind::Copy, OpKind::AllReduce, OpKind::Optimizer, OpKind::Embedding, OpKind::Loss,
+                     OpKind::AllGather, OpKind::ReduceScatter})
       out[to_string(k)] = k;
     return out;
   }();
@@ -103,8 +104,9 @@ std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
   for (auto& [index, po] : ops) {
     auto& v = po.dur_overlap;
     std::sort(v.begin(), v.end());
-    const auto& pick = po.op.kind == OpKind::AllReduce ? v.front() : v.back();
-    const double skew = po.op.kind == OpKind::AllReduce && v.size() > 1 ? po.last_start - po.first_start : -1;
+    const bool comm = collective(po.op.kind);
+    const auto& pick = comm ? v.front() : v.back();
+    const double skew = comm && v.size() > 1 ? po.last_start - po.first_start : -1;
     if (pick.first > 0) out.push_back({po.op, pick.first, pick.second, skew});
   }
   return out;
@@ -140,8 +142,8 @@ std::vector<const Sample*> TraceSamples::select(const std::function<bool(OpKind)
 }
 
 double TraceSamples::interference_free(const Sample& s) const {
-  const double slow = s.op.kind == OpKind::AllReduce ? base.interference.comm_slowdown_during_compute
-                                                     : base.interference.compute_slowdown_during_comm;
+  const double slow = collective(s.op.kind) ? base.interference.comm_slowdown_during_compute
+                                            : base.interference.compute_slowdown_during_comm;
   return s.dur - s.overlap * slow / (1 + slow);
 }
 

@@ -1,6 +1,6 @@
 // calibrate_terms.hpp: what calibrate_profile shares with its per-term fits: the per-op samples of a
-// measured trace and one function per cost term (memory-bound ops, GEMM, attention, AllReduce, arrival
-// skew, interference). Each fit reads the samples and updates the calibrated profile and the report.
+// measured trace and one function per cost term (memory-bound ops, GEMM, attention, each collective kind,
+// arrival skew, interference). Each fit reads the samples and updates the calibrated profile and the report.
 #pragma once
 
 #include <functional>
@@ -14,10 +14,10 @@ namespace domino::prof::calibration {
 
 struct Sample {
   Op op;              // kind, shape, flops, bytes, dtype: what the cost model needs
-  double dur = 0;     // measured: the slowest rank (it sets the pace at every AllReduce); AllReduce: the
-                      // fastest rank, which waited least for its peer
+  double dur = 0;     // measured: the slowest rank (it sets the pace at every collective); a collective: the
+                      // fastest rank, which waited least for its peers
   double overlap = 0; // time the other stream of the same rank was busy during this op
-  double skew = -1;   // AllReduce on several ranks: the last rank's start minus the first's; else -1
+  double skew = -1;   // a collective on several ranks: the last rank's start minus the first's; else -1
 };
 
 // The trace read once for every fit. Holds the samples the selections point into: not copyable.
@@ -45,12 +45,13 @@ void fit_memory_per_kind(const TraceSamples& in, Profile& p, std::string& report
 // GEMM and attention scale against `cm`: the costs after the memory fit, before either of them.
 void fit_gemm_scales(const TraceSamples& in, const CostModel& cm, Profile& p, std::string& report);
 void fit_attention_scales(const TraceSamples& in, const CostModel& cm, Profile& p, std::string& report);
-void fit_allreduce(const TraceSamples& in, Profile& p, std::string& report);
+// A collective kind's curves (AllReduce, AllGather, ReduceScatter); nothing when the trace has none of it.
+void fit_collective(const TraceSamples& in, OpKind kind, Profile& p, std::string& report);
 void fit_arrival_skew(const TraceSamples& in, Profile& p, std::string& report);
 void fit_interference(const TraceSamples& in, Profile& p, std::string& report);
 
 // The collective figures a TP group of tp ranks uses: inter-node when it spans nodes and the profile has them
-// (as CostModel::allreduce_us chooses).
+// (as CostModel::collective_cost chooses).
 template <typename P>
 auto& group_collective(P& profile, int tp) {
   return tp > profile.devices_per_node && profile.inter_node ? *profile.inter_node : profile.intra_node;

@@ -111,7 +111,7 @@ FitResult fit_profile(const FitInput& in) {
   fit_memory_per_kind(compute, out);
   const double peak = fit_gemm(in, compute, out);
   fit_attention(compute, peak, out);
-  fit_allreduce(in, out);
+  fit_collectives(in, out);
   fit_arrival_skew(in, out);
   fit_interference(in, out);
 

@@ -1,7 +1,14 @@
 // profile_fit.hpp: turns the measuring ranks' raw samples into a Profile: the GEMM table plus a fitted
 // peak and efficiency curve, memory bandwidth and fixed cost (least squares), the attention curve, the
 // AllReduce latency and bus bandwidth (least squares on time = latency + bytes * 2(n-1)/n / busbw, exactly
-// what CostModel::allreduce_us computes) plus its table, the interference slowdowns, the spreads.
+// what CostModel::allreduce_us computes) plus its table, the same for the AllGather and ReduceScatter where
+// measured (time = latency + bytes * (n-1)/n / busbw, bytes of the gathered buffer), the interference
+// slowdowns, the spreads.
+//
+// A rank's collective samples (the executor's probes, rank_measure.hpp), per kind under its key ("collectives"
+// for the AllReduce, "allgather", "reducescatter"): [{kind, bytes, samples_us}] for the ring (or the library's
+// one algorithm), and "<key>_by_algorithm": {nvls: [...]} for every other forced algorithm; kind is
+// to_string(OpKind) ("allreduce" when absent), and every rank lists the same entries in the same order.
 #pragma once
 
 #include <string>

@@ -1,37 +1,57 @@
-// profile_fit_comm.cpp: the communication terms of fit_profile (see profile_fit_terms.hpp): the AllReduce's
-// latency and bus bandwidth per measured algorithm (least squares on time = latency + bytes * 2(n-1)/n /
-// busbw, exactly what CostModel::allreduce_us computes) plus its table, the ranks' arrival skew, the
-// interference slowdowns.
+// profile_fit_comm.cpp: the communication terms of fit_profile (see profile_fit_terms.hpp): each collective
+// kind's latency and bus bandwidth per measured algorithm (least squares on time = latency + ring traffic /
+// busbw, exactly what CostModel::collective_cost computes: AllReduce 2(n-1)/n of the message, AllGather and
+// ReduceScatter (n-1)/n of the gathered buffer) plus its table, the ranks' arrival skew, the interference
+// slowdowns.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 
+#include "sim/base/error.hpp"
 #include "sim/fit/profile_fit_terms.hpp"
+#include "sim/ir/schedule.hpp"
 
 namespace domino::prof::fitting {
 
 namespace {
 
-// One algorithm's AllReduce measurements of a rank: "collectives" (the ring, or the library's one algorithm),
-// else "collectives_by_algorithm".<name> (domino-profile on CUDA forces each algorithm in turn).
-const nlohmann::json& collectives_of(const nlohmann::json& rank, const std::string& algorithm) {
-  return algorithm == "ring" ? rank.at("collectives") : rank.at("collectives_by_algorithm").at(algorithm);
+// A rank's measurements of one collective kind (the executor's probes, rank_measure.hpp): under the kind's key
+// ("collectives" for the AllReduce, "allgather", "reducescatter") the ring or the library's one algorithm, under
+// "<key>_by_algorithm".<name> every other algorithm domino-profile forced on CUDA. Each entry is {kind, bytes,
+// samples_us}: kind to_string(OpKind) ("allreduce" when absent), bytes the message (the gathered buffer for an
+// AllGather or ReduceScatter, as nccl-tests' "size"). nullptr when the rank has none.
+std::string samples_key(OpKind kind) { return kind == OpKind::AllReduce ? "collectives" : to_string(kind); }
+
+const nlohmann::json* collectives_of(const nlohmann::json& rank, OpKind kind, const std::string& algorithm) {
+  const std::string key = samples_key(kind);
+  if (algorithm == "ring") return rank.contains(key) ? &rank[key] : nullptr;
+  const std::string by = key + "_by_algorithm";
+  return rank.contains(by) && rank[by].contains(algorithm) ? &rank[by][algorithm] : nullptr;
 }
 
-// AllReduce: per repeat the mean over ranks (a rank that left the barrier late sees a shorter transfer).
-std::vector<std::pair<double, Timing>> merge_collectives(const FitInput& in, const std::string& algorithm) {
+bool entry_of_kind(const nlohmann::json& entry, OpKind kind) {
+  return entry.value("kind", std::string(to_string(OpKind::AllReduce))) == to_string(kind);
+}
+
+// One kind's measurements by one algorithm: per repeat the mean over ranks (a rank that left the barrier late
+// sees a shorter transfer). Ranks list the same entries in the same order.
+std::vector<std::pair<double, Timing>> merge_collectives(const FitInput& in, const std::string& algorithm, OpKind kind) {
   std::vector<std::pair<double, Timing>> out;
-  if (!in.ranks.at(0).contains("collectives")) return out;
-  const auto& first = collectives_of(in.ranks[0], algorithm);
-  for (size_t i = 0; i < first.size(); ++i) {
-    std::vector<double> mean = samples(first[i].at("samples_us"));
+  const nlohmann::json* first = collectives_of(in.ranks.at(0), kind, algorithm);
+  if (!first) return out;
+  for (size_t i = 0; i < first->size(); ++i) {
+    if (!entry_of_kind((*first)[i], kind)) continue;
+    std::vector<double> mean = samples((*first)[i].at("samples_us"));
     for (size_t r = 1; r < in.ranks.size(); ++r) {
-      const auto s = samples(collectives_of(in.ranks[r], algorithm).at(i).at("samples_us"));
+      const nlohmann::json* other = collectives_of(in.ranks[r], kind, algorithm);
+      if (!other) throw_runtime("profiler: rank " + std::to_string(r) + " has no " + to_string(kind) + " samples");
+      const auto s = samples(other->at(i).at("samples_us"));
       for (size_t k = 0; k < mean.size() && k < s.size(); ++k) mean[k] += s[k];
     }
     for (double& v : mean) v /= double(in.ranks.size());
-    out.push_back({first[i].at("bytes").get<double>(), timing_of(mean)});
+    out.push_back({(*first)[i].at("bytes").get<double>(), timing_of(mean)});
   }
   return out;
 }
@@ -77,15 +97,22 @@ std::vector<double> arrival_skews(const FitInput& in) {
   return skew;
 }
 
-// One algorithm's curve: time = latency + S * 2(n-1)/n / busbw (CostModel::allreduce_us), and the table of
-// every measured size. `label` names it in spreads and the summary ("" for the ring of a one-curve profile).
-CollectiveCurve fit_curve(const std::vector<std::pair<double, Timing>>& coll, const FitInput& in,
+// One algorithm's curve of one kind: time = latency + ring traffic / busbw (CostModel::collective_cost), and the
+// table of every measured size. `label` names it in spreads and the summary ("" for the AllReduce ring of a
+// one-curve profile).
+CollectiveCurve fit_curve(const std::vector<std::pair<double, Timing>>& coll, const FitInput& in, OpKind kind,
                           const std::string& label, FitOutput out) {
-  const double ring = in.tp > 1 ? 2.0 * (in.tp - 1) / in.tp : 1.0;
-  const std::string key = label.empty() ? "allreduce" : "allreduce " + label;
+  const std::string name = kind == OpKind::AllReduce ? "AllReduce" : kind == OpKind::AllGather ? "AllGather"
+                                                                                                : "ReduceScatter";
+  const std::string key = label.empty() ? to_string(kind) : std::string(to_string(kind)) + " " + label;
   std::vector<double> x, y, sp;
+  // Ring traffic per byte of the message (CostModel's ring_traffic). A group of one moves nothing: its time is
+  // all latency, and the message as x keeps the fit defined.
+  const double per_byte = in.tp <= 1                   ? 1.0
+                          : kind == OpKind::AllReduce ? 2.0 * (in.tp - 1) / in.tp
+                                                      : double(in.tp - 1) / in.tp;
   for (const auto& [bytes, t] : coll) {
-    x.push_back(bytes * ring);
+    x.push_back(bytes * per_byte);
     y.push_back(t.median_us);
     sp.push_back(t.spread());
     out.p.metadata.spread[fmt::format("{} {}", key, int64_t(bytes))] = t.spread();
@@ -99,36 +126,47 @@ CollectiveCurve fit_curve(const std::vector<std::pair<double, Timing>>& coll, co
   for (size_t i = 0; i < x.size(); ++i) c.table.push_back({coll[i].first, x[i] / (y[i] - c.latency_us) / 1e3});
   out.p.metadata.spread[key] = median_of(sp);
   if (c.latency_us < f.a)
-    out.notes += fmt::format("; AllReduce{} least-squares latency {:.3g} us (stored {:.3g} us so the table "
-                             "reproduces the fastest message)", label.empty() ? "" : " " + label, f.a, c.latency_us);
-  out.summary += fmt::format("AllReduce{} ({} sizes, {} ranks): latency {:.3g} us, bus bandwidth {:.3g} GB/s\n",
+    out.notes += fmt::format("; {}{} least-squares latency {:.3g} us (stored {:.3g} us so the table "
+                             "reproduces the fastest message)", name, label.empty() ? "" : " " + label, f.a, c.latency_us);
+  out.summary += fmt::format("{}{} ({} sizes, {} ranks): latency {:.3g} us, bus bandwidth {:.3g} GB/s\n", name,
                              label.empty() ? "" : " " + label, x.size(), in.tp, f.a, c.bus_bandwidth_gbps);
   return c;
 }
 
+// One kind's curves: the ring (or the library's one algorithm) and every other measured algorithm (NVLS on
+// CUDA) beside it; nullopt when fewer than two sizes of the kind were measured. Where several algorithms were
+// measured the ring's figures are labelled "ring".
+std::optional<AlgorithmCurves> fit_kind(const FitInput& in, OpKind kind, FitOutput out) {
+  const auto coll = merge_collectives(in, "ring", kind);
+  if (coll.size() < 2) return std::nullopt;
+  const auto nvls = merge_collectives(in, "nvls", kind);
+  const bool several = in.ranks[0].contains(samples_key(kind) + "_by_algorithm");
+  AlgorithmCurves k{fit_curve(coll, in, kind, several ? "ring" : "", out)};
+  if (nvls.size() < 2) return k;
+  k.nvls = fit_curve(nvls, in, kind, "nvls", out);
+  k.nvls->min_ranks = kDefaultNvlsMinRanks;  // measured on in.tp ranks; NCCL's floor below that
+  return k;
+}
+
 }  // namespace
 
-// The ring (or the library's one algorithm) into intra_node's ring curve; every other measured algorithm
-// (NVLS on CUDA) into its own curve beside it.
-void fit_allreduce(const FitInput& in, FitOutput out) {
+// The AllReduce into intra_node's own curves; the AllGather and ReduceScatter, where measured, into
+// intra_node.allgather and reduce_scatter (unmeasured: absent, and sequence-parallel plans cannot be costed).
+void fit_collectives(const FitInput& in, FitOutput out) {
   Profile& p = out.p;
-  const auto coll = merge_collectives(in, "ring");
-  if (coll.size() < 2) {
+  const auto allreduce = fit_kind(in, OpKind::AllReduce, out);
+  if (!allreduce) {
     p.intra_node.latency_us = 0;
     p.intra_node.bus_bandwidth_gbps = 1e6;  // a group of one never communicates
     out.notes += "; one rank: no collective measured";
     return;
   }
-  const bool several = in.ranks[0].contains("collectives_by_algorithm");
-  const CollectiveCurve ring = fit_curve(coll, in, several ? "ring" : "", out);
-  p.intra_node.latency_us = ring.latency_us;
-  p.intra_node.bus_bandwidth_gbps = ring.bus_bandwidth_gbps;
-  p.intra_node.table = ring.table;
-  if (!several || !in.ranks[0]["collectives_by_algorithm"].contains("nvls")) return;
-  const auto nvls = merge_collectives(in, "nvls");
-  if (nvls.size() < 2) return;
-  p.intra_node.nvls = fit_curve(nvls, in, "nvls", out);
-  p.intra_node.nvls->min_ranks = kDefaultNvlsMinRanks;  // measured on in.tp ranks; NCCL's floor below that
+  p.intra_node.latency_us = allreduce->ring.latency_us;
+  p.intra_node.bus_bandwidth_gbps = allreduce->ring.bus_bandwidth_gbps;
+  p.intra_node.table = allreduce->ring.table;
+  p.intra_node.nvls = allreduce->nvls;
+  p.intra_node.allgather = fit_kind(in, OpKind::AllGather, out);
+  p.intra_node.reduce_scatter = fit_kind(in, OpKind::ReduceScatter, out);
 }
 
 // Per repeat, the spread of the ranks' AllReduce times after the same GEMMs; the median is sync_us.

@@ -1,5 +1,5 @@
 // profile_fit_terms.hpp: what fit_profile shares with its per-term fits: the measured points merged over
-// the ranks and one function per cost term (memory-bound ops, GEMM, attention, AllReduce, arrival skew,
+// the ranks and one function per cost term (memory-bound ops, GEMM, attention, collectives, arrival skew,
 // interference). Each fit fills its part of the profile and appends to the summary and the notes.
 #pragma once
 
@@ -33,7 +33,7 @@ void fit_memory_per_kind(const std::vector<Point>& compute, FitOutput out);
 // Returns the peak in FLOP/us (full precision: attention's efficiencies are relative to it).
 double fit_gemm(const FitInput& in, const std::vector<Point>& compute, FitOutput out);
 void fit_attention(const std::vector<Point>& compute, double peak, FitOutput out);
-void fit_allreduce(const FitInput& in, FitOutput out);
+void fit_collectives(const FitInput& in, FitOutput out);  // AllReduce, AllGather, ReduceScatter
 void fit_arrival_skew(const FitInput& in, FitOutput out);
 void fit_interference(const FitInput& in, FitOutput out);
 

@@ -30,7 +30,8 @@ struct Timeline {
 
 // Trace schema, one complete event ("ph":"X") per span: name = op id, cat = op kind, pid = rank,
 // tid = stream (0 compute, 1 comm), ts/dur in microseconds, args = {op, layer, phase, block, slice,
-// chunk, code, m, n, k, flops, bytes}. Flow events tie each AllReduce to the first op that waits on it.
+// chunk, code, m, n, k, flops, bytes; reduce for AllReduce and ReduceScatter}. Flow events tie each collective
+// to the first op that waits on it.
 // Top level: "traceEvents", "displayTimeUnit", and "domino": {source, model, plan strategy, tp,
 // iteration_time_us, iteration_samples_us, peak_memory_bytes, plus `meta`}.
 void write_trace(const std::string& path, const Schedule& schedule, const Timeline& timeline,

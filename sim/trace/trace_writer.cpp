@@ -26,7 +26,7 @@ json op_args(const Op& op) {
             {"k", op.k},
             {"flops", op.flops},
             {"bytes", op.bytes}};
-  if (op.kind == OpKind::AllReduce) args["reduce"] = to_string(op.attrs.reduce);
+  if (op.kind == OpKind::AllReduce || op.kind == OpKind::ReduceScatter) args["reduce"] = to_string(op.attrs.reduce);
   return args;
 }
 
@@ -36,12 +36,12 @@ json metadata_event(const char* what, int32_t pid, int32_t tid, const std::strin
   return e;
 }
 
-// For each AllReduce, the first op in program order that lists it as a dep (the op that waits on it).
+// For each collective, the first op in program order that lists it as a dep (the op that waits on it).
 std::vector<int32_t> first_waiters(const Schedule& schedule) {
   std::vector<int32_t> waiter(schedule.ops.size(), -1);
   for (const Op& op : schedule.ops) {
     for (int32_t d : op.deps) {
-      if (d >= 0 && static_cast<size_t>(d) < schedule.ops.size() && schedule.ops[d].kind == OpKind::AllReduce &&
+      if (d >= 0 && static_cast<size_t>(d) < schedule.ops.size() && collective(schedule.ops[d].kind) &&
           waiter[d] < 0) {
         waiter[d] = op.index;
       }

@@ -186,6 +186,68 @@ TEST(ProfilerCalibrate, AllReduceFitsTheAlgorithmTheOpsUsed) {
   EXPECT_EQ(p.intra_node.nvls->sms, 16);
 }
 
+// A measured trace of AllGathers and ReduceScatters on 2 ranks, four sizes each, timed by `truth`: rank 1
+// reaches each one late by 400, 1000 or 1600 us in turn, rank 0 waits for it.
+TraceFile sp_collectives_trace(const Profile& truth) {
+  TraceFile trace;
+  trace.path = "sp-collectives.json";
+  trace.meta = {{"tp", 2}};
+  const CostModel cm(truth);
+  const double skews[] = {400, 1000, 1600};
+  double now = 0;
+  int index = 0;
+  for (OpKind kind : {OpKind::AllGather, OpKind::ReduceScatter})
+    for (double bytes : {1e5, 4e5, 1.6e6, 6.4e6}) {
+      const double own = cm.collective_cost(kind, bytes, 2, truth.devices_per_node).us, skew = skews[index % 3];
+      for (int rank : {0, 1}) {
+        TraceEvent e;
+        e.id = "sp." + std::to_string(index);
+        e.kind = to_string(kind);
+        e.rank = rank;
+        e.stream = 1;
+        e.start_us = rank == 0 ? now : now + skew;
+        e.dur_us = rank == 0 ? own + skew : own;
+        e.bytes = bytes;
+        e.args = {{"op", index}, {"m", 0}, {"n", 0}, {"k", 0}, {"flops", 0}, {"bytes", bytes}};
+        trace.events.push_back(e);
+      }
+      now += own + skew + 10;
+      ++index;
+    }
+  return trace;
+}
+
+TEST(ProfilerCalibrate, AllGatherAndReduceScatterCurvesAndTheirSkewAreCalibrated) {
+  Profile truth = known_profile();
+  truth.intra_node.allgather = AlgorithmCurves{CollectiveCurve{50, 0.9, {}, 0, 2}};
+  truth.intra_node.reduce_scatter = AlgorithmCurves{CollectiveCurve{70, 0.7, {}, 0, 2}};
+  const TraceFile trace = sp_collectives_trace(truth);
+  Profile wrong = truth;
+  wrong.intra_node.allgather = AlgorithmCurves{CollectiveCurve{20, 3.0, {}, 0, 2}};
+  wrong.intra_node.reduce_scatter = AlgorithmCurves{CollectiveCurve{10, 0.2, {{1e5, 0.1}, {1e7, 0.4}}, 0, 2}};
+  const CalibrationResult r =
+      calibrate_profile(wrong, trace, 0, parse_calibration_scope("allgather,reducescatter,sync"));
+  const CollectiveProfile& c = r.profile.intra_node;
+  EXPECT_NEAR(c.allgather->ring.latency_us, 50, 1.0);
+  EXPECT_NEAR(c.allgather->ring.bus_bandwidth_gbps, 0.9, 0.02);
+  // The table keeps its shape: both rows scale by the one factor.
+  ASSERT_EQ(c.reduce_scatter->ring.table.size(), 2u);
+  EXPECT_NEAR(c.reduce_scatter->ring.table[1].bus_bandwidth_gbps / c.reduce_scatter->ring.table[0].bus_bandwidth_gbps,
+              4.0, 1e-9);
+  EXPECT_NEAR(c.sync_us, 1000, 1e-6);  // the skew at these collectives
+  EXPECT_NE(r.report.find("collective arrival skew"), std::string::npos) << r.report;
+  EXPECT_EQ(c.latency_us, truth.intra_node.latency_us);  // no AllReduce in the trace
+  bool allgather_row = false, reducescatter_row = false;
+  for (const KindError& e : r.errors) {
+    allgather_row = allgather_row || e.kind == "allgather";
+    reducescatter_row = reducescatter_row || e.kind == "reducescatter";
+  }
+  EXPECT_TRUE(allgather_row && reducescatter_row);
+  // A scope without them keeps their curves.
+  const Profile kept = calibrate_profile(wrong, trace, 0, parse_calibration_scope("allreduce")).profile;
+  EXPECT_EQ(kept.intra_node.allgather->ring.latency_us, 20);
+}
+
 TEST(ProfilerCalibrate, RejectsATraceWithoutOps) {
   TraceFile empty;
   empty.path = "empty.json";

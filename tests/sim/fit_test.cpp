@@ -209,5 +209,67 @@ TEST(ProfilerFit, EachMeasuredAlgorithmGetsItsOwnCurve) {
   EXPECT_EQ(std::string(cm.allreduce(4, tp, p.devices_per_node).algorithm), "ring");
 }
 
+// domino-profile's AllGather and ReduceScatter probes: entries under the kind's key with their op kind, bytes
+// of the gathered buffer; each kind gets its own curves (time = latency + bytes (n-1)/n / busbw), the
+// AllReduce's stay what they were without them, and the tables reproduce the measured medians.
+TEST(ProfilerFit, AllGatherAndReduceScatterSamplesGetTheirOwnCurves) {
+  const Truth T;
+  const int tp = 4;
+  const FitInput plain = synthetic_input(T, tp);
+  FitInput in = plain;
+  std::mt19937 rng(13);
+  struct Kind {
+    const char* name;
+    double latency_us, busbw_gbps;
+  };
+  const Kind kinds[] = {{"allgather", 30, 0.8}, {"reducescatter", 40, 0.6}};
+  const double traffic = double(tp - 1) / tp;
+  nlohmann::json nvls = nlohmann::json::array();
+  for (const Kind& k : kinds)
+    for (double b = 16; b <= 64.0 * 1024 * 1024; b *= 4) {
+      const double t = k.latency_us + b * traffic / (k.busbw_gbps * 1e3);
+      nlohmann::json e = {{"kind", k.name}, {"bytes", b}, {"samples_us", samples(t, rng)}};
+      for (auto& rank : in.ranks) rank[k.name].push_back(e);
+      if (std::string(k.name) == "allgather")
+        nvls.push_back({{"kind", k.name}, {"bytes", b}, {"samples_us", samples(2 * k.latency_us + b * traffic / 2e3, rng)}});
+    }
+  for (auto& rank : in.ranks) rank["allgather_by_algorithm"]["nvls"] = nvls;  // AllGather only
+  const Profile p = fit_profile(in).profile;
+  const Profile without = fit_profile(plain).profile;
+  EXPECT_EQ(p.intra_node.latency_us, without.intra_node.latency_us);
+  EXPECT_EQ(p.intra_node.bus_bandwidth_gbps, without.intra_node.bus_bandwidth_gbps);
+  EXPECT_FALSE(p.intra_node.nvls);  // NVLS was measured for the AllGather only
+  EXPECT_FALSE(without.intra_node.allgather);
+  EXPECT_FALSE(CostModel(without).has_sp_collectives());
+
+  ASSERT_TRUE(p.intra_node.allgather && p.intra_node.reduce_scatter);
+  const std::pair<const AlgorithmCurves&, const Kind&> fitted[] = {{*p.intra_node.allgather, kinds[0]},
+                                                                  {*p.intra_node.reduce_scatter, kinds[1]}};
+  for (const auto& [curves, k] : fitted) {
+    SCOPED_TRACE(k.name);
+    EXPECT_NEAR(curves.ring.bus_bandwidth_gbps, k.busbw_gbps, 0.05 * k.busbw_gbps);
+    EXPECT_LE(curves.ring.latency_us, k.latency_us * 1.05);
+    EXPECT_GT(curves.ring.latency_us, k.latency_us * 0.8);
+    EXPECT_EQ(p.metadata.spread.count(std::string(k.name) + (curves.nvls ? " ring" : "")), 1u);
+  }
+  ASSERT_TRUE(p.intra_node.allgather->nvls);
+  EXPECT_NEAR(p.intra_node.allgather->nvls->bus_bandwidth_gbps, 2.0, 0.1);
+  EXPECT_FALSE(p.intra_node.reduce_scatter->nvls);
+
+  const CostModel cm(p);
+  EXPECT_TRUE(cm.has_sp_collectives());
+  for (const auto& e : in.ranks[0]["reducescatter"]) {
+    std::vector<double> s = e["samples_us"].get<std::vector<double>>();
+    s.insert(s.end(), s.begin(), s.end());  // both ranks gave the same samples: the mean is each sample
+    const double measured = timing_of(s).median_us;
+    const double bytes = e["bytes"].get<double>();
+    EXPECT_NEAR(cm.collective_cost(OpKind::ReduceScatter, bytes, tp, p.devices_per_node).us, measured, 1e-6 * measured);
+  }
+  // And the profile carries them through a save and a load.
+  const Profile again = load_profile_string(profile_to_yaml(p), "again.yaml");
+  EXPECT_EQ(profile_to_yaml(again), profile_to_yaml(p));
+  EXPECT_EQ(again.intra_node.allgather->nvls->table.size(), p.intra_node.allgather->nvls->table.size());
+}
+
 }  // namespace
 }  // namespace domino::prof

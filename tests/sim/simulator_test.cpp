@@ -26,6 +26,8 @@ Profile unit_profile(double compute_slowdown = 0, double comm_slowdown = 0) {
   p.memory = {1000, 0, {}};
   p.attention.relative_efficiency = 1;
   p.intra_node = {0, 1000, {}, 0};
+  // The same figures for the sequence-parallel collectives (they move half the gathered buffer at tp 2).
+  p.intra_node.allgather = p.intra_node.reduce_scatter = AlgorithmCurves{p.intra_node.ring()};
   p.interference = {compute_slowdown, comm_slowdown};
   return p;
 }
@@ -64,6 +66,14 @@ struct Toy {
     Op& op = s.ops[compute(us)];
     op.kind = OpKind::Norm;
     op.code = OpCode::LayerNormFwd;
+    return op.index;
+  }
+  // An AllGather or ReduceScatter of D us (twice the bytes of an AllReduce of D us: it moves half of them).
+  int32_t gather(OpKind kind, double us, std::vector<int32_t> deps = {}) {
+    Op& op = s.ops[comm(us, std::move(deps))];
+    op.kind = kind;
+    op.code = kind == OpKind::AllGather ? OpCode::AllGather : OpCode::ReduceScatter;
+    op.bytes *= 2;
     return op.index;
   }
   int32_t add(Stream st, double us, std::vector<int32_t> deps) {
@@ -218,6 +228,25 @@ TEST(Simulator, AllReduceRanksOverrideTimesAOneRankPlanAsARing) {
   EXPECT_DOUBLE_EQ(span_of(r, ar).end_us, 50 * 1.5);
 }
 
+TEST(Simulator, SequenceParallelCollectivesAreCollectives) {
+  for (OpKind kind : {OpKind::AllGather, OpKind::ReduceScatter}) {
+    SCOPED_TRACE(to_string(kind));
+    Toy t;
+    const int32_t a = t.compute(100);
+    const int32_t g = t.gather(kind, 50, {a});
+    t.compute(20, {g});
+    const SimResult r = simulate(t.s, CostModel(unit_profile(0.5, 0.5)));
+    EXPECT_DOUBLE_EQ(r.iteration_us, 170);
+    EXPECT_DOUBLE_EQ(r.comm_us, 50);  // on the communication stream
+    t.s.plan.comm_enabled = false;    // the no-comm bound silences them as it does AllReduces
+    EXPECT_DOUBLE_EQ(simulate(t.s, CostModel(unit_profile())).iteration_us, 120);
+    // --emulate-tp 4: 3/4 of the gathered buffer instead of 1/2 on the same bytes.
+    t.s.plan.comm_enabled = true;
+    t.s.model.tp = t.s.plan.tp = 1;
+    EXPECT_DOUBLE_EQ(span_of(simulate(t.s, CostModel(unit_profile()), SimOptions{true, 4}), g).end_us, 100 + 75);
+  }
+}
+
 TEST(Simulator, DeadlockAndBadDepsAreReported) {
   Toy t;
   const int32_t a = t.compute(10);
@@ -294,6 +323,26 @@ TEST(SimulatorGpu, NormAndCollectiveShareHbm) {
   // Each alone demands all of HBM; together each gets half.
   EXPECT_NEAR(span_of(r, n).end_us, 200, 1e-9);
   EXPECT_NEAR(span_of(r, ar).end_us, 200, 1e-9);
+}
+
+// The mechanism applies to every collective kind: an AllGather or ReduceScatter holds its SMs (a one-wave
+// GEMM needs two) and shares HBM with a norm (each alone demands all of it: both at half rate).
+TEST(SimulatorGpu, SequenceParallelCollectivesHoldSmsAndShareHbm) {
+  for (OpKind kind : {OpKind::AllGather, OpKind::ReduceScatter}) {
+    SCOPED_TRACE(to_string(kind));
+    Toy t;
+    const int32_t g = t.gemm(12, 11);
+    const int32_t c = t.gather(kind, 100);
+    const SimResult r = simulate(t.s, CostModel(gpu_profile()));
+    EXPECT_NEAR(span_of(r, g).end_us, 2 * kWaveUs, 1e-9);
+    EXPECT_NEAR(span_of(r, c).end_us, 100, 1e-9);
+    Toy u;
+    const int32_t n = u.norm(100);
+    const int32_t d = u.gather(kind, 100);
+    const SimResult q = simulate(u.s, CostModel(gpu_profile()));
+    EXPECT_NEAR(span_of(q, n).end_us, 200, 1e-9);
+    EXPECT_NEAR(span_of(q, d).end_us, 200, 1e-9);
+  }
 }
 
 TEST(SimulatorGpu, NormLeavingHbmHeadroomIsNotSlowed) {

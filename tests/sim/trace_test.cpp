@@ -8,6 +8,8 @@
 #include <fstream>
 #include <map>
 
+#include "sim/compare/compare.hpp"
+#include "sim/compare/report_html.hpp"
 #include "sim/engine/simulator.hpp"
 #include "sim/trace/timeline.hpp"
 #include "tests/sim/schedule_test_util.hpp"
@@ -169,6 +171,48 @@ TEST(Trace, AllReducesNameTheirReduction) {
   }
   EXPECT_EQ(reductions["max"], 1);
   EXPECT_EQ(reductions["sum"], 4 * m.layers + 3);
+}
+
+// Sequence parallelism's collectives in a trace: their kinds as `cat`, the ReduceScatter's reduction, a flow
+// from each to its first waiter; read back and compared, each kind is scored in its own row and drawn in its
+// own colour.
+TEST(Trace, SequenceParallelCollectivesRoundTripAndAreScoredPerKind) {
+  Schedule s = toy_schedule();
+  s.ops[1].kind = OpKind::AllGather;
+  s.ops[1].code = OpCode::AllGather;
+  s.ops.push_back(make_op(5, Stream::Comm, 30, {2}));
+  s.ops[5].kind = OpKind::ReduceScatter;
+  s.ops[5].code = OpCode::ReduceScatter;
+  s.ops.push_back(make_op(6, Stream::Compute, 5, {5}));
+  Profile p = unit_profile();
+  p.intra_node.allgather = p.intra_node.reduce_scatter = AlgorithmCurves{p.intra_node.ring()};
+  const Timeline predicted = simulate(s, CostModel(p)).timeline;
+  const json trace = trace_json(s, predicted);
+  EXPECT_EQ(events_with(trace, "s").size(), 2u);  // one flow from each collective
+  const TraceFile back = read_trace_string(trace.dump(), "sp.json");
+  std::map<std::string, const TraceEvent*> by_kind;
+  for (const TraceEvent& e : back.events) by_kind[e.kind] = &e;
+  ASSERT_EQ(by_kind.count("allgather"), 1u);
+  ASSERT_EQ(by_kind.count("reducescatter"), 1u);
+  EXPECT_EQ(by_kind["allgather"]->stream, 1);
+  EXPECT_DOUBLE_EQ(by_kind["allgather"]->dur_us, 125);  // 250e6 B at tp 2: half of it over 1e6 B/us
+  EXPECT_FALSE(by_kind["allgather"]->args.contains("reduce"));
+  EXPECT_EQ(by_kind["reducescatter"]->args.at("reduce"), "sum");
+
+  // The measured side: the AllGather took 10% longer.
+  Timeline measured = predicted;
+  measured.source = "measured";
+  for (OpSpan& span : measured.spans)
+    if (span.op == 1) span.end_us += 0.1 * (span.end_us - span.start_us);
+  const Comparison c = compare_traces(back, read_trace_string(trace_json(s, measured).dump(), "m.json"));
+  std::map<std::string, KindError> errors;
+  for (const KindError& k : c.by_kind) errors[k.kind] = k;
+  ASSERT_EQ(errors.count("allgather"), 1u);
+  EXPECT_NEAR(errors["allgather"].median_pct, 10, 1e-9);
+  EXPECT_NEAR(errors.at("reducescatter").median_pct, 0, 1e-9);
+  EXPECT_STRNE(kind_colour("allgather"), kind_colour("reducescatter"));
+  EXPECT_STRNE(kind_colour("allgather"), kind_colour("allreduce"));
+  EXPECT_STRNE(kind_colour("reducescatter"), kind_colour("nothing"));  // not the fallback colour
 }
 
 }  // namespace
