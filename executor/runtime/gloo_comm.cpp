@@ -1,4 +1,4 @@
-// gloo_comm.cpp: Gloo TCP device, rendezvous, barrier and AllReduce for one rank.
+// gloo_comm.cpp: Gloo TCP device, rendezvous, barrier, AllReduce, AllGather and ReduceScatter for one rank.
 #include "executor/runtime/gloo_comm.hpp"
 
 #include <arpa/inet.h>
@@ -6,9 +6,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <climits>
+
+#include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/math.h>
+#include <gloo/reduce_scatter.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
@@ -91,6 +95,29 @@ void GlooComm::allreduce(float* data, size_t elements, ReduceFn reduce, uint32_t
   opts.setTag(tag);
   opts.setTimeout(config_.timeout);
   DOMINO_GLOO_CHECK(gloo::allreduce(opts), what, config_.rank);
+}
+
+void GlooComm::allgather(float* data, size_t elements, uint32_t tag, const std::string& what) {
+  if (config_.world == 1) return;
+  gloo::AllgatherOptions opts(context_);
+  opts.setOutput(data, elements * size_t(config_.world));  // no input: in place, our block is already there
+  opts.setTag(tag);
+  opts.setTimeout(config_.timeout);
+  DOMINO_GLOO_CHECK(gloo::allgather(opts), what, config_.rank);
+}
+
+void GlooComm::reduce_scatter_sum(float* data, size_t elements, const std::string& what) {
+  if (config_.world == 1) return;
+  // The algorithm counts elements in int.
+  if (elements * size_t(config_.world) > size_t(INT_MAX))
+    throw_runtime("rank " + std::to_string(config_.rank) + ": " + what + ": a ReduceScatter of " +
+                  std::to_string(elements * size_t(config_.world)) + " floats is more than Gloo's reduce-scatter takes");
+  const std::vector<int> per_rank(size_t(config_.world), int(elements));
+  const auto reduce_scatter = [&] {
+    gloo::ReduceScatterHalvingDoubling<float> algorithm(context_, {data}, int(elements) * config_.world, per_rank);
+    algorithm.run();
+  };
+  DOMINO_GLOO_CHECK(reduce_scatter(), what, config_.rank);
 }
 
 void GlooComm::barrier(const std::string& what) {

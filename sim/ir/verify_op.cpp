@@ -288,6 +288,10 @@ void check_operands(Checker& c, const Schedule& s, const Op& op) {
     case OpCode::AdamStep:
     case OpCode::SgdStep:
       return check_optimizer(c, op);
+    case OpCode::AllGather:
+    case OpCode::ReduceScatter:
+      c.arity(1, 1, 1, 1);  // the region geometry: executor/runtime/sp_collective.cpp
+      return;
     case OpCode::AllReduce:
       // In place: every backend reduces in[0] into itself, so out[0] must name that very region.
       if (c.arity(1, 1, 1, 1) && !(op.in[0] == op.out[0])) c.fail("reduces in[0] but writes a different out[0]");

@@ -138,5 +138,38 @@ TEST(ExecCheckMetric, RelativeErrorSeesDifferencesAtTheTensorsScale) {
   EXPECT_GT(max_relative_error({1.0f}, ref), kCheckTolerance);  // size mismatch
 }
 
+// Every rank's copy of a replicated gradient must agree (under sequence parallelism only the AllReduce of the
+// partial sums makes them); sharded gradients have no copies to disagree.
+TEST(ExecCheckMetric, ReplicatedGradientsMustAgreeBetweenRanks) {
+  Job job;
+  ModelOverrides o;
+  o.tp = 2;
+  job.model = load_model(model_file("tiny-gpt"), o);
+  job.schedule = build_schedule(job.model, make_strategy_plan("megatron-sync", job.model));
+  int32_t gain = -1, qkv = -1;
+  for (size_t i = 0; i < job.schedule.buffers.size(); ++i) {
+    const BufferDesc& b = job.schedule.buffers[i];
+    if (b.role != BufferRole::Grad || b.layer != 0) continue;
+    if (b.param == ParamKind::AttnNormGamma) gain = int32_t(i);
+    if (b.param == ParamKind::QkvWeight) qkv = int32_t(i);
+  }
+  ASSERT_GE(gain, 0);
+  ASSERT_GE(qkv, 0);
+  std::vector<RankSnapshot> ranks(2);
+  for (int r = 0; r < 2; ++r) {
+    ranks[size_t(r)].rank = r;
+    ranks[size_t(r)].buffers.resize(job.schedule.buffers.size());
+    for (int32_t b : {gain, qkv}) {
+      std::vector<float>& v = ranks[size_t(r)].buffers[size_t(b)];
+      v.resize(size_t(job.schedule.buffers[size_t(b)].elements()));
+      for (size_t k = 0; k < v.size(); ++k) v[k] = 1.0f + 0.01f * float(k) + (b == qkv ? float(r) : 0.0f);
+    }
+  }
+  EXPECT_EQ(replica_disagreement(job, gain, ranks), 0.0);
+  EXPECT_EQ(replica_disagreement(job, qkv, ranks), 0.0);  // two different shards: nothing replicated
+  ranks[1].buffers[size_t(gain)][3] *= 1.5f;  // rank 1 kept its partial sum of one element
+  EXPECT_GT(replica_disagreement(job, gain, ranks), kCheckTolerance);
+}
+
 }  // namespace
 }  // namespace domino
