@@ -53,7 +53,7 @@ class CpuBackend;
 
 class CpuStreamDriver final : public StreamDriver {
  public:
-  CpuStreamDriver(CpuBackend& backend, int64_t staging_floats) : backend_(backend), staging_(size_t(staging_floats)) {}
+  CpuStreamDriver(CpuBackend& backend, int64_t staging_floats) : backend_(backend), collectives_(staging_floats) {}
   void begin_iteration(SteadyClock::time_point t0) override {
     t0_ = t0;
     timings_.clear();
@@ -69,7 +69,7 @@ class CpuStreamDriver final : public StreamDriver {
   CpuBackend& backend_;
   SteadyClock::time_point t0_;
   std::vector<OpTiming> timings_;
-  std::vector<float> staging_;  // the collectives' packed rows (cpu_collectives.hpp), allocated once
+  CpuCollectiveState collectives_;  // staging and Gloo's set-up collectives (cpu_collectives.hpp)
   friend class CpuBackend;
 };
 
@@ -137,7 +137,7 @@ class CpuBackend final : public Backend {
   void run(const Op& op, CpuStreamDriver& driver) {
     if (!collective(kind_of(op.code))) return run_cpu_op(op, ops_ctx_);
     const CpuCollectiveContext c{&ops_ctx_, rank_.comm, rank_.world, rank_.link_latency_us};
-    run_cpu_collective(op, c, driver.staging_.data());
+    run_cpu_collective(op, c, driver.collectives_);
   }
 
  private:

@@ -74,15 +74,18 @@ void all_gather(const Op& op, const CpuCollectiveContext& c, float* staging) {
     for (int64_t t = 0; t < rows; ++t) copy_row(full.row(g.full_row(r, t)), staging + (r * rows + t) * g.cols, g.cols);
 }
 
-void reduce_scatter(const Op& op, const CpuCollectiveContext& c, float* staging) {
+void reduce_scatter(const Op& op, const CpuCollectiveContext& c, CpuCollectiveState& state) {
   const SpCollectiveShape g = checked_shape(op, c);
+  float* staging = state.staging.data();
   const cpu::View local = cpu::view_of(*c.ops, g.sharded), full = cpu::view_of(*c.ops, g.full);
   const int64_t rows = g.local_rows();
   for (int r = 0; r < g.tp; ++r)
     for (int64_t t = 0; t < rows; ++t) copy_row(staging + (r * rows + t) * g.cols, full.row(g.full_row(r, t)), g.cols);
   if (c.world > 1) {
+    std::unique_ptr<GlooReduceScatter>& rs = state.reduce_scatters[op.index];
+    if (!rs) rs = c.comm->reduce_scatter_sum(staging, size_t(g.local_elements()), op_id(op));
     sleep_for_hops(c, c.world - 1);
-    c.comm->reduce_scatter_sum(staging, size_t(g.local_elements()), op_id(op));
+    rs->run(op_id(op));
   }
   // One rank's sums arrive in the first block (on a group of one: the block is this rank's own rows).
   for (int64_t t = 0; t < rows; ++t) {
@@ -107,11 +110,14 @@ int64_t collective_staging_floats(const Schedule& schedule, Stream stream) {
   return most;
 }
 
-void run_cpu_collective(const Op& op, const CpuCollectiveContext& c, float* staging) {
+CpuCollectiveState::CpuCollectiveState(int64_t staging_floats) : staging(size_t(staging_floats)) {}
+CpuCollectiveState::~CpuCollectiveState() = default;
+
+void run_cpu_collective(const Op& op, const CpuCollectiveContext& c, CpuCollectiveState& state) {
   switch (op.code) {
-    case OpCode::AllReduce: return all_reduce(op, c, staging);
-    case OpCode::AllGather: return all_gather(op, c, staging);
-    case OpCode::ReduceScatter: return reduce_scatter(op, c, staging);
+    case OpCode::AllReduce: return all_reduce(op, c, state.staging.data());
+    case OpCode::AllGather: return all_gather(op, c, state.staging.data());
+    case OpCode::ReduceScatter: return reduce_scatter(op, c, state);
     default: throw_runtime(rank_prefix(c) + op_id(op) + ": " + to_string(op.code) + " is not a collective");
   }
 }

@@ -2,16 +2,21 @@
 // sequence-parallel AllGather and ReduceScatter (sim/ir/schedule.hpp). Gloo works on contiguous float arrays:
 // a strided AllReduce region, and the rows an AllGather or ReduceScatter exchanges (spread over the full
 // buffer group by group, see executor/runtime/sp_collective.hpp), are packed into a staging array that each
-// stream driver allocates once (collective_staging_floats), and unpacked after the collective.
+// stream driver allocates once (collective_staging_floats), and unpacked after the collective. Gloo sets a
+// ReduceScatter up once per op, the first time it runs, and the driver keeps it for the next iterations.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
 
 #include "executor/cpu/cpu_ops.hpp"
 
 namespace domino {
 
 class GlooComm;
+class GlooReduceScatter;
 
 struct CpuCollectiveContext {
   const CpuOpContext* ops = nullptr;  // the schedule and its buffers
@@ -23,8 +28,16 @@ struct CpuCollectiveContext {
 // Floats of staging the collectives on `stream` need at most (0 when none needs any).
 int64_t collective_staging_floats(const Schedule& schedule, Stream stream);
 
-// Runs one AllReduce, AllGather or ReduceScatter; `staging` holds collective_staging_floats of the op's
-// stream. Throws domino::Error naming the op (and the rank) on a malformed op or a failed collective.
-void run_cpu_collective(const Op& op, const CpuCollectiveContext& c, float* staging);
+// What one stream driver keeps for its collectives from one iteration to the next.
+struct CpuCollectiveState {
+  explicit CpuCollectiveState(int64_t staging_floats);
+  ~CpuCollectiveState();
+  std::vector<float> staging;                                               // collective_staging_floats
+  std::map<int32_t, std::unique_ptr<GlooReduceScatter>> reduce_scatters;  // by op index
+};
+
+// Runs one AllReduce, AllGather or ReduceScatter of the stream `state` belongs to. Throws domino::Error
+// naming the op (and the rank) on a malformed op or a failed collective.
+void run_cpu_collective(const Op& op, const CpuCollectiveContext& c, CpuCollectiveState& state);
 
 }  // namespace domino

@@ -48,6 +48,30 @@ class TimeoutStore final : public gloo::rendezvous::Store {
   std::unique_ptr<gloo::rendezvous::Store> inner_;
   std::chrono::milliseconds timeout_;
 };
+
+// Gloo's reduce-scatter is an algorithm object: its pairs' buffers and slots are set up on construction and
+// every run() reuses them.
+class HalvingDoublingReduceScatter final : public GlooReduceScatter {
+ public:
+  HalvingDoublingReduceScatter(const std::shared_ptr<gloo::Context>& context, float* data, int elements, int rank)
+      : algorithm_(std::make_unique<gloo::ReduceScatterHalvingDoubling<float>>(
+            context, std::vector<float*>{data}, elements * context->size,
+            std::vector<int>(size_t(context->size), elements))),
+        rank_(rank) {}
+  void run(const std::string& what) override { DOMINO_GLOO_CHECK(algorithm_->run(), what, rank_); }
+
+ private:
+  // Held by pointer: Gloo declares its algorithms' destructors noexcept(false).
+  std::unique_ptr<gloo::ReduceScatterHalvingDoubling<float>> algorithm_;
+  int rank_;
+};
+
+// A group of one: its block is already the sum.
+class LoneReduceScatter final : public GlooReduceScatter {
+ public:
+  void run(const std::string&) override {}
+};
+
 }  // namespace
 
 GlooComm::GlooComm(const CommConfig& config) : config_(config) {
@@ -106,18 +130,16 @@ void GlooComm::allgather(float* data, size_t elements, uint32_t tag, const std::
   DOMINO_GLOO_CHECK(gloo::allgather(opts), what, config_.rank);
 }
 
-void GlooComm::reduce_scatter_sum(float* data, size_t elements, const std::string& what) {
-  if (config_.world == 1) return;
+std::unique_ptr<GlooReduceScatter> GlooComm::reduce_scatter_sum(float* data, size_t elements, const std::string& what) {
+  if (config_.world == 1) return std::make_unique<LoneReduceScatter>();
   // The algorithm counts elements in int.
   if (elements * size_t(config_.world) > size_t(INT_MAX))
     throw_runtime("rank " + std::to_string(config_.rank) + ": " + what + ": a ReduceScatter of " +
                   std::to_string(elements * size_t(config_.world)) + " floats is more than Gloo's reduce-scatter takes");
-  const std::vector<int> per_rank(size_t(config_.world), int(elements));
-  const auto reduce_scatter = [&] {
-    gloo::ReduceScatterHalvingDoubling<float> algorithm(context_, {data}, int(elements) * config_.world, per_rank);
-    algorithm.run();
-  };
-  DOMINO_GLOO_CHECK(reduce_scatter(), what, config_.rank);
+  std::unique_ptr<GlooReduceScatter> made;
+  DOMINO_GLOO_CHECK(made = std::make_unique<HalvingDoublingReduceScatter>(context_, data, int(elements), config_.rank),
+                    what, config_.rank);
+  return made;
 }
 
 void GlooComm::barrier(const std::string& what) {

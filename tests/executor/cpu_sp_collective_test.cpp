@@ -33,6 +33,7 @@ struct Case {
   int64_t g0 = 0, n = 1;           // the op's groups [g0, g0 + n)
   int64_t c0 = 0, cf0 = 0, cols = 5;  // column offsets in the sharded and the full buffer, width
   bool accumulate = false;
+  int runs = 1;                    // times the op runs (Gloo's ReduceScatter is set up once, then reused)
 
   int64_t part() const { return seq / (groups * tp); }
   int64_t group_rows() const { return seq / groups; }
@@ -62,9 +63,9 @@ Bed bed_for(const Case& c, int rank) {
 std::vector<float> run_on_rank(const Case& c, GlooComm& comm) {
   Bed bed = bed_for(c, comm.rank());
   const CpuOpContext ops = bed.context();
-  std::vector<float> staging(size_t(collective_staging_floats(bed.s, Stream::Comm)));
+  CpuCollectiveState state(collective_staging_floats(bed.s, Stream::Comm));
   const CpuCollectiveContext cc{&ops, &comm, comm.world(), 0};
-  run_cpu_collective(bed.s.ops.back(), cc, staging.data());
+  for (int i = 0; i < c.runs; ++i) run_cpu_collective(bed.s.ops.back(), cc, state);
   return bed.raw(c.code == OpCode::AllGather ? kFull : kSharded);
 }
 
@@ -91,7 +92,7 @@ std::vector<float> expected_on_rank(const Case& c, int rank) {
             float sum = 0;
             for (int r = 0; r < c.tp; ++r) sum += full_at(r, b, j * group_rows + rank * part + t, col);
             float& out = local_at(rank, b, local_row, col);
-            out = c.accumulate ? out + sum : sum;
+            for (int i = 0; i < c.runs; ++i) out = c.accumulate ? out + sum : sum;
           }
         }
   return beds[size_t(rank)].raw(c.code == OpCode::AllGather ? kFull : kSharded);
@@ -163,6 +164,9 @@ TEST(CpuSpCollective, AllGatherAndReduceScatterOnTwoRanks) {
     Case s3 = scatter("rs g2 both groups" + tag, acc);
     s3.groups = 2, s3.n = 2, s3.b0 = 1, s3.b1 = 3, s3.c0 = 2, s3.cols = 2;
     cases.push_back(s3);
+    s3.name += " three times";
+    s3.runs = 3;
+    cases.push_back(s3);
   }
   expect_cases(cases);
 }
@@ -205,9 +209,9 @@ TEST(CpuSpCollective, MalformedOpsAreNamed) {
   expect_error(outside, "outside buffer");
   // A group of the wrong size: the schedule is for tp 2.
   const CpuOpContext ops = bed.context();
-  std::vector<float> staging(size_t(collective_staging_floats(bed.s, Stream::Comm)));
+  CpuCollectiveState state(collective_staging_floats(bed.s, Stream::Comm));
   const CpuCollectiveContext alone{&ops, nullptr, 1, 0};
-  EXPECT_THROW(run_cpu_collective(op, alone, staging.data()), Error);
+  EXPECT_THROW(run_cpu_collective(op, alone, state), Error);
 }
 
 TEST(CpuSpCollective, StagingIsSizedByTheLargestFullRegionOfTheStream) {
