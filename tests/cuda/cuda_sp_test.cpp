@@ -54,6 +54,12 @@ Schedule sp_schedule(OpCode code, DType dtype, bool accumulate) {
   return s;
 }
 
+// A device state whose memory goes back when the test ends, even after a failed assertion.
+struct Device {
+  cuda::DeviceState state;
+  ~Device() { state.release(); }
+};
+
 // Values a 16-bit type holds exactly, so that the expected results need no rounding.
 std::vector<float> exact_values(int64_t n, unsigned seed) {
   std::mt19937 rng(seed);
@@ -65,11 +71,8 @@ std::vector<float> exact_values(int64_t n, unsigned seed) {
 // Runs the schedule's op on one GPU standing for `rank` of the group; returns both buffers afterwards and,
 // in *before, both before.
 std::vector<std::vector<float>> run_emulated(const Schedule& s, int rank, std::vector<std::vector<float>>* before) {
-  cuda::DeviceState dev;
-  struct Release {
-    cuda::DeviceState& d;
-    ~Release() { d.release(); }
-  } release{dev};
+  Device device;
+  cuda::DeviceState& dev = device.state;
   dev.rank = rank;
   dev.options.emulate_comm = true;
   dev.options.emulate_tp = 2;
@@ -148,11 +151,8 @@ TEST_F(CudaSp, PositionAddOnAShardedBufferMatchesTheCpu) {
   for (int rank : {0, 1}) {
     std::vector<std::vector<float>> host;
     for (int32_t b = 0; b < 3; ++b) host.push_back(exact_values(s.buffers[size_t(b)].elements(), 3 + unsigned(b)));
-    cuda::DeviceState dev;
-    struct Release {
-      cuda::DeviceState& d;
-      ~Release() { d.release(); }
-    } release{dev};
+    Device device;
+    cuda::DeviceState& dev = device.state;
     dev.rank = rank;
     dev.allocate(s);
     for (int32_t b = 0; b < 3; ++b) dev.upload(b, host[size_t(b)]);
