@@ -11,6 +11,7 @@
 #include "executor/cpu/cpu_backend.hpp"
 #include "executor/profiler/rank_fork.hpp"
 #include "executor/runtime/gloo_comm.hpp"
+#include "executor/runtime/sp_collective.hpp"
 #include "sim/base/error.hpp"
 
 namespace domino {
@@ -19,23 +20,30 @@ namespace {
 using cputest::Bed;
 using cputest::box;
 
-// Local rows [s0, s1) of a [2, 4, 3] buffer on `rank` of 2, a table of 8 positions, `groups` groups.
-std::vector<int64_t> positions_read(int rank, int16_t groups, int64_t s0, int64_t s1) {
+constexpr int32_t kOut = 2;
+
+// A PositionAdd on local rows [s0, s1) of a [2, 4, 3] buffer on `rank` of 2, a table of 8 positions,
+// `groups` groups. Table row p holds p in every column: the output names the position each row read.
+Bed position_bed(int rank, int16_t groups, int64_t s0, int64_t s1) {
   Bed bed(5);
   bed.s.model.tp = 2;
   bed.rank = rank;
   const int32_t table = bed.buffer("table", 1, 8, 3), x = bed.buffer("x", 2, 4, 3, 0.0, 0.0);
   const int32_t out = bed.buffer("out", 2, 4, 3);
-  // Table row p holds p in every column: the output names the position each row read.
   for (int64_t p = 0; p < 8; ++p)
     for (int64_t c = 0; c < 3; ++c) bed.raw(table)[size_t(p * 3 + c)] = float(p);
   OpAttrs attrs;
   attrs.sp_groups = groups;
-  const Op op = bed.make(OpCode::PositionAdd, {box(x, 0, 2, s0, s1, 0, 3), bed.whole(table)},
-                         {box(out, 0, 2, s0, s1, 0, 3)}, attrs);
-  bed.run(op);
+  bed.make(OpCode::PositionAdd, {box(x, 0, 2, s0, s1, 0, 3), bed.whole(table)}, {box(out, 0, 2, s0, s1, 0, 3)}, attrs);
+  return bed;
+}
+
+// The positions rows [s0, s1) read (see position_bed).
+std::vector<int64_t> positions_read(int rank, int16_t groups, int64_t s0, int64_t s1) {
+  Bed bed = position_bed(rank, groups, s0, s1);
+  bed.run(bed.s.ops.front());
   std::vector<int64_t> got;
-  const Region r = box(out, 1, 2, s0, s1, 0, 3);  // the second batch entry: the same positions
+  const Region r = box(kOut, 1, 2, s0, s1, 0, 3);  // the second batch entry: the same positions
   for (int64_t i = 0; i < r.rows(); ++i) got.push_back(int64_t(bed.at(r, i, 2)));
   return got;
 }
@@ -53,8 +61,10 @@ TEST(CpuSpPosition, LocalRowsTakeTheirGroupsPositions) {
 }
 
 TEST(CpuSpPosition, GroupsThatDoNotDivideTheTableAreAnError) {
+  EXPECT_THROW(positions_read(0, 3, 0, 4), Error);  // 8 positions in 3 groups over 2 ranks
+  const Bed bed = position_bed(0, 3, 0, 4);
   try {
-    positions_read(0, 3, 0, 4);  // 8 positions in 3 groups over 2 ranks
+    sp_position_layout(bed.s, bed.s.ops.front());  // what both backends ask before a row is read
     FAIL() << "accepted 3 groups";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("3 groups"), std::string::npos) << e.what();
