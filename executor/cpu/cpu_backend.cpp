@@ -1,19 +1,17 @@
 // cpu_backend.cpp: the CPU backend. Every buffer lives in one arena allocated once in prepare(); compute ops
-// run through run_cpu_op (executor/cpu), AllReduce through the rank's GlooComm. A stream driver runs each op
-// to completion on its worker thread and times it with steady_clock.
+// run through run_cpu_op (executor/cpu), collectives through run_cpu_collective over the rank's GlooComm. A
+// stream driver runs each op to completion on its worker thread and times it with steady_clock.
 #include "executor/cpu/cpu_backend.hpp"
 
+#include "executor/cpu/cpu_collectives.hpp"
 #include "executor/cpu/cpu_ops.hpp"
 
 #include <Eigen/Core>
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
-#include <thread>
 
-#include "executor/runtime/gloo_comm.hpp"
 #include "executor/runtime/param_init.hpp"
 #include "sim/base/error.hpp"
 
@@ -21,11 +19,6 @@ namespace domino {
 namespace {
 
 constexpr int64_t kAlignFloats = 16;  // 64-byte aligned buffers
-
-bool region_contiguous(const BufferDesc& b, const Region& r) {
-  const bool full_rows = r.c0 == 0 && r.c1 == b.cols;
-  return full_rows && (r.b1 - r.b0 <= 1 || (r.s0 == 0 && r.s1 == b.seq));
-}
 
 // The arena's layout: every buffer's offset in floats; returns the arena's size in bytes.
 int64_t arena_layout(const Schedule& schedule, std::vector<int64_t>* offsets) {
@@ -37,15 +30,11 @@ int64_t arena_layout(const Schedule& schedule, std::vector<int64_t>* offsets) {
   return std::max<int64_t>(floats, kAlignFloats) * int64_t(sizeof(float));
 }
 
-// Bytes of the largest AllReduce region that must be packed first (a stream driver keeps that copy).
-int64_t largest_packed_allreduce_bytes(const Schedule& schedule) {
-  int64_t most = 0;
-  for (const Op& op : schedule.ops) {
-    if (op.code != OpCode::AllReduce || op.n_in < 1 || !op.in[0].valid()) continue;
-    if (!region_contiguous(schedule.buffers.at(op.in[0].buffer), op.in[0]))
-      most = std::max(most, op.in[0].elements() * int64_t(sizeof(float)));
-  }
-  return most;
+// Bytes of the staging arrays the stream drivers keep for their collectives.
+int64_t staging_bytes(const Schedule& schedule) {
+  int64_t floats = 0;
+  for (Stream s : {Stream::Compute, Stream::Comm}) floats += collective_staging_floats(schedule, s);
+  return floats * int64_t(sizeof(float));
 }
 
 // The kernel's estimate of the memory new work can take without swapping; -1 when it cannot be read.
@@ -64,7 +53,7 @@ class CpuBackend;
 
 class CpuStreamDriver final : public StreamDriver {
  public:
-  explicit CpuStreamDriver(CpuBackend& backend) : backend_(backend) {}
+  CpuStreamDriver(CpuBackend& backend, int64_t staging_floats) : backend_(backend), collectives_(staging_floats) {}
   void begin_iteration(SteadyClock::time_point t0) override {
     t0_ = t0;
     timings_.clear();
@@ -80,7 +69,7 @@ class CpuStreamDriver final : public StreamDriver {
   CpuBackend& backend_;
   SteadyClock::time_point t0_;
   std::vector<OpTiming> timings_;
-  std::vector<float> pack_;  // non-contiguous AllReduce regions are packed here
+  CpuCollectiveState collectives_;  // staging and Gloo's set-up collectives (cpu_collectives.hpp)
   friend class CpuBackend;
 };
 
@@ -112,7 +101,9 @@ class CpuBackend final : public Backend {
     }
   }
 
-  std::unique_ptr<StreamDriver> make_stream_driver(Stream) override { return std::make_unique<CpuStreamDriver>(*this); }
+  std::unique_ptr<StreamDriver> make_stream_driver(Stream stream) override {
+    return std::make_unique<CpuStreamDriver>(*this, collective_staging_floats(*schedule_, stream));
+  }
   void begin_iteration(int64_t step) override { ops_ctx_.step = step; }
 
   std::vector<float> read_region(const Region& r) override {
@@ -132,7 +123,7 @@ class CpuBackend final : public Backend {
   // Every rank of the host draws on the machine's memory; each keeps `threads` cores computing.
   HostFootprint host_footprint(const Schedule& schedule, int threads, const HostRanks& ranks) const override {
     HostFootprint f;
-    f.bytes_per_rank = arena_layout(schedule, nullptr) + largest_packed_allreduce_bytes(schedule);
+    f.bytes_per_rank = arena_layout(schedule, nullptr) + staging_bytes(schedule);
     f.busy_threads_per_rank = std::max(1, threads);
     if (const int64_t available = mem_available_bytes(); available >= 0)
       f.pools.push_back({"this machine", "available (MemAvailable)", available, ranks.local_ranks});
@@ -144,29 +135,9 @@ class CpuBackend final : public Backend {
   }
 
   void run(const Op& op, CpuStreamDriver& driver) {
-    if (op.code != OpCode::AllReduce) return run_cpu_op(op, ops_ctx_);
-    if (rank_.world == 1) return;  // a group of one: the sum is the input
-    if (op.n_in < 1 || !op.in[0].valid())
-      throw_runtime("rank " + std::to_string(rank_.rank) + ": " + op_id(op) + ": AllReduce without a region");
-    if (rank_.link_latency_us > 0)  // a ring AllReduce takes 2(n-1) dependent hops
-      std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(rank_.link_latency_us * 2 *
-                                                                            (rank_.world - 1)));
-    const Region& r = op.in[0];
-    const BufferDesc& b = schedule_->buffers.at(r.buffer);
-    float* base = ops_ctx_.buffers[r.buffer];
-    const auto reduce = [&](float* data, size_t n) {
-      rank_.comm->allreduce(data, n, op.attrs.reduce, uint32_t(op.index), op_id(op));
-    };
-    if (region_contiguous(b, r)) {
-      reduce(base + (r.b0 * b.seq + r.s0) * b.cols, size_t(r.elements()));
-      return;
-    }
-    driver.pack_ = read_region(r);
-    reduce(driver.pack_.data(), driver.pack_.size());
-    const float* src = driver.pack_.data();
-    for (int64_t bi = r.b0; bi < r.b1; ++bi)
-      for (int64_t s = r.s0; s < r.s1; ++s, src += r.cols())
-        std::memcpy(base + (bi * b.seq + s) * b.cols + r.c0, src, size_t(r.cols()) * sizeof(float));
+    if (!collective(kind_of(op.code))) return run_cpu_op(op, ops_ctx_);
+    const CpuCollectiveContext c{&ops_ctx_, rank_.comm, rank_.world, rank_.link_latency_us};
+    run_cpu_collective(op, c, driver.collectives_);
   }
 
  private:

@@ -1,12 +1,14 @@
 // cpu_embedding.cpp: the token embedding of one vocabulary shard (lookup and scatter-add gradient) and the
-// positional embedding. Token ids travel as floats; a token outside this rank's shard contributes zeros
-// forward and nothing backward (the shards are summed by an AllReduce of the output).
+// positional embedding (on a sequence-sharded buffer: each local row at its position in the plan's group
+// layout). Token ids travel as floats; a token outside this rank's shard contributes zeros forward and
+// nothing backward (the shards are summed by an AllReduce, or a ReduceScatter, of the output).
 #include <fmt/format.h>
 
 #include <Eigen/Core>
 #include <string>
 
 #include "executor/cpu/cpu_views.hpp"
+#include "executor/runtime/sp_collective.hpp"
 #include "sim/base/error.hpp"
 
 namespace domino::cpu {
@@ -50,6 +52,12 @@ void embedding_bwd(const Op& op, const CpuOpContext& ctx) {
 
 void position_add(const Op& op, const CpuOpContext& ctx) {
   const View x = view_of(ctx, op.in[0]), pos = view_of(ctx, op.in[1]), out = view_of(ctx, op.out[0]);
+  if (op.attrs.sp_groups > 0) {  // a sequence-sharded buffer: local rows come from the groups' positions
+    const SpLayout layout = sp_position_layout(*ctx.schedule, op);
+    for (int64_t r = 0; r < out.rows; ++r)
+      out.row_array(r) = x.row_array(r) + pos.row_array(layout.position(ctx.rank, x.seq_index(r)));
+    return;
+  }
   for (int64_t r = 0; r < out.rows; ++r) {
     out.row_array(r) = x.row_array(r) + pos.row_array(x.seq_index(r) - pos.s0);
   }

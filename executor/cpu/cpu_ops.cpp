@@ -59,7 +59,9 @@ void run_cpu_op(const Op& op, const CpuOpContext& ctx) {
     case OpCode::GegluFwd: return cpu::geglu_fwd(op, ctx);
     case OpCode::GegluBwd: return cpu::geglu_bwd(op, ctx);
     case OpCode::AllReduce:
-      throw_runtime(fmt::format("op {}: AllReduce is a collective, not a CPU compute op", op_id(op)));
+    case OpCode::AllGather:
+    case OpCode::ReduceScatter:
+      throw_runtime(fmt::format("op {}: {} is a collective, not a CPU compute op", op_id(op), to_string(op.code)));
   }
   throw_runtime(fmt::format("op {}: unknown opcode {}", op_id(op), int(op.code)));
 }

@@ -19,8 +19,8 @@ struct CpuOpContext {
   int rank = 0;      // rank in the tensor-parallel group: which vocabulary shard the vocab-parallel ops see
 };
 
-// Runs one compute op (every OpCode except AllReduce, which throws) on fp32 data. Throws domino::Error
-// (runtime) naming op_id(op) on a malformed op (region out of bounds, wrong arity).
+// Runs one compute op (every OpCode except the collectives, which throw: see cpu_collectives.hpp) on fp32
+// data. Throws domino::Error (runtime) naming op_id(op) on a malformed op (region out of bounds, wrong arity).
 void run_cpu_op(const Op& op, const CpuOpContext& ctx);
 
 }  // namespace domino

@@ -77,6 +77,15 @@ void DeviceState::allocate(const Schedule& s) {
       embed_elements = std::max(embed_elements, e);
     }
   }
+  std::array<int64_t, kNumStreams> sp_bytes{};
+  for (const Op& op : s.ops) {
+    if (op.code != OpCode::AllGather && op.code != OpCode::ReduceScatter) continue;
+    const Region& full = op.code == OpCode::AllGather ? op.out[0] : op.in[0];
+    int64_t& most = sp_bytes[static_cast<int>(op.stream)];
+    most = std::max(most, full.elements() * elt_bytes(elt[size_t(full.buffer)]));
+  }
+  for (int i = 0; i < kNumStreams; ++i)
+    if (sp_bytes[i] > 0) sp_staging[i] = track(size_t(sp_bytes[i]));
   reduce_scratch = static_cast<float*>(track(sizeof(float) * 2 * max_h));
   attn_scratch = track(size_t(max_attn) * 4);
   if (embed_elements > 0) embed_scratch = static_cast<float*>(track(sizeof(float) * size_t(embed_elements)));
@@ -217,6 +226,7 @@ void DeviceState::release() {
   }
   for (void* p : allocations_) cudaFree(p);
   allocations_.clear();
+  sp_staging = {};
 }
 
 }  // namespace domino::cuda

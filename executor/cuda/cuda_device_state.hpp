@@ -37,6 +37,9 @@ struct DeviceState {
   int* flag = nullptr;              // NaN scan result
   float* staging = nullptr;         // fp32 staging for uploads and downloads
   int64_t staging_elements = 0;
+  // Per stream: the contiguous rows a sequence-parallel AllGather / ReduceScatter exchanges (nullptr when the
+  // stream has none), sized for its largest full region.
+  std::array<void*, kNumStreams> sp_staging{};
   // ncclComm_t when real collectives are used; atomic: a stream thread may abort it while the other issues.
   // nccl_mutex is held around every call on it (NCCL allows one thread at a time on a communicator).
   std::atomic<void*> nccl{nullptr};
@@ -73,5 +76,7 @@ Elt storage_elt(const CudaOptions& options, const ModelSpec& model, BufferRole r
 
 // Enqueues one op of the schedule on the stream `s` of the device.
 void run_op(DeviceState& dev, const Op& op, Stream s);
+// Enqueues an AllReduce, AllGather or ReduceScatter (NCCL, or the paced kernel of --emulate-comm).
+void run_collective(DeviceState& dev, const Op& op, Stream s);
 
 }  // namespace domino::cuda

@@ -1,8 +1,10 @@
 // cuda_emulated_comm.cu: --emulate-comm. One GPU cannot host several NCCL ranks, so each collective
-// becomes a kernel on the communication stream that reads and writes the bytes a ring AllReduce of the
-// plan's TP degree moves per rank, on a chosen number of SMs (NCCL occupies SMs too), paced so it lasts
-// at least as long as the link's latency and bandwidth allow (the cost model's ring formula). The data
-// itself is left unchanged (each rank would hold the same sum), so numerics are those of a TP=1 run.
+// becomes a kernel on the communication stream that reads and writes the bytes a ring collective of the
+// emulated TP degree moves per rank (AllReduce: 2(n-1)/n of its buffer; AllGather and ReduceScatter: (n-1)/n
+// of the full buffer), on a chosen number of SMs (NCCL occupies SMs too), paced so it lasts at least as long
+// as the link's latency and bandwidth allow (the cost model's ring formula). The data itself is left
+// unchanged: an AllReduce keeps this rank's values (each rank would hold the same sum), and the
+// sequence-parallel pair stands in every other rank's rows by this rank's own (cuda_collectives.cpp).
 #include "executor/cuda/cuda_common.cuh"
 
 namespace domino::cuda {
@@ -26,7 +28,7 @@ __global__ void emulated_ring_kernel(float4* buf, int64_t n4, int64_t traffic4, 
 
 }  // namespace
 
-void emulated_allreduce(const EmulatedAllReduceArgs& a, StreamHandle s) {
+void emulated_collective(const EmulatedCollectiveArgs& a, StreamHandle s) {
   const int64_t n4 = a.buffer_bytes / 16;
   if (n4 == 0 || a.traffic_bytes <= 0) return;
   const double us = a.latency_us + (a.bytes_per_us > 0 ? double(a.traffic_bytes) / a.bytes_per_us : 0.0);

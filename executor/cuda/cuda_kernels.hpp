@@ -71,7 +71,14 @@ struct EmbeddingFwdArgs {
   int64_t first = 0;
 };
 void embedding_fwd(const EmbeddingFwdArgs& a, StreamHandle s);
-void position_add(const DevView& x, const DevView& pos, const DevView& out, StreamHandle s);
+// Where a row's position comes from: its seq index (part == 0), or, on a sequence-sharded buffer, the group
+// layout (sim/ir/schedule.hpp SpLayout): local row t of `rank` sits at (t / part) * group_rows + rank * part +
+// t % part.
+struct RowPositions {
+  int64_t part = 0, group_rows = 0;
+  int rank = 0;
+};
+void position_add(const DevView& x, const DevView& pos, const DevView& out, const RowPositions& at, StreamHandle s);
 struct EmbeddingBwdArgs {
   DevView tokens, dy, dtable;
   int64_t first = 0;              // the table's first vocabulary id
@@ -145,9 +152,24 @@ void f32_to_view(const float* dense, const DevView& v, StreamHandle s);
 // Scans a view for NaN/Inf; sets *flag (device int) to 1 when found.
 void find_nonfinite(const DevView& v, int* flag, StreamHandle s);
 
-// --emulate-comm: moves `traffic_bytes` through device memory (read + write of a ring AllReduce's per-rank
+// Sequence-parallel collectives (cuda_sp_staging.cu): rows copied between a region and the contiguous staging
+// NCCL exchanges, laid out rank block after rank block (executor/runtime/sp_collective.hpp). Staged row d lies
+// in block d / local_rows; row t of block r is region row (t / (groups part)) * groups * group_rows +
+// ((t / part) % groups) * group_rows + r * part + t % part. A full region maps `ranks` = tp blocks; this rank's
+// own rows map one block with group_rows = part (region row = t).
+struct SpRowMap {
+  int64_t local_rows = 0;  // rows of one block (one rank's rows of the op's groups)
+  int64_t groups = 1, part = 1, group_rows = 1;
+  int ranks = 1;           // blocks mapped
+};
+// Staging (the view's element type, dense rows of v.ncols) <- the view's rows.
+void sp_to_staging(const DevView& v, const SpRowMap& map, void* staging, StreamHandle s);
+// The view's rows (+)= staging.
+void sp_from_staging(const void* staging, const SpRowMap& map, const DevView& v, bool accumulate, StreamHandle s);
+
+// --emulate-comm: moves `traffic_bytes` through device memory (read + write of a ring collective's per-rank
 // traffic) on `sms` blocks, paced so that it takes at least latency_us + traffic_bytes / bytes_per_us.
-struct EmulatedAllReduceArgs {
+struct EmulatedCollectiveArgs {
   void* buffer = nullptr;
   int64_t buffer_bytes = 0;
   int64_t traffic_bytes = 0;
@@ -156,6 +178,6 @@ struct EmulatedAllReduceArgs {
   double latency_us = 0;
   double clock_ghz = 1;     // the SM clock the pacing counts in
 };
-void emulated_allreduce(const EmulatedAllReduceArgs& a, StreamHandle s);
+void emulated_collective(const EmulatedCollectiveArgs& a, StreamHandle s);
 
 }  // namespace domino::cuda

@@ -1,16 +1,14 @@
 // cuda_op_dispatch.cpp: enqueues one IR op on a CUDA stream: cuBLAS for GEMMs and attention, our kernels
-// for the rest, NCCL (or the emulated ring) for AllReduce. Semantics are those of sim/ir/schedule.hpp; ops
+// for the rest, collectives through cuda_collectives.cpp. Semantics are those of sim/ir/schedule.hpp; ops
 // arrive verified (sim/ir/verify.hpp, run by the rank runner), so operand counts and shapes hold here.
 // One function per opcode family; run_op only dispatches.
-#include <nccl.h>
-
 #include <string>
 
 #include "executor/cuda/cuda_device_state.hpp"
 #include "executor/cuda/cuda_gemm.hpp"
 #include "executor/runtime/check.hpp"
+#include "executor/runtime/sp_collective.hpp"
 #include "sim/base/error.hpp"
-#include "sim/ir/collective_traffic.hpp"
 
 namespace domino::cuda {
 namespace {
@@ -25,44 +23,6 @@ struct Launch {
   DevView out(int i) const { return dev.view(op.out[size_t(i)]); }
   bool accumulate() const { return op.attrs.accumulate; }
 };
-
-ncclDataType_t nccl_type(Elt e) {
-  switch (e) {
-    case Elt::F32: return ncclFloat32;
-    case Elt::BF16: return ncclBfloat16;
-    case Elt::F16: return ncclFloat16;
-  }
-  return ncclFloat32;
-}
-
-void all_reduce(const Launch& l) {
-  DeviceState& dev = l.dev;
-  const DevView v = l.out(0);
-  const int64_t count = v.rows() * v.ncols;
-  const int64_t bytes = count * elt_bytes(v.elt);
-  if (dev.options.emulate_comm) {
-    EmulatedAllReduceArgs e;
-    e.buffer = v.base;
-    e.buffer_bytes = bytes;
-    e.traffic_bytes = int64_t(ring_allreduce_traffic(double(bytes), dev.options.emulate_tp));
-    e.sms = dev.options.emulate_sms;
-    e.bytes_per_us = dev.options.emulate_busbw_gbps * 1e3;  // GB/s -> bytes/us
-    e.latency_us = dev.options.emulate_latency_us;
-    e.clock_ghz = dev.clock_ghz;
-    emulated_allreduce(e, l.s);
-    return;
-  }
-  if (dev.world <= 1) return;  // a single rank: the sum over one rank is the buffer itself
-  std::lock_guard<std::timed_mutex> lock(dev.nccl_mutex);  // the other stream thread polls the communicator
-  void* comm = dev.nccl.load();
-  if (!comm) {
-    throw_runtime("rank " + std::to_string(dev.rank) + ": op " + op_id(l.op) +
-                  ": the NCCL communicator was aborted (" + dev.abort_reason() + ")");
-  }
-  const ncclRedOp_t reduce = l.op.attrs.reduce == ReduceOp::Max ? ncclMax : ncclSum;
-  DOMINO_NCCL_CHECK(ncclAllReduce(v.base, v.base, size_t(count), nccl_type(v.elt), reduce,
-                                  static_cast<ncclComm_t>(comm), l.s));
-}
 
 void run_gemm(const Launch& l) {
   const Op& op = l.op;
@@ -190,7 +150,14 @@ void run_residual_add(const Launch& l) {
 
 void run_embedding(const Launch& l) {
   const Op& op = l.op;
-  if (op.code == OpCode::PositionAdd) return position_add(l.in(0), l.in(1), l.out(0), l.s);
+  if (op.code == OpCode::PositionAdd) {
+    RowPositions at;
+    if (op.attrs.sp_groups > 0) {  // a sequence-sharded buffer: each local row at its group layout position
+      const SpLayout layout = sp_position_layout(*l.dev.schedule, op);
+      at = {layout.part(), layout.seq / layout.groups, l.dev.rank % layout.tp};
+    }
+    return position_add(l.in(0), l.in(1), l.out(0), at, l.s);
+  }
   const int64_t table_rows = op.code == OpCode::EmbeddingFwd ? op.in[1].rows() : op.out[0].rows();
   const int64_t first = vocab_shard(op.attrs, l.dev.rank, table_rows).first;
   if (op.code == OpCode::EmbeddingFwd) {
@@ -285,7 +252,9 @@ void run_op(DeviceState& dev, const Op& op, Stream stream) {
     case OpCode::LogitMax:
     case OpCode::LogitSumExp:
     case OpCode::CrossEntropy: return run_loss(l);
-    case OpCode::AllReduce: return all_reduce(l);
+    case OpCode::AllReduce:
+    case OpCode::AllGather:
+    case OpCode::ReduceScatter: return run_collective(dev, op, stream);
     case OpCode::AdamStep:
     case OpCode::SgdStep: return run_optimizer(l);
   }

@@ -147,10 +147,11 @@ __global__ void embedding_fwd_kernel(View<float> tok, View<T> table, int64_t fir
   }
 }
 template <typename T>
-__global__ void position_add_kernel(View<T> x, View<T> pos, View<T> out) {
+__global__ void position_add_kernel(View<T> x, View<T> pos, View<T> out, RowPositions at) {
   DOMINO_FOR_EACH(out.rows() * out.ncols) {
-    const int64_t r = i / out.ncols, c = i % out.ncols;
-    out.row(r)[c] = from_f<T>(to_f(x.row(r)[c]) + to_f(pos.base[x.pos(r) * pos.row_stride + c]));
+    const int64_t r = i / out.ncols, c = i % out.ncols, t = x.pos(r);
+    const int64_t p = at.part > 0 ? (t / at.part) * at.group_rows + at.rank * at.part + t % at.part : t;
+    out.row(r)[c] = from_f<T>(to_f(x.row(r)[c]) + to_f(pos.base[p * pos.row_stride + c]));
   }
 }
 // Several rows may hold the same token: the scatter-add is atomic, into fp32 sums (A = float) for 16-bit
@@ -271,8 +272,8 @@ void embedding_fwd(const EmbeddingFwdArgs& a, StreamHandle s) {
   DOMINO_DISPATCH_ELT(out.elt, embedding_fwd_kernel<T><<<grid_for(out.rows() * out.ncols), 256, 0, stream_of(s)>>>(view_of<float>(tokens), view_of<T>(table), a.first, view_of<T>(out)));
   DOMINO_CUDA_LAUNCHED("embedding_fwd_kernel");
 }
-void position_add(const DevView& x, const DevView& pos, const DevView& out, StreamHandle s) {
-  DOMINO_DISPATCH_ELT(out.elt, position_add_kernel<T><<<grid_for(out.rows() * out.ncols), 256, 0, stream_of(s)>>>(view_of<T>(x), view_of<T>(pos), view_of<T>(out)));
+void position_add(const DevView& x, const DevView& pos, const DevView& out, const RowPositions& at, StreamHandle s) {
+  DOMINO_DISPATCH_ELT(out.elt, position_add_kernel<T><<<grid_for(out.rows() * out.ncols), 256, 0, stream_of(s)>>>(view_of<T>(x), view_of<T>(pos), view_of<T>(out), at));
   DOMINO_CUDA_LAUNCHED("position_add_kernel");
 }
 void embedding_bwd(const EmbeddingBwdArgs& a, StreamHandle s) {

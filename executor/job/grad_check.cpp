@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 
 #include "executor/job/launcher.hpp"
@@ -52,8 +53,9 @@ std::string first_writer(const Schedule& s, const std::vector<std::string>& name
   return "";
 }
 
-// Buffers (activations and gradients) of the plan that differ from the same-named, same-sized buffers of
-// the megatron-sync run on the same rank.
+// Buffers (activations and gradients) of the plan that differ from the same-named, same-shaped buffers of
+// the megatron-sync run on the same rank. A buffer of another shape is never compared: under sequence
+// parallelism a rank holds [B, S/tp, h] of a buffer megatron-sync holds whole, in another row order.
 std::vector<std::string> differing_buffers(const Variant& plan, const Variant& sync) {
   std::map<std::string, int32_t> sync_index;
   for (size_t i = 0; i < sync.job.schedule.buffers.size(); ++i) sync_index[sync.job.schedule.buffers[i].name] = int32_t(i);
@@ -63,6 +65,8 @@ std::vector<std::string> differing_buffers(const Variant& plan, const Variant& s
     if (buffers[i].role != BufferRole::Activation && buffers[i].role != BufferRole::Grad) continue;
     auto it = sync_index.find(buffers[i].name);
     if (it == sync_index.end()) continue;
+    const BufferDesc& theirs = sync.job.schedule.buffers[size_t(it->second)];
+    if (theirs.batch != buffers[i].batch || theirs.seq != buffers[i].seq || theirs.cols != buffers[i].cols) continue;
     for (size_t r = 0; r < plan.ranks.size(); ++r) {
       const auto& a = plan.ranks[r].buffers.at(i);
       const auto& b = sync.ranks[r].buffers.at(size_t(it->second));
@@ -126,11 +130,14 @@ std::vector<Row> compare_with_references(const Job& job, const std::vector<Varia
   const auto sync_grads = grad_buffers(runs[1].job.schedule), single_grads = grad_buffers(runs[2].job.schedule);
   for (const auto& [key, index] : grad_buffers(job.schedule)) {
     const std::vector<float> mine = assemble_full(job, index, runs[0].ranks);
+    // Ranks holding different copies of a replicated gradient: whichever copy assemble_full kept, one is wrong.
+    const double replicas = replica_disagreement(job, index, runs[0].ranks);
     Row row{job.schedule.buffers[size_t(index)].name, INFINITY, INFINITY};
     if (auto it = sync_grads.find(key); it != sync_grads.end())
-      row.vs_sync = max_relative_error(mine, assemble_full(runs[1].job, it->second, runs[1].ranks));
+      row.vs_sync = std::max(replicas, max_relative_error(mine, assemble_full(runs[1].job, it->second, runs[1].ranks)));
     if (auto it = single_grads.find(key); it != single_grads.end())
-      row.vs_single = max_relative_error(mine, assemble_full(runs[2].job, it->second, runs[2].ranks));
+      row.vs_single =
+          std::max(replicas, max_relative_error(mine, assemble_full(runs[2].job, it->second, runs[2].ranks)));
     rows.push_back(row);
   }
   return rows;
@@ -168,29 +175,61 @@ double max_relative_error(const std::vector<float>& a, const std::vector<float>&
   return worst;
 }
 
-std::vector<float> assemble_full(const Job& job, int32_t grad_buffer, const std::vector<RankSnapshot>& ranks) {
+namespace {
+
+// Calls at(rank, k, value) for every element of every rank's shard of a parameter gradient, k its index in
+// the full [rows, cols] tensor (vocabulary padding skipped); returns the full tensor's element count.
+size_t for_each_full_element(const Job& job, int32_t grad_buffer, const std::vector<RankSnapshot>& ranks,
+                             const std::function<void(int, size_t, float)>& at) {
   const BufferDesc& buf = job.schedule.buffers.at(size_t(grad_buffer));
   const auto shape = full_shape(job.model, buf);
-  std::vector<float> full(size_t(shape[0] * shape[1]), NAN);
-  std::vector<char> covered(full.size(), 0);
   for (const RankSnapshot& snap : ranks) {
     const std::vector<float>& local = snap.buffers.at(size_t(grad_buffer));
     if (int64_t(local.size()) != buf.elements()) throw_runtime("snapshot of " + buf.name + " has the wrong size");
     for (int64_t r = 0; r < buf.seq; ++r)
       for (int64_t c = 0; c < buf.cols; ++c) {
-        const ParamCoord at = shard_of(job.model, buf, snap.rank, r, c);
-        if (vocab_padding(job.model, buf, at)) continue;  // the last vocabulary shard's padding
-        if (at.row < 0 || at.row >= shape[0] || at.col < 0 || at.col >= shape[1])
+        const ParamCoord full = shard_of(job.model, buf, snap.rank, r, c);
+        if (vocab_padding(job.model, buf, full)) continue;  // the last vocabulary shard's padding
+        if (full.row < 0 || full.row >= shape[0] || full.col < 0 || full.col >= shape[1])
           throw_runtime("shard_of maps " + buf.name + " (" + std::to_string(r) + ", " + std::to_string(c) +
                         ") outside the full tensor");
-        const size_t k = size_t(at.row * shape[1] + at.col);
-        full[k] = local[size_t(r * buf.cols + c)];
-        covered[k] = 1;
+        at(snap.rank, size_t(full.row * shape[1] + full.col), local[size_t(r * buf.cols + c)]);
       }
   }
+  return size_t(shape[0] * shape[1]);
+}
+
+}  // namespace
+
+std::vector<float> assemble_full(const Job& job, int32_t grad_buffer, const std::vector<RankSnapshot>& ranks) {
+  const BufferDesc& buf = job.schedule.buffers.at(size_t(grad_buffer));
+  const auto shape = full_shape(job.model, buf);
+  std::vector<float> full(size_t(shape[0] * shape[1]), NAN);
+  std::vector<char> covered(full.size(), 0);
+  for_each_full_element(job, grad_buffer, ranks, [&](int, size_t k, float v) {
+    full[k] = v;
+    covered[k] = 1;
+  });
   if (std::find(covered.begin(), covered.end(), 0) != covered.end())
     throw_runtime("the ranks' shards of " + buf.name + " do not cover its full tensor");
   return full;
+}
+
+double replica_disagreement(const Job& job, int32_t grad_buffer, const std::vector<RankSnapshot>& ranks) {
+  const BufferDesc& buf = job.schedule.buffers.at(size_t(grad_buffer));
+  const auto shape = full_shape(job.model, buf);
+  std::vector<float> first(size_t(shape[0] * shape[1]), NAN), other(first.size(), NAN);
+  // The first rank's copy of each element, and the copy of another rank farthest from it.
+  for_each_full_element(job, grad_buffer, ranks, [&](int, size_t k, float v) {
+    if (std::isnan(first[k])) first[k] = v;
+    else if (std::isnan(other[k]) || std::abs(v - first[k]) > std::abs(other[k] - first[k])) other[k] = v;
+  });
+  std::vector<float> mine, theirs;
+  for (size_t k = 0; k < first.size(); ++k) {
+    mine.push_back(std::isnan(other[k]) ? first[k] : other[k]);  // unreplicated: no difference
+    theirs.push_back(first[k]);
+  }
+  return max_relative_error(mine, theirs);
 }
 
 int run_gradient_check(const ExecOptions& options, const Job& job) {

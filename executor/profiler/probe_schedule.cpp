@@ -131,6 +131,47 @@ Schedule gemms_then_allreduce(const Schedule& gemm_mini, int gemms) {
   return gemms_and_allreduces(gemm_mini, gemms, 4, 1, true);
 }
 
-double allreduce_bytes(const Op& op) { return 4.0 * double(op.in[0].elements()); }
+Schedule sp_collective_chain(OpCode code, double bytes, int tp, int copies) {
+  if (code != OpCode::AllGather && code != OpCode::ReduceScatter)
+    throw_runtime("profiler: a sequence-parallel probe is an AllGather or a ReduceScatter");
+  if (tp < 1) throw_runtime("profiler: a sequence-parallel probe needs at least one rank");
+  const int64_t per_rank = std::max<int64_t>(1, int64_t(bytes / 4 / tp + 0.5));
+  Schedule s = empty_fp32_schedule();
+  s.model.tp = tp;  // the ranks the collective's rows are spread over
+  const auto buffer = [&](const char* name, int64_t seq) {
+    BufferDesc b;
+    b.name = name;
+    b.role = BufferRole::OptState;  // fp32 on every backend
+    b.seq = seq;
+    b.cols = per_rank;
+    s.buffers.push_back(b);
+    return Region{int32_t(s.buffers.size() - 1), 0, 1, 0, seq, 0, per_rank};
+  };
+  const Region local = buffer("profile.sharded", 1), full = buffer("profile.full", tp);
+  const bool gather = code == OpCode::AllGather;
+  for (int c = 0; c < std::max(1, copies); ++c) {
+    Op op;
+    op.index = int32_t(s.ops.size());
+    op.name = gather ? "profile.ag" : "profile.rs";
+    op.layer = int16_t(c);
+    op.kind = kind_of(code);
+    op.code = code;
+    op.stream = Stream::Comm;
+    op.in[0] = gather ? local : full;
+    op.out[0] = gather ? full : local;
+    op.n_in = op.n_out = 1;
+    op.m = tp;
+    op.n = per_rank;
+    op.bytes = 4.0 * double(full.elements());
+    op.dtype = DType::FP32;
+    s.ops.push_back(op);
+  }
+  return s;
+}
+
+double collective_bytes(const Op& op) {
+  const Region& r = op.code == OpCode::AllGather ? op.out[0] : op.in[0];
+  return 4.0 * double(r.elements());
+}
 
 }  // namespace domino::prof

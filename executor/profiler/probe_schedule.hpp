@@ -1,7 +1,9 @@
 // probe_schedule.hpp: the small schedules domino-profile hands to a backend. A probe's one-op "mini"
 // schedule (profile_workload.hpp) becomes a chain of copies of its op on one stream (back to back, as in a
 // training step); AllReduces become ops on the communication stream; the interference and arrival-skew
-// experiments put a GEMM chain and an AllReduce chain on the two streams of one schedule.
+// experiments put a GEMM chain and an AllReduce chain on the two streams of one schedule. The
+// sequence-parallel AllGather and ReduceScatter are probed as the executor runs them: one rank's rows of a
+// full buffer [1, tp, n], gathered from or scattered to a sharded one [1, 1, n].
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,10 @@ void fill_with_values(Schedule& schedule, int ranks);
 // `copies` AllReduce ops of one fp32 buffer of bytes / 4 elements (at least one) on the comm stream.
 Schedule allreduce_chain(double bytes, int copies);
 
+// `copies` AllGather (or ReduceScatter) ops on the comm stream over the `tp` ranks of the group, whose full
+// (gathered) fp32 buffer holds `bytes` rounded to a whole number of floats per rank (at least one each).
+Schedule sp_collective_chain(OpCode code, double bytes, int tp, int copies);
+
 // The interference experiment: `gemms` copies of the GEMM on the compute stream and `allreduces`
 // AllReduces of `bytes` on the comm stream; the first AllReduce waits for the first GEMM, so the GEMMs are
 // running when the AllReduces start.
@@ -33,7 +39,8 @@ Schedule gemms_beside_allreduces(const Schedule& gemm_mini, int gemms, double by
 // Arrival skew: `gemms` copies of the GEMM, then a one-element AllReduce after the last of them.
 Schedule gemms_then_allreduce(const Schedule& gemm_mini, int gemms);
 
-// The fp32 bytes an AllReduce op of these schedules moves (what the profile's tables are keyed by).
-double allreduce_bytes(const Op& op);
+// The fp32 bytes a collective op of these schedules is keyed by in the profile's tables: an AllReduce's
+// buffer; the full (gathered) buffer of an AllGather or ReduceScatter (nccl-tests' "size").
+double collective_bytes(const Op& op);
 
 }  // namespace domino::prof

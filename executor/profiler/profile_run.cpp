@@ -42,7 +42,8 @@ Workload plan_for(const ProfileOptions& o, const ProfilingTraits& traits, std::s
   }
   Workload w = plan_workload(wo);
   *what = fmt::format(
-      "{} GEMM shapes ({}), {} memory-bound ops, {} attention ops, {} AllReduce sizes up to {} B on {} ranks{}{}",
+      "{} GEMM shapes ({}), {} memory-bound ops, {} attention ops, {} sizes of AllReduce, AllGather and "
+      "ReduceScatter up to {} B on {} ranks{}{}",
       w.gemms.size(), !wo.models.empty() ? "every shape of the plans of " + w.model_name : "size grid", w.memory_ops.size(),
       w.attention.size(), w.allreduce_bytes.size(), int64_t(w.allreduce_bytes.empty() ? 0 : w.allreduce_bytes.back()),
       o.tp, o.link_gbps > 0 ? fmt::format(" over an emulated {} Gbit/s link", o.link_gbps) : "",

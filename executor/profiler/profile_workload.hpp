@@ -1,7 +1,8 @@
 // profile_workload.hpp: WHAT the profiler measures. Each probe is one op of the schedule IR in a one-op
 // schedule of its own ("mini schedule"), so it runs through exactly the kernels and buffer layouts the
 // executor uses: GEMMs of a size grid (or, with --for MODEL, every GEMM shape that model's plans emit, for
-// every p and q), memory-bound ops and attention cut from real schedules at several sizes, AllReduce sizes.
+// every p and q), memory-bound ops and attention cut from real schedules at several sizes, message sizes of the
+// collectives (AllReduce, and the sequence-parallel AllGather and ReduceScatter at the same full sizes).
 #pragma once
 
 #include <cstdint>
@@ -25,7 +26,7 @@ struct Workload {
   std::vector<Probe> gemms;        // distinct (m, n, k)
   std::vector<Probe> memory_ops;   // norm, activation, elementwise, copy, optimizer, embedding, loss
   std::vector<Probe> attention;    // AttnFwd / AttnBwd over seq_len and heads per rank
-  std::vector<double> allreduce_bytes;  // ascending, distinct
+  std::vector<double> allreduce_bytes;  // ascending, distinct; also the AllGather / ReduceScatter full sizes
   std::optional<Probe> interference_gemm;
   double interference_bytes = 0;
   std::string model_name;          // the --for models, or the built-in CPU model used for op shapes

@@ -114,33 +114,46 @@ int allreduce_repeats(double bytes, double link_gbps, bool quick) {
   return std::clamp(int(budget_us / expected_us), lo, hi);
 }
 
-// One AllReduce per iteration, a barrier before each (two warm-up iterations), forced to `algorithm`.
-nlohmann::json measure_allreduces(const Workload& w, const RankBench& b, Progress& progress,
+// The probe of one collective of `kind` whose table key is `bytes`.
+Schedule collective_probe(OpKind kind, double bytes, int world) {
+  if (kind == OpKind::AllReduce) return allreduce_chain(bytes, 1);
+  return sp_collective_chain(kind == OpKind::AllGather ? OpCode::AllGather : OpCode::ReduceScatter, bytes, world, 1);
+}
+
+// One collective of `kind` per iteration, a barrier before each (two warm-up iterations), forced to
+// `algorithm`, over the AllReduce's message sizes (under sequence parallelism an AllGather or ReduceScatter
+// has the full size of the AllReduce it replaces).
+nlohmann::json measure_collective(const Workload& w, const RankBench& b, Progress& progress, OpKind kind,
                                   const std::string& algorithm) {
   nlohmann::json out = nlohmann::json::array();
-  const std::string label = algorithm.empty() ? "allreduce " : "allreduce " + algorithm + " ";
+  const std::string label = std::string(to_string(kind)) + " " + (algorithm.empty() ? "" : algorithm + " ");
   int i = 0;
   for (double bytes : w.allreduce_bytes) {
     progress.step(label + std::to_string(int64_t(bytes)) + " B", ++i, int(w.allreduce_bytes.size()));
-    PreparedProbe probe(b.options.backend, allreduce_chain(bytes, 1), b.group_ctx(1, algorithm));
+    PreparedProbe probe(b.options.backend, collective_probe(kind, bytes, b.comm.world()), b.group_ctx(1, algorithm));
     std::vector<double> samples;
     const int reps = allreduce_repeats(bytes, b.options.link_gbps, b.options.quick);
     for (const auto& spans : probe.run(2, reps, &b.comm)) samples.push_back(duration_us(spans.front()));
-    out.push_back({{"bytes", allreduce_bytes(probe.schedule().ops.front())}, {"samples_us", samples}});
+    out.push_back({{"kind", to_string(kind)}, {"bytes", collective_bytes(probe.schedule().ops.front())},
+                   {"samples_us", samples}});
   }
   return out;
 }
 
-// "collectives": the ring (or the library's one algorithm); "collectives_by_algorithm": every other
-// algorithm the backend can be forced to (NVLS on NVSwitch GPUs), each curve measured on its own.
+// Per collective kind, the ring (or the library's one algorithm) under key(kind) and every other algorithm
+// the backend can be forced to (NVLS on NVSwitch GPUs) under key(kind)_by_algorithm.<name>, each curve
+// measured on its own. key: "collectives" for the AllReduce, "allgather" and "reducescatter" for the pair.
 void measure_collectives(const Workload& w, const RankBench& b, Progress& progress, nlohmann::json& out) {
-  if (b.algorithms.empty()) {
-    out["collectives"] = measure_allreduces(w, b, progress, "");
-    return;
-  }
-  for (const std::string& a : b.algorithms) {
-    if (a == "ring") out["collectives"] = measure_allreduces(w, b, progress, a);
-    else out["collectives_by_algorithm"][a] = measure_allreduces(w, b, progress, a);
+  for (OpKind kind : {OpKind::AllReduce, OpKind::AllGather, OpKind::ReduceScatter}) {
+    const std::string key = collective_samples_key(kind);
+    if (b.algorithms.empty()) {
+      out[key] = measure_collective(w, b, progress, kind, "");
+      continue;
+    }
+    for (const std::string& a : b.algorithms) {
+      if (a == "ring") out[key] = measure_collective(w, b, progress, kind, a);
+      else out[key + "_by_algorithm"][a] = measure_collective(w, b, progress, kind, a);
+    }
   }
 }
 
@@ -198,7 +211,7 @@ nlohmann::json measure_interference(const Workload& w, const RankBench& b, Progr
       gemm_during.push_back(duration_us(t));
   const Op& op = gemm.ops.front();
   return {{"m", op.m}, {"n", op.n}, {"k", op.k}, {"flops", op.flops},
-          {"bytes", allreduce_bytes(probe.schedule().ops.back())}, {"gemm_alone_us", gemm_alone},
+          {"bytes", collective_bytes(probe.schedule().ops.back())}, {"gemm_alone_us", gemm_alone},
           {"gemm_during_us", gemm_during}, {"allreduce_alone_us", ar_alone}, {"allreduce_during_us", ar_during}};
 }
 
@@ -223,6 +236,10 @@ nlohmann::json measure_sync(const Workload& w, const RankBench& b, Progress& pro
 }
 
 }  // namespace
+
+std::string collective_samples_key(OpKind kind) {
+  return kind == OpKind::AllReduce ? "collectives" : to_string(kind);
+}
 
 nlohmann::json measure_rank(const Workload& w, GlooComm& comm, const MeasureOptions& o) {
   const std::unique_ptr<Backend> backend = make_backend(o.backend);

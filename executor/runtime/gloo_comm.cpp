@@ -1,4 +1,4 @@
-// gloo_comm.cpp: Gloo TCP device, rendezvous, barrier and AllReduce for one rank.
+// gloo_comm.cpp: Gloo TCP device, rendezvous, barrier, AllReduce, AllGather and ReduceScatter for one rank.
 #include "executor/runtime/gloo_comm.hpp"
 
 #include <arpa/inet.h>
@@ -6,9 +6,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <climits>
+
+#include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/math.h>
+#include <gloo/reduce_scatter.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
@@ -44,6 +48,30 @@ class TimeoutStore final : public gloo::rendezvous::Store {
   std::unique_ptr<gloo::rendezvous::Store> inner_;
   std::chrono::milliseconds timeout_;
 };
+
+// Gloo's reduce-scatter is an algorithm object: its pairs' buffers and slots are set up on construction and
+// every run() reuses them.
+class HalvingDoublingReduceScatter final : public GlooReduceScatter {
+ public:
+  HalvingDoublingReduceScatter(const std::shared_ptr<gloo::Context>& context, float* data, int elements, int rank)
+      : algorithm_(std::make_unique<gloo::ReduceScatterHalvingDoubling<float>>(
+            context, std::vector<float*>{data}, elements * context->size,
+            std::vector<int>(size_t(context->size), elements))),
+        rank_(rank) {}
+  void run(const std::string& what) override { DOMINO_GLOO_CHECK(algorithm_->run(), what, rank_); }
+
+ private:
+  // Held by pointer: Gloo declares its algorithms' destructors noexcept(false).
+  std::unique_ptr<gloo::ReduceScatterHalvingDoubling<float>> algorithm_;
+  int rank_;
+};
+
+// A group of one: its block is already the sum.
+class LoneReduceScatter final : public GlooReduceScatter {
+ public:
+  void run(const std::string&) override {}
+};
+
 }  // namespace
 
 GlooComm::GlooComm(const CommConfig& config) : config_(config) {
@@ -91,6 +119,27 @@ void GlooComm::allreduce(float* data, size_t elements, ReduceFn reduce, uint32_t
   opts.setTag(tag);
   opts.setTimeout(config_.timeout);
   DOMINO_GLOO_CHECK(gloo::allreduce(opts), what, config_.rank);
+}
+
+void GlooComm::allgather(float* data, size_t elements, uint32_t tag, const std::string& what) {
+  if (config_.world == 1) return;
+  gloo::AllgatherOptions opts(context_);
+  opts.setOutput(data, elements * size_t(config_.world));  // no input: in place, our block is already there
+  opts.setTag(tag);
+  opts.setTimeout(config_.timeout);
+  DOMINO_GLOO_CHECK(gloo::allgather(opts), what, config_.rank);
+}
+
+std::unique_ptr<GlooReduceScatter> GlooComm::reduce_scatter_sum(float* data, size_t elements, const std::string& what) {
+  if (config_.world == 1) return std::make_unique<LoneReduceScatter>();
+  // The algorithm counts elements in int.
+  if (elements * size_t(config_.world) > size_t(INT_MAX))
+    throw_runtime("rank " + std::to_string(config_.rank) + ": " + what + ": a ReduceScatter of " +
+                  std::to_string(elements * size_t(config_.world)) + " floats is more than Gloo's reduce-scatter takes");
+  std::unique_ptr<GlooReduceScatter> made;
+  DOMINO_GLOO_CHECK(made = std::make_unique<HalvingDoublingReduceScatter>(context_, data, int(elements), config_.rank),
+                    what, config_.rank);
+  return made;
 }
 
 void GlooComm::barrier(const std::string& what) {

@@ -1,5 +1,7 @@
 // gloo_comm.hpp: one rank's tensor-parallel group over Gloo's TCP transport: rendezvous (a FileStore in a
-// fresh folder for local launches, the TCP store for several hosts), barrier, in-place float AllReduce (sum or max).
+// fresh folder for local launches, the TCP store for several hosts), barrier, in-place float AllReduce (sum or max),
+// AllGather and ReduceScatter (sum) of contiguous float arrays (Gloo's ring allgather and halving-doubling
+// reduce-scatter).
 // Every Gloo call goes through DOMINO_GLOO_CHECK (check.hpp): a dead or stuck peer becomes a domino::Error
 // naming the op and the rank after the timeout.
 #pragma once
@@ -24,6 +26,14 @@ namespace domino {
 
 class TcpStoreServer;
 enum class ReduceOp : uint8_t;  // sim/ir/schedule.hpp
+
+// One ReduceScatter set up by GlooComm::reduce_scatter_sum. run(): in place on its buffer, afterwards the
+// first block holds the sum over the ranks of this rank's block (the rest of the buffer is scratch).
+class GlooReduceScatter {
+ public:
+  virtual ~GlooReduceScatter() = default;
+  virtual void run(const std::string& what) = 0;
+};
 
 struct CommConfig {
   int rank = 0;
@@ -52,6 +62,14 @@ class GlooComm {
   // In-place element-wise sum or maximum over the group, as an AllReduce op's attrs.reduce asks (the max:
   // the vocab-parallel cross-entropy's per-token max).
   void allreduce(float* data, size_t elements, ReduceOp op, uint32_t tag, const std::string& what);
+  // In place over `data`, world blocks of `elements` floats: this rank's block (block rank()) holds its
+  // contribution; afterwards every block holds its rank's (Gloo's ring allgather).
+  void allgather(float* data, size_t elements, uint32_t tag, const std::string& what);
+  // A ReduceScatter (sum) bound to `data`, world blocks of `elements` floats (block r: the partial sums meant
+  // for rank r): Gloo's halving-doubling algorithm, whose connections and buffers are set up here, once. Every
+  // rank must make its ReduceScatters in the same order (it takes no tag: a schedule's op the first time it
+  // runs), then run them as often as needed, in the same order everywhere.
+  std::unique_ptr<GlooReduceScatter> reduce_scatter_sum(float* data, size_t elements, const std::string& what);
   void barrier(const std::string& what);
   // Byte blobs exchanged through the rendezvous store (results, other backends' ids). Keys get a per-run
   // prefix; get waits for the key up to the timeout.

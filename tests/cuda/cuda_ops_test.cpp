@@ -201,14 +201,14 @@ TEST_F(CudaOps, EmulatedAllReduceLastsAtLeastItsModelledTime) {
   float ms = 0;
   for (int rep = 0; rep < 2; ++rep) {  // the first launch also loads the module
     DOMINO_CUDA_CHECK(cudaEventRecord(t0));
-    cuda::emulated_allreduce({.buffer = buf,
-                              .buffer_bytes = bytes,
-                              .traffic_bytes = traffic,
-                              .sms = 16,
-                              .bytes_per_us = bytes_per_us,
-                              .latency_us = latency_us,
-                              .clock_ghz = clock_khz / 1e6},
-                             nullptr);
+    cuda::emulated_collective({.buffer = buf,
+                               .buffer_bytes = bytes,
+                               .traffic_bytes = traffic,
+                               .sms = 16,
+                               .bytes_per_us = bytes_per_us,
+                               .latency_us = latency_us,
+                               .clock_ghz = clock_khz / 1e6},
+                              nullptr);
     DOMINO_CUDA_CHECK(cudaEventRecord(t1));
     DOMINO_CUDA_CHECK(cudaEventSynchronize(t1));
     DOMINO_CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));

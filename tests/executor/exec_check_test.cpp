@@ -8,6 +8,7 @@
 
 #include "exec_test_util.hpp"
 #include "executor/job/grad_check.hpp"
+#include "sim/base/error.hpp"
 
 namespace domino {
 namespace {
@@ -17,6 +18,7 @@ using namespace exectest;
 struct CheckCase {
   const char* model;
   BlockPlan attn, mlp;
+  bool sequence_parallel = false;
 };
 
 void PrintTo(const CheckCase& c, std::ostream* os) {
@@ -24,7 +26,11 @@ void PrintTo(const CheckCase& c, std::ostream* os) {
     return std::string(to_string(b.dim)) + " p" + std::to_string(b.p) + " q" + std::to_string(b.q) +
            (b.order == SliceOrder::DeepSpeed ? " deepspeed" : "");
   };
-  *os << c.model << " attn " << block(c.attn) << ", mlp " << block(c.mlp);
+  *os << c.model << " attn " << block(c.attn) << ", mlp " << block(c.mlp) << (c.sequence_parallel ? ", sp" : "");
+}
+
+std::string case_name(const ::testing::TestParamInfo<CheckCase>& info) {
+  return std::string(info.param.model == std::string("tiny-gpt") ? "Gpt" : "Llama") + std::to_string(info.index);
 }
 
 class ExecCheck : public ::testing::TestWithParam<CheckCase> {};
@@ -35,11 +41,22 @@ TEST_P(ExecCheck, PlanMatchesMegatronSyncAndSingleRank) {
   ModelOverrides o;
   o.tp = 2;
   const ModelSpec m = load_model(model_file(c.model), o);
-  save_plan(make_uniform_plan(m, c.attn, c.mlp, "custom"), dir / "plan.yaml");
+  Plan plan = make_uniform_plan(m, c.attn, c.mlp, "custom");
+  plan.sequence_parallel = c.sequence_parallel;
+  if (c.sequence_parallel) {
+    try {
+      build_schedule(m, plan);
+    } catch (const Error& e) {  // a schedule builder without sequence parallelism refuses the plan key
+      if (std::string(e.what()).find("not supported") != std::string::npos) GTEST_SKIP() << e.what();
+      throw;
+    }
+  }
+  save_plan(plan, dir / "plan.yaml");
   const Outcome out = run({dir / "plan.yaml", "--model", model_file(c.model), "--check"}, dir / "log", 240);
   EXPECT_EQ(out.exit_code, 0) << out.output;
   EXPECT_NE(out.output.find("check passed"), std::string::npos) << out.output;
   EXPECT_NE(out.output.find("L1.mlp.fc2.w.grad"), std::string::npos) << "the table lists every gradient";
+  EXPECT_NE(out.output.find("L1.mlp.norm.g.grad"), std::string::npos) << "and the norm gains'";
 }
 
 const BlockPlan kBatch2{SplitDim::Batch, 2, 1, OverlapMode::Inter, true};
@@ -57,10 +74,7 @@ INSTANTIATE_TEST_SUITE_P(Plans, ExecCheck,
                                            CheckCase{"tiny-llama", kCol2, kSeq4},
                                            CheckCase{"tiny-gpt", kBatch2Ds, kBatch2Ds},
                                            CheckCase{"tiny-llama", kSeq2Col2Ds, kBatch2Ds}),
-                         [](const auto& info) {
-                           return std::string(info.param.model == std::string("tiny-gpt") ? "Gpt" : "Llama") +
-                                  std::to_string(info.index);
-                         });
+                         case_name);
 
 // Every named strategy on both shipped CPU models, shrunk to a short sequence so that the three runs of a
 // check take seconds: the vocab-parallel embedding, head and cross-entropy agree with megatron-sync and with
@@ -123,6 +137,19 @@ TEST(ExecCheckVocab, FourRanksWithAPaddedVocabularyMatchSingleRank) {
   EXPECT_NE(out.output.find("check passed"), std::string::npos) << out.output;
 }
 
+const BlockPlan kWhole{SplitDim::Batch, 1, 1, OverlapMode::None, false};
+const BlockPlan kSeq2{SplitDim::Sequence, 2, 1, OverlapMode::Inter, true};
+
+// Sequence parallelism end to end: sharded residual stream, AllGather / ReduceScatter on the CPU backend's
+// Gloo path, positions by group (GPT), all-reduced norm gradients; one group (p = 1), two groups (sequence
+// slices), batch slices and column chunks. Skipped while the schedule builder refuses the plan key.
+INSTANTIATE_TEST_SUITE_P(SequenceParallel, ExecCheck,
+                         ::testing::Values(CheckCase{"tiny-gpt", kWhole, kWhole, true},
+                                           CheckCase{"tiny-gpt", kSeq2, kSeq2, true},
+                                           CheckCase{"tiny-llama", kBatch2, kCol2, true},
+                                           CheckCase{"tiny-gpt", kSeq2Col2, kBatch2, true}),
+                         case_name);
+
 TEST(ExecCheckMetric, RelativeErrorSeesDifferencesAtTheTensorsScale) {
   const std::vector<float> ref{1.0f, -2.0f, 0.5f, 1e-6f};
   EXPECT_EQ(max_relative_error(ref, ref), 0.0);
@@ -136,6 +163,39 @@ TEST(ExecCheckMetric, RelativeErrorSeesDifferencesAtTheTensorsScale) {
   a[0] = std::nanf("");
   EXPECT_GT(max_relative_error(a, ref), kCheckTolerance);
   EXPECT_GT(max_relative_error({1.0f}, ref), kCheckTolerance);  // size mismatch
+}
+
+// Every rank's copy of a replicated gradient must agree (under sequence parallelism only the AllReduce of the
+// partial sums makes them); sharded gradients have no copies to disagree.
+TEST(ExecCheckMetric, ReplicatedGradientsMustAgreeBetweenRanks) {
+  Job job;
+  ModelOverrides o;
+  o.tp = 2;
+  job.model = load_model(model_file("tiny-gpt"), o);
+  job.schedule = build_schedule(job.model, make_strategy_plan("megatron-sync", job.model));
+  int32_t gain = -1, qkv = -1;
+  for (size_t i = 0; i < job.schedule.buffers.size(); ++i) {
+    const BufferDesc& b = job.schedule.buffers[i];
+    if (b.role != BufferRole::Grad || b.layer != 0) continue;
+    if (b.param == ParamKind::AttnNormGamma) gain = int32_t(i);
+    if (b.param == ParamKind::QkvWeight) qkv = int32_t(i);
+  }
+  ASSERT_GE(gain, 0);
+  ASSERT_GE(qkv, 0);
+  std::vector<RankSnapshot> ranks(2);
+  for (int r = 0; r < 2; ++r) {
+    ranks[size_t(r)].rank = r;
+    ranks[size_t(r)].buffers.resize(job.schedule.buffers.size());
+    for (int32_t b : {gain, qkv}) {
+      std::vector<float>& v = ranks[size_t(r)].buffers[size_t(b)];
+      v.resize(size_t(job.schedule.buffers[size_t(b)].elements()));
+      for (size_t k = 0; k < v.size(); ++k) v[k] = 1.0f + 0.01f * float(k) + (b == qkv ? float(r) : 0.0f);
+    }
+  }
+  EXPECT_EQ(replica_disagreement(job, gain, ranks), 0.0);
+  EXPECT_EQ(replica_disagreement(job, qkv, ranks), 0.0);  // two different shards: nothing replicated
+  ranks[1].buffers[size_t(gain)][3] *= 1.5f;  // rank 1 kept its partial sum of one element
+  EXPECT_GT(replica_disagreement(job, gain, ranks), kCheckTolerance);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // profiler_backend_test.cpp: domino-profile measures through the Backend interface. The probe schedules
-// (chains, AllReduce chains, the two-stream experiments) have the shapes the measuring code relies on, and a
-// backend registered under a test name that counts the ops issued on its stream drivers sees every probe:
-// compute ops, AllReduces, the interference and arrival-skew experiments. No timed assertions.
+// (chains, AllReduce chains, the sequence-parallel AllGather / ReduceScatter probes, the two-stream
+// experiments) have the shapes the measuring code relies on, and a backend registered under a test name that
+// counts the ops issued on its stream drivers sees every probe: compute ops, the three collectives, the
+// interference and arrival-skew experiments. No timed assertions.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -18,6 +19,7 @@
 #include "executor/profiler/profile_workload.hpp"
 #include "executor/profiler/rank_fork.hpp"
 #include "executor/profiler/rank_measure.hpp"
+#include "executor/runtime/sp_collective.hpp"
 
 namespace domino::prof {
 namespace {
@@ -104,7 +106,7 @@ TEST(ProfilerProbeSchedule, TwoStreamExperimentsWaitWhereTheyMust) {
   ASSERT_EQ(both.ops.size(), 6u);
   EXPECT_EQ(both.ops[4].stream, Stream::Comm);
   EXPECT_EQ(both.ops[4].deps, std::vector<int32_t>{0});  // the GEMMs run when the AllReduces start
-  EXPECT_DOUBLE_EQ(allreduce_bytes(both.ops[5]), 1024);
+  EXPECT_DOUBLE_EQ(collective_bytes(both.ops[5]), 1024);
   const Schedule skew = gemms_then_allreduce(mini, 5);
   ASSERT_EQ(skew.ops.size(), 6u);
   EXPECT_EQ(skew.ops.back().deps, std::vector<int32_t>{4});  // after the last GEMM
@@ -112,6 +114,26 @@ TEST(ProfilerProbeSchedule, TwoStreamExperimentsWaitWhereTheyMust) {
   fill_with_values(filled, 4);
   EXPECT_GE(filled.model.tp, 4);
   for (const BufferDesc& b : filled.buffers) EXPECT_EQ(b.role, BufferRole::Param) << b.name;
+}
+
+TEST(ProfilerProbeSchedule, SequenceParallelProbesSpreadTheFullBufferOverTheRanks) {
+  const Schedule ag = sp_collective_chain(OpCode::AllGather, 1000, 4, 2);
+  ASSERT_EQ(ag.ops.size(), 2u);
+  for (const Op& op : ag.ops) {
+    EXPECT_EQ(op.stream, Stream::Comm);
+    EXPECT_EQ(op.kind, OpKind::AllGather);
+    // 1000 B = 250 floats, 62.5 per rank: 63 each, so the full buffer holds 4 x 63 floats.
+    EXPECT_DOUBLE_EQ(collective_bytes(op), 4.0 * 4 * 63);
+    EXPECT_DOUBLE_EQ(op.bytes, collective_bytes(op));
+  }
+  const SpCollectiveShape g = sp_collective_shape(ag, ag.ops[0], 4);  // the executors accept its geometry
+  EXPECT_EQ(g.part, 1);
+  EXPECT_EQ(g.group_rows, 4);
+  const Schedule rs = sp_collective_chain(OpCode::ReduceScatter, 4, 2, 1);  // less than a float per rank
+  EXPECT_EQ(rs.ops[0].out[0].elements(), 1);  // this rank's one float
+  EXPECT_DOUBLE_EQ(collective_bytes(rs.ops[0]), 8);
+  EXPECT_EQ(collective_samples_key(OpKind::AllReduce), "collectives");
+  EXPECT_EQ(collective_samples_key(OpKind::ReduceScatter), "reducescatter");
 }
 
 TEST(ProfilerBackend, EveryProbeRunsThroughTheNamedBackend) {
@@ -147,6 +169,17 @@ TEST(ProfilerBackend, EveryProbeRunsThroughTheNamedBackend) {
     EXPECT_GT(allreduce_samples, 0);
     EXPECT_GE(count("AllReduce"), allreduce_samples);
     EXPECT_FALSE(r["interference"]["gemm_alone_us"].empty());
+    // The sequence-parallel pair at every AllReduce size, each sample one issued op of its kind.
+    for (const auto& [key, code] : {std::pair{"allgather", "AllGather"}, std::pair{"reducescatter", "ReduceScatter"}}) {
+      ASSERT_EQ(r[key].size(), r["collectives"].size()) << key;
+      int n = 0;
+      for (const auto& e : r[key]) {
+        EXPECT_EQ(e["kind"], key);
+        n += int(e["samples_us"].size());
+      }
+      EXPECT_GT(n, 0) << key;
+      EXPECT_GE(count(code), n) << key;
+    }
   }
 }
 
