@@ -195,12 +195,39 @@ void check_embedding(Checker& c, const Schedule& s, const Op& op) {
   if (op.n_out == 2) check_positional_table(c, op.out[1], rows);
 }
 
-void check_position_add(Checker& c, const Op& op) {
-  const Region &x = op.in[0], &y = op.out[0];
+// On a sequence-sharded buffer (attrs.sp_groups = g > 0) the rows are a rank's S/tp rows of the layout
+// SpLayout{S = the table's rows, g, tp}: the table must start at 0 and S split into g x tp parts.
+void check_position_add(Checker& c, const Schedule& s, const Op& op) {
+  const Region &x = op.in[0], &y = op.out[0], &table = op.in[1];
   if (!c.arity(2, 2, 1, 1)) return;
   c.shape(y, "out[0]", x.rows(), x.cols());
   c.same_rows(x, y, "out[0]");
-  check_positional_table(c, op.in[1], x);
+  check_positional_table(c, table, x);
+  const int64_t g = op.attrs.sp_groups, tp = s.model.tp, seq = table.s1 - table.s0;
+  if (g < 0 || (g > 0 && (table.s0 != 0 || seq % (g * tp) != 0 || x.s1 > seq / tp))) {
+    c.fail(fmt::format("has sp_groups={} for a positional table of {} rows and local rows up to {} on {} ranks", g,
+                       seq, x.s1, tp));
+  }
+}
+
+// AllGather / ReduceScatter (schedule.hpp): the sharded region holds attrs.chunks = n whole groups of this
+// rank's part rows each, the full region the same groups' tp parts each; same batch range and columns.
+void check_sp_collective(Checker& c, const Schedule& s, const Op& op) {
+  if (!c.arity(1, 1, 1, 1)) return;
+  const bool gather = op.code == OpCode::AllGather;
+  const Region &sharded = gather ? op.in[0] : op.out[0], &full = gather ? op.out[0] : op.in[0];
+  const int64_t n = op.attrs.chunks, tp = s.model.tp;
+  if (op.stream != Stream::Comm) c.fail("runs on the compute stream (collectives run on comm)");
+  if (!gather && op.attrs.reduce != ReduceOp::Sum) c.fail("reduces with max (a ReduceScatter sums)");
+  c.shape(full, gather ? "out[0]" : "in[0]", -1, sharded.cols());
+  if (full.b1 - full.b0 != sharded.b1 - sharded.b0) c.fail("covers another batch range on each side");
+  const int64_t part_rows = sharded.s1 - sharded.s0, full_rows = full.s1 - full.s0;
+  if (n < 1 || part_rows < n || part_rows % n != 0 || full_rows % n != 0 || full_rows / n != tp * (part_rows / n) ||
+      sharded.s0 % (part_rows / n) != 0) {
+    c.fail(fmt::format("has chunks={} groups for {} local and {} full rows per batch entry on {} ranks "
+                       "(each group: tp parts of the local group's rows, starting on a group)",
+                       n, part_rows, full_rows, tp));
+  }
 }
 
 // LogitMax, LogitSumExp and CrossEntropy: per-token statistics of one vocabulary shard of the logits.
@@ -280,7 +307,10 @@ void check_operands(Checker& c, const Schedule& s, const Op& op) {
     case OpCode::EmbeddingBwd:
       return check_embedding(c, s, op);
     case OpCode::PositionAdd:
-      return check_position_add(c, op);
+      return check_position_add(c, s, op);
+    case OpCode::AllGather:
+    case OpCode::ReduceScatter:
+      return check_sp_collective(c, s, op);
     case OpCode::LogitMax:
     case OpCode::LogitSumExp:
     case OpCode::CrossEntropy:
