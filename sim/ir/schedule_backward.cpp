@@ -178,8 +178,9 @@ void Builder::bwd_column_parallel(int l, Block block, int i, const LinearBwd& li
     }
     if (sp_) {
       // Sequence parallelism: the rank's rows of the reduced gradient, which the norm backward reads.
-      const int32_t rs = sp_reducescatter(l, Phase::Backward, block, "rs", i, chunk, whole(ps),
-                                          whole(partial_buffer(true, block, l, bp, i, c, true)), groups_in(box));
+      const int32_t rs =
+          sp_collective(OpCode::ReduceScatter, l, Phase::Backward, block, "rs", i, chunk, whole(ps),
+                        whole(partial_buffer(true, block, l, bp, i, c, true)), groups_in(box));
       if (rs >= 0) ars.push_back(rs);
     } else if (plan_.comm_enabled) {
       Op& op = emit(l, Phase::Backward, block, "ar", i, chunk, OpCode::AllReduce, Stream::Comm);

@@ -243,22 +243,22 @@ class Builder {
   Box local(const Box& full) const;
   // A full box's group count (attrs.chunks of its AllGather / ReduceScatter).
   int16_t groups_in(const Box& full) const;
-  // Emit an AllGather of sharded rows into full rows / a ReduceScatter of full rows into sharded rows on the
-  // communication stream; -1 (nothing) when the plan has no communication.
-  int32_t sp_allgather(int layer, Phase phase, Block block, const char* name, int slice, int chunk,
-                       const Region& sharded, const Region& full, int16_t groups);
+  // Emits an AllGather of sharded rows into full rows or a ReduceScatter of full rows into sharded rows on
+  // the communication stream; -1 (nothing) when the plan has no communication.
+  int32_t sp_collective(OpCode code, int layer, Phase phase, Block block, const char* name, int slice,
+                        int chunk, const Region& from, const Region& to, int16_t groups);
   // pipeline: c (megatron-sp-overlap): the rows of GEMM chunk j of a slice's box (one group each).
   Box pipeline_chunk(const Box& box, int j, int chunks) const;
   // The gathers of slice i's rows of `sharded` into `full`: one, or one per pipeline chunk.
-  void sp_gather_rows(int l, Phase phase, Block block, const char* name, int i, int32_t sharded, int32_t full);
+  void sp_gather_rows(int l, Phase phase, Block block, const char* name, int i, int32_t sharded,
+                      int32_t full);
   // The column-parallel GEMM of slice i on `rows` (chunk -1: the whole slice).
   void fwd_column_gemm(int l, Block block, int i, const Box& rows, int chunk);
   // Row-parallel dgrad of a pipelined block: one GEMM per chunk of rows, each behind its gather.
   void bwd_row_dgrad_pipelined(int l, Block block, int i, const LinearBwd& lin);
   // Row-parallel GEMM of a pipelined block: chunk j's ReduceScatter runs behind chunk j+1's GEMM.
-  void fwd_row_parallel_pipelined(int l, Block block, int i, const char* name, int32_t x, int32_t w, int64_t k);
-  int32_t sp_reducescatter(int layer, Phase phase, Block block, const char* name, int slice, int chunk,
-                           const Region& full, const Region& sharded, int16_t groups);
+  void fwd_row_parallel_pipelined(int l, Block block, int i, const char* name, int32_t x, int32_t w,
+                                  int64_t k);
   void forward_block_sp(int layer, Block block);
   void backward_block_sp(int layer, Block block);
   // N_i then the AllGather of its output into sp_x, once per slice (it may run ahead: prefetch).
@@ -272,7 +272,7 @@ class Builder {
   // norm backward of the block writes them; the final norm's after the head's.
   void sp_norm_grad_allreduces(int layer, Block block, const std::array<int32_t, 2>& grads);
   std::set<std::array<int, 3>> sp_fwd_gathered_, sp_dy_gathered_;  // (layer, block, slice)
-  std::map<std::array<int, 2>, int> sp_norm_bwds_;                    // norm backwards emitted per block
+  std::map<std::array<int, 2>, int> sp_norm_bwds_;                 // norm backwards emitted per block
 };
 
 // Adds the data-hazard dependencies (cross-stream only) to every op, keeping the policy deps already

@@ -109,10 +109,9 @@ void Builder::fwd_column_gemm(int l, Block block, int i, const Box& box, int chu
 void Builder::fwd_front(int l, Block block, int i) {
   const BlockPlan& bp = block_plan(l, block);
   const Box box = slice_box(bp, i);
-  for (int j = 0; j < bp.pipeline; ++j) {
-    if (bp.pipeline > 1) fwd_column_gemm(l, block, i, pipeline_chunk(box, j, bp.pipeline), j);
-    else fwd_column_gemm(l, block, i, box, -1);
-  }
+  const bool chunks = bp.pipeline > 1;
+  for (int j = 0; j < bp.pipeline; ++j)
+    fwd_column_gemm(l, block, i, chunks ? pipeline_chunk(box, j, bp.pipeline) : box, chunks ? j : -1);
   const LayerBuffers& b = lb_[size_t(l)];
   if (block == Block::Mlp) {
     Op& op = emit(l, Phase::Forward, block, "act", i, -1, activation_codes(m_.activation).fwd);
@@ -185,8 +184,8 @@ void Builder::fwd_norm(int l, Block block, int i) {
 // AllReduce on the communication stream (blocking when the block does not overlap). Sequence parallelism:
 // a ReduceScatter instead, straight into the rank's rows of the residual stream's output (x_mid, x_out),
 // which the residual add then completes in place.
-void Builder::fwd_row_parallel_gemm(int l, Block block, int i, const char* name, int32_t x, int32_t w, int64_t k,
-                                    const std::function<void()>& before_scatter) {
+void Builder::fwd_row_parallel_gemm(int l, Block block, int i, const char* name, int32_t x, int32_t w,
+                                    int64_t k, const std::function<void()>& before_scatter) {
   const BlockPlan& bp = block_plan(l, block);
   if (bp.pipeline > 1) {
     fwd_row_parallel_pipelined(l, block, i, name, x, w, k);
@@ -207,9 +206,9 @@ void Builder::fwd_row_parallel_gemm(int l, Block block, int i, const char* name,
     if (sp_) {
       if (c == 0 && before_scatter) before_scatter();
       const LayerBuffers& b = lb_[size_t(l)];
-      const int32_t rs = sp_reducescatter(l, Phase::Forward, block, "rs", i, chunk, whole(ps),
-                                          rows(block == Block::Attn ? b.x_mid : b.x_out, local(box), c * cw, (c + 1) * cw),
-                                          groups_in(box));
+      const int32_t rs = sp_collective(
+          OpCode::ReduceScatter, l, Phase::Forward, block, "rs", i, chunk, whole(ps),
+          rows(block == Block::Attn ? b.x_mid : b.x_out, local(box), c * cw, (c + 1) * cw), groups_in(box));
       if (rs >= 0 && bp.overlap == OverlapMode::None) blocking_.push_back(rs);
     } else if (plan_.comm_enabled) {
       Op& op = emit(l, Phase::Forward, block, "ar", i, chunk, OpCode::AllReduce, Stream::Comm);

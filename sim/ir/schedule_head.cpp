@@ -40,7 +40,8 @@ void Builder::embedding_forward() {
     op.attrs.vocab = int32_t(V_);
   }
   if (sp_) {
-    sp_reducescatter(-1, FW, Block::Embedding, "rs", -1, -1, whole(gb_.sp_x), whole(gb_.x0), int16_t(sp_groups_));
+    sp_collective(OpCode::ReduceScatter, -1, FW, Block::Embedding, "rs", -1, -1, whole(gb_.sp_x),
+                  whole(gb_.x0), int16_t(sp_groups_));
   } else {
     vocab_allreduce(FW, Block::Embedding, "ar", gb_.x0, ReduceOp::Sum);
   }
@@ -65,7 +66,9 @@ void Builder::head_forward(int32_t x_last) {
     out(op, whole(gb_.xf));
     out(op, whole(gb_.stf));
   }
-  if (sp_) sp_allgather(-1, FW, H, "norm.ag", -1, -1, whole(gb_.xf), whole(gb_.sp_x), int16_t(sp_groups_));
+  if (sp_)
+    sp_collective(OpCode::AllGather, -1, FW, H, "norm.ag", -1, -1, whole(gb_.xf), whole(gb_.sp_x),
+                  int16_t(sp_groups_));
   {
     const bool tied = m_.tied_embeddings;
     Op& op = emit(-1, FW, H, "logits", -1, -1, tied ? OpCode::MatMulDgrad : OpCode::MatMul);
@@ -116,8 +119,8 @@ void Builder::head_backward(int32_t x_last) {
     op.m = B_ * S_, op.n = h_, op.k = V_l_;
   }
   // Partial over the vocabulary shards (Megatron's "f" operator on the head's input).
-  const int32_t ar = sp_ ? sp_reducescatter(-1, BW, H, "logits.rs", -1, -1, whole(gb_.sp_dy), whole(gb_.dxf),
-                                            int16_t(sp_groups_))
+  const int32_t ar = sp_ ? sp_collective(OpCode::ReduceScatter, -1, BW, H, "logits.rs", -1, -1,
+                                         whole(gb_.sp_dy), whole(gb_.dxf), int16_t(sp_groups_))
                          : vocab_allreduce(BW, H, "logits.ar", gb_.dxf, ReduceOp::Sum);
   const int32_t xf = sp_ ? gb_.sp_x : gb_.xf;  // the gathered rows the forward kept
   {
@@ -149,8 +152,8 @@ void Builder::head_backward(int32_t x_last) {
 // weight gradient is already in the table's gradient: add to it (the positions' gradient starts here).
 void Builder::embedding_backward() {
   if (sp_) {
-    sp_allgather(-1, Phase::Backward, Block::Embedding, "dy.ag", -1, -1, whole(gb_.dresid), whole(gb_.sp_dy),
-                 int16_t(sp_groups_));
+    sp_collective(OpCode::AllGather, -1, Phase::Backward, Block::Embedding, "dy.ag", -1, -1,
+                  whole(gb_.dresid), whole(gb_.sp_dy), int16_t(sp_groups_));
   }
   Op& op = emit(-1, Phase::Backward, Block::Embedding, "", -1, -1, OpCode::EmbeddingBwd);
   in(op, whole(gb_.tokens));

@@ -1,7 +1,7 @@
 // schedule_sp.cpp: Megatron's sequence parallelism in the builder (docs/plan-format.md, "Sequence
 // parallelism"). Norms, residual adds, the embedding output and the final norm work on this rank's S/tp rows
-// (SpLayout: g groups, one per sequence slice); each block's AllReduce becomes an AllGather of the norm output
-// before the column-parallel GEMM and a ReduceScatter of the row-parallel GEMM's partial sums into the
+// (SpLayout: g groups, one per sequence slice); each block's AllReduce becomes an AllGather of the norm
+// output before the column-parallel GEMM and a ReduceScatter of the row-parallel GEMM's partial sums into the
 // residual stream. Backward mirrors it: the residual gradient is gathered before the row-parallel backward,
 // the norm output gathered again for the column-parallel weight gradient (Megatron keeps only the sharded
 // copy), and the column-parallel input gradient reduce-scattered. The norm parameters' gradients, summed over
@@ -10,10 +10,11 @@
 // Slice order (deep; the deepspeed order is refused under SP): the communication stream runs its ops in
 // program order, so a gather must be issued before the scatter it should not wait behind. Forward:
 //   N0 AG0 F0 [held-back add] N1 AG1 B0(RS0) F1 R0 N2 AG2 B1(RS1) ... F(p-1) B(p-1) R(p-2) R(p-1)
-// and with inter (the last add held back): ... F(p-1), B(p-1)'s GEMM, R(p-2) N'0 AG'0, RS(p-1), where N'0 AG'0
-// are the next block's first norm and gather, issued ahead so that RS(p-1) runs behind that block's slice. Backward: B'(p-1) [held-back N'0 of the block before] F'(p-1), B'(p-2) N'(p-1) F'(p-2), ...
-// with each F'_i gathering the residual gradient of slice i-1 (or, on slice 0 with inter, of the next
-// processed block's last slice) before its own ReduceScatter.
+// and with inter (the last add held back): ... F(p-1), B(p-1)'s GEMM, R(p-2) N'0 AG'0, RS(p-1), where N'0
+// AG'0 are the next block's first norm and gather, issued ahead so that RS(p-1) runs behind that block's
+// slice. Backward: B'(p-1) [held-back N'0 of the block before] F'(p-1), B'(p-2) N'(p-1) F'(p-2), ... with
+// each F'_i gathering the residual gradient of slice i-1 (or, on slice 0 with inter, of the next processed
+// block's last slice) before its own ReduceScatter.
 #include "sim/ir/schedule_builder_internal.hpp"
 
 namespace domino::detail {
@@ -25,22 +26,13 @@ Box Builder::local(const Box& full) const {
 
 int16_t Builder::groups_in(const Box& full) const { return int16_t((full.s1 - full.s0) / (S_ / sp_groups_)); }
 
-int32_t Builder::sp_allgather(int layer, Phase phase, Block block, const char* name, int slice, int chunk,
-                              const Region& sharded, const Region& full, int16_t groups) {
+// AllGather: in = sharded rows, out = full rows; ReduceScatter: in = full rows (partial sums), out = sharded.
+int32_t Builder::sp_collective(OpCode code, int layer, Phase phase, Block block, const char* name, int slice,
+                               int chunk, const Region& from, const Region& to, int16_t groups) {
   if (!plan_.comm_enabled) return -1;
-  Op& op = emit(layer, phase, block, name, slice, chunk, OpCode::AllGather, Stream::Comm);
-  in(op, sharded);
-  out(op, full);
-  op.attrs.chunks = groups;
-  return op.index;
-}
-
-int32_t Builder::sp_reducescatter(int layer, Phase phase, Block block, const char* name, int slice, int chunk,
-                                  const Region& full, const Region& sharded, int16_t groups) {
-  if (!plan_.comm_enabled) return -1;
-  Op& op = emit(layer, phase, block, name, slice, chunk, OpCode::ReduceScatter, Stream::Comm);
-  in(op, full);
-  out(op, sharded);
+  Op& op = emit(layer, phase, block, name, slice, chunk, code, Stream::Comm);
+  in(op, from);
+  out(op, to);
   op.attrs.chunks = groups;
   op.attrs.reduce = ReduceOp::Sum;
   return op.index;
@@ -57,8 +49,8 @@ void Builder::sp_gather_rows(int l, Phase phase, Block block, const char* name, 
   const Box box = slice_box(bp, i);
   for (int j = 0; j < bp.pipeline; ++j) {
     const Box part = bp.pipeline > 1 ? pipeline_chunk(box, j, bp.pipeline) : box;
-    sp_allgather(l, phase, block, name, i, bp.pipeline > 1 ? j : -1, rows(sharded, local(part)), rows(full, part),
-                 groups_in(part));
+    sp_collective(OpCode::AllGather, l, phase, block, name, i, bp.pipeline > 1 ? j : -1,
+                  rows(sharded, local(part)), rows(full, part), groups_in(part));
   }
 }
 
@@ -83,8 +75,9 @@ void Builder::fwd_row_parallel_pipelined(int l, Block block, int i, const char* 
     in(op, whole(w));
     out(op, rows(ps, part));
     op.m = part.rows(), op.k = k, op.n = h_;
-    const int32_t rs = sp_reducescatter(l, Phase::Forward, block, "rs", i, j, rows(ps, part),
-                                        rows(block == Block::Attn ? b.x_mid : b.x_out, local(part)), groups_in(part));
+    const int32_t rs =
+        sp_collective(OpCode::ReduceScatter, l, Phase::Forward, block, "rs", i, j, rows(ps, part),
+                      rows(block == Block::Attn ? b.x_mid : b.x_out, local(part)), groups_in(part));
     if (rs >= 0 && j + 1 == bp.pipeline && bp.overlap == OverlapMode::None) blocking_.push_back(rs);
   }
 }
@@ -153,8 +146,8 @@ int32_t Builder::bwd_column_input(int l, Block block, int i) {
   }
   // Megatron's order: launched before the dgrad GEMM, which it overlaps (TransformerEngine: "bulk").
   const Box box = slice_box(block_plan(l, block), i);
-  sp_allgather(l, Phase::Backward, block, "x.ag", i, -1, rows(xn, local(box)), rows(gb_.sp_x, box),
-               groups_in(box));
+  sp_collective(OpCode::AllGather, l, Phase::Backward, block, "x.ag", i, -1, rows(xn, local(box)),
+                rows(gb_.sp_x, box), groups_in(box));
   return gb_.sp_x;
 }
 

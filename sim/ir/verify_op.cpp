@@ -205,8 +205,9 @@ void check_position_add(Checker& c, const Schedule& s, const Op& op) {
   check_positional_table(c, table, x);
   const int64_t g = op.attrs.sp_groups, tp = s.model.tp, seq = table.s1 - table.s0;
   if (g < 0 || (g > 0 && (table.s0 != 0 || seq % (g * tp) != 0 || x.s1 > seq / tp))) {
-    c.fail(fmt::format("has sp_groups={} for a positional table of {} rows and local rows up to {} on {} ranks", g,
-                       seq, x.s1, tp));
+    c.fail(
+        fmt::format("has sp_groups={} for a positional table of {} rows and local rows up to {} on {} ranks",
+                    g, seq, x.s1, tp));
   }
 }
 
@@ -222,11 +223,12 @@ void check_sp_collective(Checker& c, const Schedule& s, const Op& op) {
   c.shape(full, gather ? "out[0]" : "in[0]", -1, sharded.cols());
   if (full.b1 - full.b0 != sharded.b1 - sharded.b0) c.fail("covers another batch range on each side");
   const int64_t part_rows = sharded.s1 - sharded.s0, full_rows = full.s1 - full.s0;
-  if (n < 1 || part_rows < n || part_rows % n != 0 || full_rows % n != 0 || full_rows / n != tp * (part_rows / n) ||
-      sharded.s0 % (part_rows / n) != 0) {
-    c.fail(fmt::format("has chunks={} groups for {} local and {} full rows per batch entry on {} ranks "
-                       "(each group: tp parts of the local group's rows, starting on a group)",
-                       n, part_rows, full_rows, tp));
+  if (n < 1 || part_rows < n || part_rows % n != 0 || full_rows % n != 0 ||
+      full_rows / n != tp * (part_rows / n) || sharded.s0 % (part_rows / n) != 0) {
+    c.fail(
+        fmt::format("has chunks={} groups for {} local and {} full rows per batch entry on {} ranks "
+                    "(each group: tp parts of the local group's rows, starting on a group)",
+                    n, part_rows, full_rows, tp));
   }
 }
 

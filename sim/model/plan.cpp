@@ -23,8 +23,8 @@ static_assert(size_t(SliceOrder::DeepSpeed) + 1 == kSliceOrderNames.size(), "one
 const char* to_string(SliceOrder o) { return enum_name(o, kSliceOrderNames); }
 
 std::vector<std::string> strategy_names() {
-  return {"megatron-sync", "megatron-async", "domino-ds", "domino-deep", "no-comm", "megatron-sp",
-          "megatron-sp-overlap"};
+  return {"megatron-sync", "megatron-async", "domino-ds",          "domino-deep",
+          "no-comm",       "megatron-sp",    "megatron-sp-overlap"};
 }
 
 Plan make_uniform_plan(const ModelSpec& model, const BlockPlan& attn, const BlockPlan& mlp,
@@ -159,9 +159,10 @@ std::string block_problem(const BlockPlan& bp, const ModelSpec& m, std::string* 
   if (bp.pipeline != 1 && bp.pipeline != 2 && bp.pipeline != 4 && bp.pipeline != 8)
     return fmt::format("pipeline={} is not one of 1, 2, 4, 8", bp.pipeline);
   if (bp.pipeline > 1 && (bp.p > 1 || bp.q > 1)) {
-    return fmt::format("pipeline={} chunks the GEMMs of an unsliced block; it is not built with p={} q={} "
-                       "(use p=1, q=1)",
-                       bp.pipeline, bp.p, bp.q);
+    return fmt::format(
+        "pipeline={} chunks the GEMMs of an unsliced block; it is not built with p={} q={} "
+        "(use p=1, q=1)",
+        bp.pipeline, bp.p, bp.q);
   }
   key->assign("order");
   if (bp.order == SliceOrder::DeepSpeed && m.residual == Residual::Parallel) {

@@ -45,8 +45,8 @@ std::string error_of(const std::function<void()>& f) {
 TEST(Strategies, ExpandAsDocumented) {
   const ModelSpec m = test::tiny_gpt();
   EXPECT_EQ(strategy_names(),
-            (std::vector<std::string>{"megatron-sync", "megatron-async", "domino-ds", "domino-deep", "no-comm",
-                                      "megatron-sp", "megatron-sp-overlap"}));
+            (std::vector<std::string>{"megatron-sync", "megatron-async", "domino-ds", "domino-deep",
+                                      "no-comm", "megatron-sp", "megatron-sp-overlap"}));
   const Plan sync = make_strategy_plan("megatron-sync", m);
   const Plan async = make_strategy_plan("megatron-async", m);
   const Plan ds = make_strategy_plan("domino-ds", m);
@@ -196,10 +196,14 @@ TEST(PlanFile, SequenceParallelKeysRoundTrip) {
   // A pipeline without sequence parallelism, or on a sliced block, names the key.
   std::string no_sp = y;
   no_sp.erase(no_sp.find("sequence_parallel: true\n"), std::string("sequence_parallel: true\n").size());
-  EXPECT_NE(error_of([&] { load_plan_string(no_sp, "<no-sp>", m); }).find("needs sequence_parallel: true"), std::string::npos);
+  EXPECT_NE(error_of([&] { load_plan_string(no_sp, "<no-sp>", m); }).find("needs sequence_parallel: true"),
+            std::string::npos);
   std::string sliced = y;
   sliced.replace(sliced.find("p: 1, q: 1"), 10, "p: 2, q: 1");
-  EXPECT_NE(error_of([&] { load_plan_string(sliced, "<sliced>", m); }).find("pipeline=4 chunks the GEMMs of an unsliced block"), std::string::npos);
+  EXPECT_NE(error_of([&] {
+              load_plan_string(sliced, "<sliced>", m);
+            }).find("pipeline=4 chunks the GEMMs of an unsliced block"),
+            std::string::npos);
 }
 
 TEST(PlanFile, GoodFilesLoad) {

@@ -1,8 +1,8 @@
 // schedule_sp_test.cpp: sequence parallelism in the schedule builder. Structure (each AllReduce of a block
 // becomes a ReduceScatter and an AllGather of the same message; the regions between the tensor-parallel
 // GEMMs hold S/tp rows; the norm gradients are all-reduced before the optimizer), memory, the verifier on
-// every sliced SP plan of the tiny models, the group layout of sequence slices, Domino's overlap under SP, and
-// the refusals.
+// every sliced SP plan of the tiny models, the group layout of sequence slices, Domino's overlap under SP,
+// and the refusals.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -32,7 +32,9 @@ ModelSpec tied_gpt() {
   return m;
 }
 
-std::vector<ModelSpec> sp_models() { return {test::tiny_gpt(), tied_gpt(), test::tiny_llama(), test::tiny_llama(4)}; }
+std::vector<ModelSpec> sp_models() {
+  return {test::tiny_gpt(), tied_gpt(), test::tiny_llama(), test::tiny_llama(4)};
+}
 
 struct Totals {
   int count = 0;
@@ -96,11 +98,14 @@ TEST(SequenceParallel, RegionsBetweenTheGemmsHoldSeqOverTpRows) {
     for (const BufferDesc& b : sp.buffers) {
       const bool residual = b.name == "x0" || b.name.ends_with(".x_mid") || b.name.ends_with(".x_out");
       const bool norm = b.name.ends_with("norm.y") || b.name.ends_with("norm.stats");
-      const bool grads = b.name == "grad.resid" || b.name == "grad.head.norm.y" || b.name.rfind("sp.ps.", 0) == 0;
+      const bool grads =
+          b.name == "grad.resid" || b.name == "grad.head.norm.y" || b.name.rfind("sp.ps.", 0) == 0;
       if (!residual && !norm && !grads) {
         // Every other buffer is the non-SP one (the two gathered workspaces are new, full rows).
-        if (b.name.rfind("sp.", 0) == 0) EXPECT_EQ(b.seq, m.seq_len) << b.name;
-        else EXPECT_EQ(full_seq.at(b.name), b.seq) << b.name;
+        if (b.name.rfind("sp.", 0) == 0)
+          EXPECT_EQ(b.seq, m.seq_len) << b.name;
+        else
+          EXPECT_EQ(full_seq.at(b.name), b.seq) << b.name;
         continue;
       }
       ++sharded;
@@ -136,8 +141,9 @@ TEST(SequenceParallel, CollectivesWaitAndAreWaitedForByTheirNeighbours) {
 // Every writer of a norm gradient comes before its AllReduce, and the optimizer step after it.
 TEST(SequenceParallel, NormGradientsAreAllReducedAfterTheirLastWriterBeforeTheOptimizer) {
   for (const ModelSpec& m : sp_models()) {
-    for (const Plan& plan : {make_strategy_plan("megatron-sp", m),
-                             sp_plan(m, {S::Batch, 2, 2, O::Inter, true}, {S::Sequence, 2, 1, O::Inter, true})}) {
+    for (const Plan& plan :
+         {make_strategy_plan("megatron-sp", m),
+          sp_plan(m, {S::Batch, 2, 2, O::Inter, true}, {S::Sequence, 2, 1, O::Inter, true})}) {
       SCOPED_TRACE(m.name);
       const Schedule s = test::build_verified(m, plan);
       int reduced = 0;
@@ -148,7 +154,8 @@ TEST(SequenceParallel, NormGradientsAreAllReducedAfterTheirLastWriterBeforeTheOp
         ++reduced;
         for (const Op& op : s.ops) {
           for (int j = 0; j < op.n_out; ++j) {
-            if (op.out[size_t(j)].buffer == grad && op.index != ar.index) EXPECT_LT(op.index, ar.index) << op_id(op);
+            if (op.out[size_t(j)].buffer == grad && op.index != ar.index)
+              EXPECT_LT(op.index, ar.index) << op_id(op);
           }
           if (op.kind == OpKind::Optimizer && op.in[0].buffer == grad) EXPECT_GT(op.index, ar.index);
         }
@@ -177,7 +184,8 @@ TEST(SequenceParallel, SequenceSlicesUseTheGroupLayout) {
   EXPECT_EQ(rs.out[0].c0, m.hidden / 2);
   // Llama has rotary positions: no PositionAdd; GPT's carries the group count.
   const ModelSpec gpt = test::tiny_gpt();
-  const Indexed y(test::build_verified(gpt, sp_plan(gpt, {S::Sequence, 2, 1, O::Inter, true}, {S::Batch, 2, 1, O::Inter, true})));
+  const Indexed y(test::build_verified(
+      gpt, sp_plan(gpt, {S::Sequence, 2, 1, O::Inter, true}, {S::Batch, 2, 1, O::Inter, true})));
   EXPECT_EQ(y.op("emb.fwd.pos").attrs.sp_groups, 2);
 }
 
@@ -217,7 +225,8 @@ TEST(SequenceParallel, PipelinedChunksOverlapTheGemms) {
     EXPECT_EQ(x.op("emb.fwd.rs").attrs.chunks, 4);
     for (const char* block : {"attn", "mlp"}) {
       const std::string f = std::string("L1.fwd.") + block + ".", b = std::string("L1.bwd.") + block + ".";
-      const std::string col = block == std::string("attn") ? "qkv" : "fc1", row = block == std::string("attn") ? "proj" : "fc2";
+      const std::string col = block == std::string("attn") ? "qkv" : "fc1",
+                        row = block == std::string("attn") ? "proj" : "fc2";
       EXPECT_TRUE(x.waits(f + col + ".s0.c1", f + "ag.s0.c1"));
       EXPECT_FALSE(x.reaches(f + "ag.s0.c2", f + col + ".s0.c1"));
       EXPECT_FALSE(x.reaches(f + "rs.s0.c0", f + row + ".s0.c3"));
@@ -259,7 +268,8 @@ TEST(SequenceParallel, RefusesWhatItDoesNotBuildByName) {
             std::string::npos);
   ModelSpec parallel = test::tiny_gpt();
   parallel.residual = Residual::Parallel;
-  EXPECT_NE(message_of(parallel, sp_plan(parallel, one, one)).find("parallel attention/MLP"), std::string::npos);
+  EXPECT_NE(message_of(parallel, sp_plan(parallel, one, one)).find("parallel attention/MLP"),
+            std::string::npos);
   ModelSpec post = test::tiny_llama();
   post.norm_placement = NormPlacement::Sandwich;
   EXPECT_NE(message_of(post, sp_plan(post, one, one)).find("sandwich-norm"), std::string::npos);

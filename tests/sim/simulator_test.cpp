@@ -329,8 +329,9 @@ TEST(SimulatorOnBuiltSchedules, NoCommBoundsEveryStrategy) {
     // Sequence parallelism runs the norms and adds on S/tp rows: its bound is its own schedule without comm.
     Plan own_bound = plan;
     own_bound.comm_enabled = false;
-    const double bound_us =
-        plan.sequence_parallel ? simulate(test::build_verified(m, own_bound), cm).iteration_us : bound.iteration_us;
+    const double bound_us = plan.sequence_parallel
+                                ? simulate(test::build_verified(m, own_bound), cm).iteration_us
+                                : bound.iteration_us;
     EXPECT_LE(bound_us, r.iteration_us * (1 + 1e-12));
     EXPECT_GE(r.iteration_us, r.compute_us);
     EXPECT_GT(r.peak_memory_bytes, 0);
