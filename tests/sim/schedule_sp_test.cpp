@@ -5,6 +5,7 @@
 // and the refusals.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -260,6 +261,29 @@ TEST(SequenceParallel, VerifierAcceptsEverySlicedPlan) {
   Plan ds = make_strategy_plan("domino-ds", test::tiny_gpt());
   ds.sequence_parallel = true;
   EXPECT_NE(message_of(test::tiny_gpt(), ds).find("deepspeed slice order"), std::string::npos);
+}
+
+// The verifier's contract for the two collectives and PositionAdd on sharded rows, on broken copies of a
+// built schedule.
+TEST(SequenceParallel, VerifierCatchesBrokenCollectives) {
+  const ModelSpec m = test::tiny_gpt();
+  const Indexed x(test::build_verified(m, make_strategy_plan("megatron-sp", m)));
+  const auto problem_after = [&](const std::string& id, const std::function<void(Op&)>& edit) {
+    Schedule s = x.s;
+    Op& op = s.ops[size_t(x.pos(id))];
+    edit(op);
+    return op_contract_problem(s, op);
+  };
+  EXPECT_EQ(problem_after("L1.fwd.attn.ag.s0", [](Op&) {}), "");
+  EXPECT_NE(problem_after("L1.fwd.attn.ag.s0", [](Op& op) { op.attrs.chunks = 3; }), "");
+  EXPECT_NE(problem_after("L1.fwd.attn.ag.s0", [](Op& op) { op.stream = Stream::Compute; }), "");
+  EXPECT_NE(problem_after("L1.fwd.attn.ag.s0", [](Op& op) { op.in[0].s1 -= 1; }), "");  // not tp parts
+  EXPECT_NE(problem_after("L1.fwd.attn.ag.s0", [](Op& op) { op.out[0].b1 -= 1; }), "");
+  EXPECT_NE(problem_after("L1.fwd.mlp.rs.s0", [](Op& op) { op.attrs.reduce = ReduceOp::Max; }), "");
+  EXPECT_NE(problem_after("L1.fwd.mlp.rs.s0", [](Op& op) { op.out[0].c1 -= 1; }), "");
+  EXPECT_EQ(problem_after("emb.fwd.pos", [](Op&) {}), "");
+  EXPECT_NE(problem_after("emb.fwd.pos", [](Op& op) { op.attrs.sp_groups = 3; }),
+            "");  // 3 x tp 2 does not divide 8
 }
 
 TEST(SequenceParallel, RefusesWhatItDoesNotBuildByName) {
