@@ -40,6 +40,10 @@ void Builder::backward() {
 
 void Builder::backward_block(int l, Block block) {
   const BlockPlan& bp = block_plan(l, block);
+  if (sp_) {
+    backward_block_sp(l, block);
+    return;
+  }
   if (bp.order == SliceOrder::DeepSpeed) {
     backward_block_deepspeed(l, block);
     return;
@@ -134,7 +138,8 @@ void Builder::bwd_row_parallel(int l, Block block, int i, const LinearBwd& lin) 
   const LayerBuffers& b = lb_[size_t(l)];
   const int64_t cw = h_ / bp.q;
   const bool first_slice = i == bp.p - 1;  // first in backward order: weight gradients start with "="
-  for (int c = 0; c < bp.q; ++c) {
+  if (bp.pipeline > 1) bwd_row_dgrad_pipelined(l, block, i, lin);
+  for (int c = 0; c < bp.q && bp.pipeline == 1; ++c) {
     Op& op = emit(l, Phase::Backward, block, lin.dgrad, i, bp.q > 1 ? c : -1, OpCode::MatMulDgrad);
     in(op, rows(lin.dy, box, c * cw, (c + 1) * cw));
     in(op, weight(b.param[lin.param], 0, lin.in_cols, c * cw, (c + 1) * cw));
@@ -171,7 +176,13 @@ void Builder::bwd_column_parallel(int l, Block block, int i, const LinearBwd& li
       out(op, whole(ps));
       op.m = box.rows(), op.n = cw, op.k = lin.out_cols;
     }
-    if (plan_.comm_enabled) {
+    if (sp_) {
+      // Sequence parallelism: the rank's rows of the reduced gradient, which the norm backward reads.
+      const int32_t rs =
+          sp_collective(OpCode::ReduceScatter, l, Phase::Backward, block, "rs", i, chunk, whole(ps),
+                        whole(partial_buffer(true, block, l, bp, i, c, true)), groups_in(box));
+      if (rs >= 0) ars.push_back(rs);
+    } else if (plan_.comm_enabled) {
       Op& op = emit(l, Phase::Backward, block, "ar", i, chunk, OpCode::AllReduce, Stream::Comm);
       in(op, whole(ps));
       out(op, whole(ps));
@@ -192,7 +203,8 @@ void Builder::bwd_column_parallel(int l, Block block, int i, const LinearBwd& li
 void Builder::bwd_back(int l, Block block, int i) {
   const LayerBuffers& b = lb_[size_t(l)];
   if (post_norm_) bwd_post_norm(l, block, i);
-  const int32_t dy = post_norm_ ? gb_.dpost : gb_.dresid;
+  if (sp_) bwd_gather_dy(l, block, i);
+  const int32_t dy = post_norm_ ? gb_.dpost : sp_ ? gb_.sp_dy : gb_.dresid;
   if (block == Block::Mlp) {
     bwd_row_parallel(l, block, i, {"fc2.dgrad", "fc2.wgrad", Fc2W, b.act, dy, gb_.dact, f_l_, h_});
   } else {
@@ -231,7 +243,7 @@ void Builder::bwd_front(int l, Block block, int i) {
       in(op, rows(gb_.dact, box));
       out(op, rows(gb_.dhpre, box));
     }
-    const int32_t x = norm_column_gemm(l, block).xn;
+    const int32_t x = bwd_column_input(l, block, i);
     bwd_column_parallel(l, block, i, {"fc1.dgrad", "fc1.wgrad", Fc1W, x, gb_.dhpre, -1, h_, fc1_cols_});
     return;
   }
@@ -257,7 +269,7 @@ void Builder::bwd_front(int l, Block block, int i) {
   }
   if (rotary_) emit_rope(l, BW, i, box, dqk);
   if (qk_norm_) qk_norm_backward(l, i, box);
-  const int32_t x = norm_column_gemm(l, block).xn;
+  const int32_t x = bwd_column_input(l, block, i);
   bwd_column_parallel(l, block, i, {"qkv.dgrad", "qkv.wgrad", QkvW, x, gb_.dqkv, -1, h_, qkv_cols_});
 }
 
@@ -279,13 +291,14 @@ void Builder::bwd_norm(int l, Block block, int i) {
     return;
   }
   const NormColumnGemm a = norm_column_gemm(l, block);
+  const Box rows_here = local(box);  // sequence parallelism: the rank's rows, the reduce-scattered gradient
   Op& op =
       emit(l, Phase::Backward, block, "norm.bwd", i, -1, rms_ ? OpCode::RmsNormBwd : OpCode::LayerNormBwd);
-  in(op, rows(a.x, box));
-  in(op, rows(a.stats, box));
+  in(op, rows(a.x, rows_here));
+  in(op, rows(a.stats, rows_here));
   in(op, whole(a.gamma));
-  for (int c = 0; c < bp.q; ++c) in(op, whole(partial_buffer(true, block, l, bp, i, c)));
-  out(op, rows(gb_.dresid, box));
+  for (int c = 0; c < bp.q; ++c) in(op, whole(partial_buffer(true, block, l, bp, i, c, sp_)));
+  out(op, rows(gb_.dresid, rows_here));
   const int32_t dgamma = b.grad[size_t(a.norm_param)];
   out(op, whole(dgamma));
   if (layernorm_) out(op, whole(b.grad[size_t(a.norm_param + 1)]));
@@ -293,6 +306,9 @@ void Builder::bwd_norm(int l, Block block, int i) {
   op.attrs.accumulate = true;
   // The first writer of the gradients (slice p-1 of an unshared norm) writes "=".
   op.attrs.accumulate_params = !norm_grads_started_.insert(dgamma).second;
+  // The last norm backward of the block completes its (per-rank partial) parameter gradients.
+  if (sp_ && ++sp_norm_bwds_[{l, int(block)}] == bp.p)
+    sp_norm_grad_allreduces(l, block, {dgamma, layernorm_ ? b.grad[size_t(a.norm_param + 1)] : -1});
 }
 
 // Megatron-LM's parameter groups: weight matrices and embeddings decay; biases and norm parameters do not.

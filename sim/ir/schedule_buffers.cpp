@@ -64,7 +64,9 @@ void Builder::make_buffers() {
 
   gb_.tokens = add_buffer("tokens", BufferRole::Data, -1, B_, S_, 1);
   gb_.targets = add_buffer("targets", BufferRole::Data, -1, B_, S_, 1);
-  gb_.x0 = add_buffer("x0", BufferRole::Activation, -1, B_, S_, h_);
+  // Sequence parallelism: the regions between the tensor-parallel GEMMs hold this rank's S/tp rows.
+  const int64_t S_sh = sp_ ? S_ / m_.tp : S_;
+  gb_.x0 = add_buffer("x0", BufferRole::Activation, -1, B_, S_sh, h_);
 
   for (int l = 0; l < L; ++l) {
     LayerBuffers& b = lb_[size_t(l)];
@@ -111,9 +113,12 @@ void Builder::make_buffers() {
     const auto act = [&](const char* what, int64_t cols) {
       return add_buffer(pre + "." + what, BufferRole::Activation, l, B_, S_, cols);
     };
+    const auto sharded_act = [&](const char* what, int64_t cols) {
+      return add_buffer(pre + "." + what, BufferRole::Activation, l, B_, S_sh, cols);
+    };
     b.x_in = l == 0 ? gb_.x0 : lb_[size_t(l - 1)].x_out;
-    if (pre_norm_) b.xn1 = act("attn.norm.y", h_);
-    if (pre_norm_) b.st1 = act("attn.norm.stats", 2);
+    if (pre_norm_) b.xn1 = sharded_act("attn.norm.y", h_);
+    if (pre_norm_) b.st1 = sharded_act("attn.norm.stats", 2);
     b.qkv = act("attn.qkv", qkv_cols_);
     if (qk_norm_) {
       b.qk = act("attn.qk", (a_l_ + kv_l_) * d_);
@@ -121,59 +126,64 @@ void Builder::make_buffers() {
     }
     b.probs = act("attn.probs", a_l_ * S_);
     b.ctx = act("attn.ctx", a_l_ * d_);
-    b.x_mid = act("x_mid", h_);
-    if (mlp_norm) b.xn2 = act("mlp.norm.y", h_);
-    if (mlp_norm) b.st2 = act("mlp.norm.stats", 2);
+    b.x_mid = sharded_act("x_mid", h_);
+    if (mlp_norm) b.xn2 = sharded_act("mlp.norm.y", h_);
+    if (mlp_norm) b.st2 = sharded_act("mlp.norm.stats", 2);
     b.hpre = act("mlp.fc1.y", fc1_cols_);
     b.act = act("mlp.act", f_l_);
-    b.x_out = act("x_out", h_);
+    b.x_out = sharded_act("x_out", h_);
     for (int k = 0; k < 2 && post_norm_; ++k) {
       b.post_y[size_t(k)] = act(k == 0 ? "attn.post.norm.y" : "mlp.post.norm.y", h_);
       b.post_st[size_t(k)] = act(k == 0 ? "attn.post.norm.stats" : "mlp.post.norm.stats", 2);
     }
   }
 
-  gb_.xf = add_buffer("head.norm.y", BufferRole::Activation, -1, B_, S_, h_);
-  gb_.stf = add_buffer("head.norm.stats", BufferRole::Activation, -1, B_, S_, 2);
+  gb_.xf = add_buffer("head.norm.y", BufferRole::Activation, -1, B_, S_sh, h_);
+  gb_.stf = add_buffer("head.norm.stats", BufferRole::Activation, -1, B_, S_sh, 2);
   gb_.logits = add_buffer("logits", BufferRole::Activation, -1, B_, S_, V_l_);
   gb_.dlogits = add_buffer("logits.grad", BufferRole::Workspace, -1, B_, S_, V_l_);
   gb_.loss_max = add_buffer("loss.max", BufferRole::Activation, -1, B_, S_, 1);
   gb_.loss_sums = add_buffer("loss.sums", BufferRole::Activation, -1, B_, S_, 2);
   gb_.loss = add_buffer("loss", BufferRole::Activation, -1, 1, 1, 1);
-  gb_.dresid = add_buffer("grad.resid", BufferRole::Workspace, -1, B_, S_, h_);
-  gb_.dxf = add_buffer("grad.head.norm.y", BufferRole::Workspace, -1, B_, S_, h_);
+  gb_.dresid = add_buffer("grad.resid", BufferRole::Workspace, -1, B_, S_sh, h_);
+  gb_.dxf = add_buffer("grad.head.norm.y", BufferRole::Workspace, -1, B_, S_sh, h_);
   gb_.dctx = add_buffer("grad.attn.ctx", BufferRole::Workspace, -1, B_, S_, a_l_ * d_);
   gb_.dqkv = add_buffer("grad.attn.qkv", BufferRole::Workspace, -1, B_, S_, qkv_cols_);
   if (qk_norm_) gb_.dqk = add_buffer("grad.attn.qk", BufferRole::Workspace, -1, B_, S_, (a_l_ + kv_l_) * d_);
   gb_.dact = add_buffer("grad.mlp.act", BufferRole::Workspace, -1, B_, S_, f_l_);
   gb_.dhpre = add_buffer("grad.mlp.fc1.y", BufferRole::Workspace, -1, B_, S_, fc1_cols_);
   if (post_norm_) gb_.dpost = add_buffer("grad.post.norm.x", BufferRole::Workspace, -1, B_, S_, h_);
+  if (sp_) {
+    gb_.sp_x = add_buffer("sp.x.full", BufferRole::Workspace, -1, B_, S_, h_);
+    gb_.sp_dy = add_buffer("sp.dy.full", BufferRole::Workspace, -1, B_, S_, h_);
+  }
 }
 
 // Partial sums of one (slice, chunk) before their AllReduce: contiguous, so the AllReduce covers the whole
 // buffer. Layers alternate between two sets (parity) so that an AllReduce still in flight from layer l
 // never shares a buffer with layer l+1's writes; the shape is part of the key because layers may differ.
 // Post norms keep the forward ones per layer: the reduced sums are the norm's input, saved for backward.
+// Sharded ones (sequence parallelism: the rank's rows the ReduceScatter leaves) are named "sp." + the same.
 int32_t Builder::partial_buffer(bool backward, Block block, int layer, const BlockPlan& bp, int slice,
-                                int chunk) {
+                                int chunk, bool sharded) {
   const bool saved = post_norm_ && !backward;
   if (saved) return saved_partial(block, layer, bp, slice);
   const int parity = layer & 1;
-  const std::array<int, 8> key{backward, int(block), parity, int(bp.dim), bp.p, bp.q, slice, chunk};
+  const std::array<int, 9> key{backward, int(block), parity, int(bp.dim), bp.p, bp.q, slice, chunk, sharded};
   const auto it = partials_.find(key);
   if (it != partials_.end()) return it->second;
   const bool batch = bp.dim == SplitDim::Batch;
   const std::string name =
-      fmt::format("ps.{}.{}.p{}.{}{}x{}.s{}.c{}", backward ? "bwd" : "fwd", to_string(block), parity,
-                  batch ? "batch" : "seq", bp.p, bp.q, slice, chunk);
-  const int32_t id =
-      add_buffer(name, BufferRole::Workspace, -1, batch ? B_ / bp.p : B_, batch ? S_ : S_ / bp.p, h_ / bp.q);
+      fmt::format("{}ps.{}.{}.p{}.{}{}x{}.s{}.c{}", sharded ? "sp." : "", backward ? "bwd" : "fwd",
+                  to_string(block), parity, batch ? "batch" : "seq", bp.p, bp.q, slice, chunk);
+  const int64_t seq = (batch ? S_ : S_ / bp.p) / (sharded ? m_.tp : 1);
+  const int32_t id = add_buffer(name, BufferRole::Workspace, -1, batch ? B_ / bp.p : B_, seq, h_ / bp.q);
   partials_.emplace(key, id);
   return id;
 }
 
 int32_t Builder::saved_partial(Block block, int layer, const BlockPlan& bp, int slice) {
-  const std::array<int, 8> key{2, int(block), layer, int(bp.dim), bp.p, bp.q, slice, 0};
+  const std::array<int, 9> key{2, int(block), layer, int(bp.dim), bp.p, bp.q, slice, 0, 0};
   const auto it = partials_.find(key);
   if (it != partials_.end()) return it->second;
   const bool batch = bp.dim == SplitDim::Batch;

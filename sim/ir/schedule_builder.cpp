@@ -30,6 +30,8 @@ Builder::Builder(const ModelSpec& m, const Plan& plan, const BuildOptions& optio
   shared_norm_ = m.shared_norm;
   pre_norm_ = m.norm_placement != NormPlacement::Post;
   post_norm_ = m.norm_placement != NormPlacement::Pre;
+  sp_ = plan.sequence_parallel;
+  sp_groups_ = sp_group_count(plan);
 }
 
 void Builder::run() {
@@ -39,7 +41,7 @@ void Builder::run() {
   for (const LayerPlan& lp : plan_.layers) {
     for (const BlockPlan* bp : {&lp.attn, &lp.mlp}) n += size_t(bp->p) * size_t(16 + 8 * bp->q);
   }
-  s_.ops.reserve(n);
+  s_.ops.reserve(sp_ ? 2 * n : n);  // sequence parallelism: an AllGather or ReduceScatter per collective
   forward();
   backward();
   if (options_.include_optimizer) optimizer();
@@ -200,9 +202,11 @@ void fill_costs(Schedule& s) {
     return double(r.elements()) * w;
   };
   for (Op& op : s.ops) {
-    if (op.code == OpCode::AllReduce) {
-      op.bytes = bytes_of(op.out[0]);
-      op.m = op.out[0].rows(), op.n = op.out[0].cols();
+    if (collective(op.kind)) {
+      // The message: the full (gathered) region, as nccl-tests' "size" of the three collectives.
+      const Region& full = op.code == OpCode::ReduceScatter ? op.in[0] : op.out[0];
+      op.bytes = bytes_of(full);
+      op.m = full.rows(), op.n = full.cols();
       continue;
     }
     double bytes = 0;
@@ -233,8 +237,6 @@ Schedule build_schedule(const ModelSpec& model, const Plan& plan, const BuildOpt
   validate_model(model);
   // Structure only: whether a plan made for another model may be used was decided when it was loaded.
   validate_plan(plan, model, /*force=*/true);
-  if (plan.sequence_parallel)
-    throw_bad_input("plan: sequence_parallel: true is not supported by this build's schedule builder yet");
   Schedule s;
   s.model = model;
   s.plan = plan;

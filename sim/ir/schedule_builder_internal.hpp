@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <vector>
@@ -60,6 +61,11 @@ struct GlobalBuffers {
   int32_t dresid = -1, dxf = -1, dctx = -1, dqkv = -1, dact = -1, dhpre = -1;
   int32_t dqk = -1;  // attention features: gradient of the normalised [q | k] (QK-norm only)
   int32_t dpost = -1;  // post norms: the gradient of the block's reduced output
+  // Sequence parallelism: the full rows an AllGather fills or a ReduceScatter reads ([B, S, h] workspaces).
+  // sp_x: the gathered norm output a column-parallel GEMM reads (forward, and again for its weight gradient),
+  // also the embedding's partial sums and the gathered final norm output; sp_dy: the gathered residual
+  // gradient the row-parallel backward reads, also the head's partial input gradient.
+  int32_t sp_x = -1, sp_dy = -1;
 };
 
 // A residual add (forward) or norm backward (backward) held back to run after the next block's first
@@ -97,7 +103,9 @@ class Builder {
   void add_param(std::array<int32_t, kLayerParams>* p, std::array<int32_t, kLayerParams>* g,
                  std::array<int32_t, kLayerParams>* s1, std::array<int32_t, kLayerParams>* s2, int idx,
                  const std::string& prefix, int layer, int64_t rows, int64_t cols, ParamKind kind);
-  int32_t partial_buffer(bool backward, Block block, int layer, const BlockPlan& bp, int slice, int chunk);
+  // sharded: this rank's rows of the slice only (sequence parallelism: the ReduceScatter's output).
+  int32_t partial_buffer(bool backward, Block block, int layer, const BlockPlan& bp, int slice, int chunk,
+                         bool sharded = false);
   int32_t saved_partial(Block block, int layer, const BlockPlan& bp, int slice);  // post norms (q = 1)
 
   // schedule_builder.cpp: emission helpers and the stage order of one block.
@@ -146,7 +154,9 @@ class Builder {
   // activation); the back (row-parallel GEMM and its AllReduce launches).
   void fwd_norm(int l, Block block, int i);
   void fwd_front(int l, Block block, int i);
-  void fwd_back(int l, Block block, int i);
+  // before_scatter (sequence parallelism): ops to issue after the row-parallel GEMM's first chunk and before
+  // its first ReduceScatter (the next block's gather issued ahead: see forward_block_sp).
+  void fwd_back(int l, Block block, int i, const std::function<void()>& before_scatter = {});
   // Attention features (schedule_attention.cpp): the sliding window of layer l (0: none or not shorter
   // than the sequence), the keys a slice's queries see, the QK-norm ops and the rope op.
   int64_t window_of(int l) const;
@@ -154,7 +164,8 @@ class Builder {
   void qk_norm_forward(int l, int i, const Box& box);
   void qk_norm_backward(int l, int i, const Box& box);
   void emit_rope(int l, Phase phase, int i, const Box& box, int32_t buf);
-  void fwd_row_parallel_gemm(int l, Block block, int i, const char* name, int32_t x, int32_t w, int64_t k);
+  void fwd_row_parallel_gemm(int l, Block block, int i, const char* name, int32_t x, int32_t w, int64_t k,
+                             const std::function<void()>& before_scatter);
   void fwd_residual(int l, Block block, int i);
   // R_i, then the next block's norm of the same rows when it runs early (DeepSpeed order).
   void residual_then_next_norm(int l, Block block, int i);
@@ -194,7 +205,7 @@ class Builder {
 
   std::vector<LayerBuffers> lb_;
   GlobalBuffers gb_;
-  std::map<std::array<int, 8>, int32_t> partials_;
+  std::map<std::array<int, 9>, int32_t> partials_;
 
   // Forward overlap=none: AllReduces the next compute op must wait for (the AllReduce "blocks").
   std::vector<int32_t> blocking_;
@@ -223,6 +234,45 @@ class Builder {
   // the others add (a shared norm has two writers per slice).
   std::set<int32_t> norm_grads_started_;
   void emit_pending_mlp_norms(int l, int lowest_attn_slice_done);
+
+  // Sequence parallelism (schedule_sp.cpp, docs/plan-format.md "Sequence parallelism"): the residual stream,
+  // norm inputs/outputs and stats, x0 and the final norm output hold S/tp rows per rank ([B, S/tp, cols]).
+  bool sp_ = false;
+  int64_t sp_groups_ = 1;  // g of the sharded layout (sp_group_count)
+  // The rank's rows (in a sharded buffer) of the full rows `full` covers: whole groups, so [s0/tp, s1/tp).
+  Box local(const Box& full) const;
+  // A full box's group count (attrs.chunks of its AllGather / ReduceScatter).
+  int16_t groups_in(const Box& full) const;
+  // Emits an AllGather of sharded rows into full rows or a ReduceScatter of full rows into sharded rows on
+  // the communication stream; -1 (nothing) when the plan has no communication.
+  int32_t sp_collective(OpCode code, int layer, Phase phase, Block block, const char* name, int slice,
+                        int chunk, const Region& from, const Region& to, int16_t groups);
+  // pipeline: c (megatron-sp-overlap): the rows of GEMM chunk j of a slice's box (one group each).
+  Box pipeline_chunk(const Box& box, int j, int chunks) const;
+  // The gathers of slice i's rows of `sharded` into `full`: one, or one per pipeline chunk.
+  void sp_gather_rows(int l, Phase phase, Block block, const char* name, int i, int32_t sharded,
+                      int32_t full);
+  // The column-parallel GEMM of slice i on `rows` (chunk -1: the whole slice).
+  void fwd_column_gemm(int l, Block block, int i, const Box& rows, int chunk);
+  // Row-parallel dgrad of a pipelined block: one GEMM per chunk of rows, each behind its gather.
+  void bwd_row_dgrad_pipelined(int l, Block block, int i, const LinearBwd& lin);
+  // Row-parallel GEMM of a pipelined block: chunk j's ReduceScatter runs behind chunk j+1's GEMM.
+  void fwd_row_parallel_pipelined(int l, Block block, int i, const char* name, int32_t x, int32_t w,
+                                  int64_t k);
+  void forward_block_sp(int layer, Block block);
+  void backward_block_sp(int layer, Block block);
+  // N_i then the AllGather of its output into sp_x, once per slice (it may run ahead: prefetch).
+  void fwd_norm_gather(int l, Block block, int i);
+  // The AllGather of the residual gradient rows of slice i into sp_dy, once per slice.
+  void bwd_gather_dy(int l, Block block, int i);
+  // What the column-parallel weight gradient of slice i reads: the norm output, or under sequence parallelism
+  // its rows gathered again into sp_x (after gathering ahead the residual gradient the next B' reads).
+  int32_t bwd_column_input(int l, Block block, int i);
+  // AllReduce of the norm parameters' gradients (partial sums of the rank's rows), emitted after the last
+  // norm backward of the block writes them; the final norm's after the head's.
+  void sp_norm_grad_allreduces(int layer, Block block, const std::array<int32_t, 2>& grads);
+  std::set<std::array<int, 3>> sp_fwd_gathered_, sp_dy_gathered_;  // (layer, block, slice)
+  std::map<std::array<int, 2>, int> sp_norm_bwds_;                 // norm backwards emitted per block
 };
 
 // Adds the data-hazard dependencies (cross-stream only) to every op, keeping the policy deps already

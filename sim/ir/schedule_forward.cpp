@@ -30,6 +30,10 @@ void Builder::forward() {
 
 void Builder::forward_block(int l, Block block) {
   const BlockPlan& bp = block_plan(l, block);
+  if (sp_) {
+    forward_block_sp(l, block);
+    return;
+  }
   if (bp.order == SliceOrder::DeepSpeed) {
     forward_block_deepspeed(l, block);
     return;
@@ -91,17 +95,23 @@ void Builder::residual_then_next_norm(int l, Block block, int i) {
 }
 
 // Attention: QKV, QK-norm, rope (rotary models), the causal core. MLP: FC1, the activation.
-void Builder::fwd_front(int l, Block block, int i) {
+void Builder::fwd_column_gemm(int l, Block block, int i, const Box& box, int chunk) {
   const NormColumnGemm a = norm_column_gemm(l, block);
-  const Box box = slice_box(block_plan(l, block), i);
-  {
-    Op& op = emit(l, Phase::Forward, block, a.gemm, i, -1, OpCode::MatMul);
-    in(op, rows(a.xn, box));
-    in(op, whole(a.weight));
-    if (a.bias >= 0) in(op, whole(a.bias));
-    out(op, rows(a.y, box));
-    op.m = box.rows(), op.k = h_, op.n = a.cols;
-  }
+  Op& op = emit(l, Phase::Forward, block, a.gemm, i, chunk, OpCode::MatMul);
+  in(op, rows(sp_ ? gb_.sp_x : a.xn, box));  // sequence parallelism: the gathered rows
+  in(op, whole(a.weight));
+  if (a.bias >= 0) in(op, whole(a.bias));
+  out(op, rows(a.y, box));
+  op.m = box.rows(), op.k = h_, op.n = a.cols;
+}
+
+// pipeline: c runs the GEMM in c chunks of rows, each behind its own gather; the rest of the front is whole.
+void Builder::fwd_front(int l, Block block, int i) {
+  const BlockPlan& bp = block_plan(l, block);
+  const Box box = slice_box(bp, i);
+  const bool chunks = bp.pipeline > 1;
+  for (int j = 0; j < bp.pipeline; ++j)
+    fwd_column_gemm(l, block, i, chunks ? pipeline_chunk(box, j, bp.pipeline) : box, chunks ? j : -1);
   const LayerBuffers& b = lb_[size_t(l)];
   if (block == Block::Mlp) {
     Op& op = emit(l, Phase::Forward, block, "act", i, -1, activation_codes(m_.activation).fwd);
@@ -126,12 +136,12 @@ void Builder::fwd_front(int l, Block block, int i) {
   op.flops = 4.0 * causal_pairs(box, window) * double(d_) * double(a_l_);
 }
 
-void Builder::fwd_back(int l, Block block, int i) {
+void Builder::fwd_back(int l, Block block, int i, const std::function<void()>& before_scatter) {
   const LayerBuffers& b = lb_[size_t(l)];
   if (block == Block::Attn) {
-    fwd_row_parallel_gemm(l, block, i, "proj", b.ctx, b.param[ProjW], a_l_ * d_);
+    fwd_row_parallel_gemm(l, block, i, "proj", b.ctx, b.param[ProjW], a_l_ * d_, before_scatter);
   } else {
-    fwd_row_parallel_gemm(l, block, i, "fc2", b.act, b.param[Fc2W], f_l_);
+    fwd_row_parallel_gemm(l, block, i, "fc2", b.act, b.param[Fc2W], f_l_, before_scatter);
   }
 }
 
@@ -161,7 +171,7 @@ Builder::NormColumnGemm Builder::norm_column_gemm(int l, Block block) const {
 void Builder::fwd_norm(int l, Block block, int i) {
   if (!pre_norm_ || (block == Block::Mlp && shared_norm_)) return;  // shared: the attention's norm wrote xn1
   const NormColumnGemm a = norm_column_gemm(l, block);
-  const Box box = slice_box(block_plan(l, block), i);
+  const Box box = local(slice_box(block_plan(l, block), i));
   Op& op = emit(l, Phase::Forward, block, "norm", i, -1, rms_ ? OpCode::RmsNormFwd : OpCode::LayerNormFwd);
   in(op, rows(a.x, box));
   in(op, whole(a.gamma));
@@ -171,9 +181,16 @@ void Builder::fwd_norm(int l, Block block, int i) {
 }
 
 // The row-parallel GEMM of slice i into its partial sums, one per column chunk, each followed by its
-// AllReduce on the communication stream (blocking when the block does not overlap).
-void Builder::fwd_row_parallel_gemm(int l, Block block, int i, const char* name, int32_t x, int32_t w, int64_t k) {
+// AllReduce on the communication stream (blocking when the block does not overlap). Sequence parallelism:
+// a ReduceScatter instead, straight into the rank's rows of the residual stream's output (x_mid, x_out),
+// which the residual add then completes in place.
+void Builder::fwd_row_parallel_gemm(int l, Block block, int i, const char* name, int32_t x, int32_t w,
+                                    int64_t k, const std::function<void()>& before_scatter) {
   const BlockPlan& bp = block_plan(l, block);
+  if (bp.pipeline > 1) {
+    fwd_row_parallel_pipelined(l, block, i, name, x, w, k);
+    return;
+  }
   const Box box = slice_box(bp, i);
   const int64_t cw = h_ / bp.q;
   for (int c = 0; c < bp.q; ++c) {
@@ -186,7 +203,14 @@ void Builder::fwd_row_parallel_gemm(int l, Block block, int i, const char* name,
       out(op, whole(ps));
       op.m = box.rows(), op.k = k, op.n = cw;
     }
-    if (plan_.comm_enabled) {
+    if (sp_) {
+      if (c == 0 && before_scatter) before_scatter();
+      const LayerBuffers& b = lb_[size_t(l)];
+      const int32_t rs = sp_collective(
+          OpCode::ReduceScatter, l, Phase::Forward, block, "rs", i, chunk, whole(ps),
+          rows(block == Block::Attn ? b.x_mid : b.x_out, local(box), c * cw, (c + 1) * cw), groups_in(box));
+      if (rs >= 0 && bp.overlap == OverlapMode::None) blocking_.push_back(rs);
+    } else if (plan_.comm_enabled) {
       Op& op = emit(l, Phase::Forward, block, "ar", i, chunk, OpCode::AllReduce, Stream::Comm);
       in(op, whole(ps));
       out(op, whole(ps));
@@ -217,10 +241,11 @@ void Builder::fwd_post_norm(int l, Block block, int i) {
 }
 
 // R_i: residual stream += the reduced partial sums (+ the row-parallel bias), one op per column chunk;
-// with a post norm, += their normalisation (q = 1, no bias).
+// with a post norm, += their normalisation (q = 1, no bias). Sequence parallelism: on the rank's rows, the
+// reduced sums already in the output (the ReduceScatter wrote them there).
 void Builder::fwd_residual(int l, Block block, int i) {
   const BlockPlan& bp = block_plan(l, block);
-  const Box box = slice_box(bp, i);
+  const Box box = local(slice_box(bp, i));
   const LayerBuffers& b = lb_[size_t(l)];
   const bool attn = block == Block::Attn;
   const int32_t src = attn ? b.x_in : b.x_mid;
@@ -234,6 +259,8 @@ void Builder::fwd_residual(int l, Block block, int i) {
     in(op, rows(src, box, c * cw, (c + 1) * cw));
     if (post_norm_) {
       in(op, rows(b.post_y[attn ? 0 : 1], box));
+    } else if (sp_) {
+      in(op, rows(dst, box, c * cw, (c + 1) * cw));
     } else {
       in(op, whole(partial_buffer(false, block, l, bp, i, c)));
     }

@@ -11,6 +11,10 @@
 // the same rank, so the head computes x E^T (MatMulDgrad), its input gradient dlogits E (MatMul) and its
 // weight gradient dlogits^T x (MatMulWgrad) straight into E's gradient; the embedding's backward, last in
 // program order, adds its scatter to it.
+// Sequence parallelism: the embedding's partial sums are reduce-scattered into the rank's rows of x0 (the
+// positions added by each row's place in the layout); the final norm runs on the rank's rows and is gathered
+// (kept for the head's weight gradient) before the head; backward reduce-scatters the head's partial input
+// gradient, and gathers the residual gradient for the embedding's backward, which needs every row.
 #include "sim/ir/schedule_builder_internal.hpp"
 
 namespace domino::detail {
@@ -32,16 +36,22 @@ void Builder::embedding_forward() {
     Op& op = emit(-1, FW, Block::Embedding, "", -1, -1, OpCode::EmbeddingFwd);
     in(op, whole(gb_.tokens));
     in(op, whole(gb_.param[TokEmb]));
-    out(op, whole(gb_.x0));
+    out(op, whole(sp_ ? gb_.sp_x : gb_.x0));
     op.attrs.vocab = int32_t(V_);
   }
-  vocab_allreduce(FW, Block::Embedding, "ar", gb_.x0, ReduceOp::Sum);
+  if (sp_) {
+    sp_collective(OpCode::ReduceScatter, -1, FW, Block::Embedding, "rs", -1, -1, whole(gb_.sp_x),
+                  whole(gb_.x0), int16_t(sp_groups_));
+  } else {
+    vocab_allreduce(FW, Block::Embedding, "ar", gb_.x0, ReduceOp::Sum);
+  }
   if (gb_.param[PosEmb] >= 0) {
     // After the sum, so that the replicated positions are counted once.
     Op& op = emit(-1, FW, Block::Embedding, "pos", -1, -1, OpCode::PositionAdd);
     in(op, whole(gb_.x0));
     in(op, whole(gb_.param[PosEmb]));
     out(op, whole(gb_.x0));
+    if (sp_) op.attrs.sp_groups = int16_t(sp_groups_);
   }
 }
 
@@ -56,10 +66,13 @@ void Builder::head_forward(int32_t x_last) {
     out(op, whole(gb_.xf));
     out(op, whole(gb_.stf));
   }
+  if (sp_)
+    sp_collective(OpCode::AllGather, -1, FW, H, "norm.ag", -1, -1, whole(gb_.xf), whole(gb_.sp_x),
+                  int16_t(sp_groups_));
   {
     const bool tied = m_.tied_embeddings;
     Op& op = emit(-1, FW, H, "logits", -1, -1, tied ? OpCode::MatMulDgrad : OpCode::MatMul);
-    in(op, whole(gb_.xf));
+    in(op, whole(sp_ ? gb_.sp_x : gb_.xf));
     in(op, whole(gb_.param[tied ? TokEmb : HeadW]));
     out(op, whole(gb_.logits));
     op.m = B_ * S_, op.k = h_, op.n = V_l_;
@@ -102,16 +115,19 @@ void Builder::head_backward(int32_t x_last) {
     Op& op = emit(-1, BW, H, "logits.dgrad", -1, -1, tied ? OpCode::MatMul : OpCode::MatMulDgrad);
     in(op, whole(gb_.dlogits));
     in(op, whole(gb_.param[tied ? TokEmb : HeadW]));
-    out(op, whole(gb_.dxf));
+    out(op, whole(sp_ ? gb_.sp_dy : gb_.dxf));
     op.m = B_ * S_, op.n = h_, op.k = V_l_;
   }
   // Partial over the vocabulary shards (Megatron's "f" operator on the head's input).
-  const int32_t ar = vocab_allreduce(BW, H, "logits.ar", gb_.dxf, ReduceOp::Sum);
+  const int32_t ar = sp_ ? sp_collective(OpCode::ReduceScatter, -1, BW, H, "logits.rs", -1, -1,
+                                         whole(gb_.sp_dy), whole(gb_.dxf), int16_t(sp_groups_))
+                         : vocab_allreduce(BW, H, "logits.ar", gb_.dxf, ReduceOp::Sum);
+  const int32_t xf = sp_ ? gb_.sp_x : gb_.xf;  // the gathered rows the forward kept
   {
     // First writer of a tied embedding's gradient: "=" (the embedding's backward adds to it).
     Op& op = emit(-1, BW, H, "logits.wgrad", -1, -1, OpCode::MatMulWgrad);
-    in(op, whole(tied ? gb_.dlogits : gb_.xf));
-    in(op, whole(tied ? gb_.xf : gb_.dlogits));
+    in(op, whole(tied ? gb_.dlogits : xf));
+    in(op, whole(tied ? xf : gb_.dlogits));
     out(op, whole(gb_.grad[tied ? TokEmb : HeadW]));
     op.m = tied ? V_l_ : h_, op.n = tied ? h_ : V_l_, op.k = B_ * S_;
     // With overlap none the norm below also waits for the AllReduce: it reads dxf, so it would anyway.
@@ -129,14 +145,19 @@ void Builder::head_backward(int32_t x_last) {
     out(op, whole(gb_.grad[FinG]));
     if (layernorm_) out(op, whole(gb_.grad[FinB]));
   }
+  if (sp_) sp_norm_grad_allreduces(-1, H, {gb_.grad[FinG], gb_.grad[FinB]});
 }
 
 // The residual gradient is replicated: each rank keeps its shard's rows, no collective. A tied head's
 // weight gradient is already in the table's gradient: add to it (the positions' gradient starts here).
 void Builder::embedding_backward() {
+  if (sp_) {
+    sp_collective(OpCode::AllGather, -1, Phase::Backward, Block::Embedding, "dy.ag", -1, -1,
+                  whole(gb_.dresid), whole(gb_.sp_dy), int16_t(sp_groups_));
+  }
   Op& op = emit(-1, Phase::Backward, Block::Embedding, "", -1, -1, OpCode::EmbeddingBwd);
   in(op, whole(gb_.tokens));
-  in(op, whole(gb_.dresid));
+  in(op, whole(sp_ ? gb_.sp_dy : gb_.dresid));
   out(op, whole(gb_.grad[TokEmb]));
   if (gb_.grad[PosEmb] >= 0) out(op, whole(gb_.grad[PosEmb]));
   op.attrs.vocab = int32_t(V_);

@@ -23,7 +23,8 @@ static_assert(size_t(SliceOrder::DeepSpeed) + 1 == kSliceOrderNames.size(), "one
 const char* to_string(SliceOrder o) { return enum_name(o, kSliceOrderNames); }
 
 std::vector<std::string> strategy_names() {
-  return {"megatron-sync", "megatron-async", "domino-ds", "domino-deep", "no-comm"};
+  return {"megatron-sync", "megatron-async", "domino-ds",          "domino-deep",
+          "no-comm",       "megatron-sp",    "megatron-sp-overlap"};
 }
 
 Plan make_uniform_plan(const ModelSpec& model, const BlockPlan& attn, const BlockPlan& mlp,
@@ -110,8 +111,11 @@ Plan make_strategy_plan(const std::string& name, const ModelSpec& model) {
     const std::string why = detail::block_problem(b, model, &key);
     if (!why.empty()) throw_bad_input(fmt::format("strategy '{}': {}", name, why));
   } else if (name == "megatron-sync" || name == "no-comm") {
-  } else if (name == "megatron-async") {
+  } else if (name == "megatron-async" || name == "megatron-sp") {
     b.bwd_overlap = true;
+  } else if (name == "megatron-sp-overlap") {
+    // TransformerEngine's default pipelined split count (docs/plan-format.md, "Sequence parallelism").
+    b.bwd_overlap = true, b.pipeline = 4;
   } else if (name == "domino-ds" || name == "domino-deep") {
     refuse_two_batch_slices(name, model);
     const SliceOrder order = name == "domino-ds" ? SliceOrder::DeepSpeed : SliceOrder::Deep;
@@ -125,6 +129,7 @@ Plan make_strategy_plan(const std::string& name, const ModelSpec& model) {
   }
   Plan p = make_uniform_plan(model, b, b, name);
   p.comm_enabled = name != "no-comm";
+  p.sequence_parallel = name == "megatron-sp" || name == "megatron-sp-overlap";
   validate_plan(p, model);
   return p;
 }
@@ -149,6 +154,15 @@ std::string block_problem(const BlockPlan& bp, const ModelSpec& m, std::string* 
         "q={} splits the block output into column chunks, but model '{}' has {}-norm blocks "
         "(norm_placement: {}), whose norm after the AllReduce needs every column of a row; use q=1",
         bp.q, m.name, to_string(m.norm_placement), to_string(m.norm_placement));
+  }
+  key->assign("pipeline");
+  if (bp.pipeline != 1 && bp.pipeline != 2 && bp.pipeline != 4 && bp.pipeline != 8)
+    return fmt::format("pipeline={} is not one of 1, 2, 4, 8", bp.pipeline);
+  if (bp.pipeline > 1 && (bp.p > 1 || bp.q > 1)) {
+    return fmt::format(
+        "pipeline={} chunks the GEMMs of an unsliced block; it is not built with p={} q={} "
+        "(use p=1, q=1)",
+        bp.pipeline, bp.p, bp.q);
   }
   key->assign("order");
   if (bp.order == SliceOrder::DeepSpeed && m.residual == Residual::Parallel) {
@@ -194,6 +208,7 @@ void validate_plan(const Plan& plan, const ModelSpec& model, bool force) {
       }
     }
   }
+  if (const std::string why = detail::sp_problem(plan, model); !why.empty()) throw_bad_input("plan: " + why);
   if (!force) {
     const std::string why = detail::model_mismatch(plan, model);
     if (!why.empty()) throw_bad_input(why);

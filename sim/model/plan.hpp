@@ -33,6 +33,10 @@ struct BlockPlan {
   OverlapMode overlap = OverlapMode::None;
   bool bwd_overlap = false;  // input-gradient AllReduce runs behind the weight-gradient GEMM
   SliceOrder order = SliceOrder::Deep;
+  // Sequence parallelism with p = 1 only: the column-parallel GEMM's AllGather and the row-parallel GEMM's
+  // ReduceScatter pipelined in this many chunks along the sequence (1, 2, 4, 8), each GEMM chunk overlapping
+  // the next chunk's transfer; attention and the activation stay whole (megatron-sp-overlap).
+  int pipeline = 1;
   auto operator<=>(const BlockPlan&) const = default;
 };
 
@@ -60,11 +64,17 @@ struct Plan {
   std::map<std::string, std::string> provenance;
 };
 
-std::vector<std::string> strategy_names();  // megatron-sync, megatron-async, domino-ds, domino-deep, no-comm
+// megatron-sync, megatron-async, domino-ds, domino-deep, no-comm, megatron-sp, megatron-sp-overlap
+std::vector<std::string> strategy_names();
 // Expands a named strategy; BadInput for an unknown name (closest suggested) or one the model cannot run.
 Plan make_strategy_plan(const std::string& name, const ModelSpec& model);
 // Uniform plan: every layer gets the same blocks.
 Plan make_uniform_plan(const ModelSpec& model, const BlockPlan& attn, const BlockPlan& mlp, const std::string& strategy);
+
+// The group count g of a sequence-parallel plan's sharded layout (SpLayout in sim/ir/schedule.hpp): the
+// largest sequence-slice count p of any block, 1 when no block slices the sequence (and for plans without
+// sequence parallelism).
+int sp_group_count(const Plan& plan);
 
 // Throws BadInput when the plan does not fit the model (p not dividing the split dimension, q not
 // dividing the output width, wrong layer count, other model/tp unless force).

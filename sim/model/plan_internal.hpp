@@ -11,6 +11,10 @@ namespace domino::detail {
 // Why a block's slicing does not fit the model ("" when it does); *key is the offending key ("p" or "q").
 std::string block_problem(const BlockPlan& bp, const ModelSpec& m, std::string* key);
 
+// Why a sequence-parallel plan cannot be built for the model ("" when it can, or without sequence
+// parallelism), naming the feature (plan_sp.cpp).
+std::string sp_problem(const Plan& plan, const ModelSpec& m);
+
 // Why a plan belongs to another model or TP degree ("" when it matches), naming what differs.
 std::string model_mismatch(const Plan& plan, const ModelSpec& m);
 

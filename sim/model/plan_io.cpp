@@ -77,7 +77,7 @@ std::vector<int> parse_layer_selection(const YAML::Node& n, const std::string& f
 BlockPlan parse_block(const YAML::Node& n, const std::string& file, const std::string& context,
                       const ModelSpec& m) {
   YamlMap y(n, file, context);
-  expect_keys(y, {"split", "p", "q", "overlap", "bwd_overlap", "order"});
+  expect_keys(y, {"split", "p", "q", "overlap", "bwd_overlap", "order", "pipeline"});
   BlockPlan b;
   b.dim = y.opt_enum("split", {"batch", "sequence"}).value_or("batch") == "batch" ? SplitDim::Batch
                                                                                   : SplitDim::Sequence;
@@ -88,6 +88,7 @@ BlockPlan parse_block(const YAML::Node& n, const std::string& file, const std::s
   b.bwd_overlap = y.opt_bool("bwd_overlap").value_or(false);
   const std::string order = y.opt_enum("order", {"deep", "deepspeed"}).value_or("deep");
   b.order = order == "deep" ? SliceOrder::Deep : SliceOrder::DeepSpeed;
+  b.pipeline = checked_int(y, "pipeline", y.opt_int("pipeline").value_or(1));
   std::string key;
   const std::string why = detail::block_problem(b, m, &key);
   if (!why.empty()) y.fail(key, why);
@@ -119,7 +120,8 @@ std::string block_yaml(const BlockPlan& b) {
          ", q: " + std::to_string(b.q) + ", overlap: " + to_string(b.overlap) +
          ", bwd_overlap: " + (b.bwd_overlap ? "true" : "false") +
          // Written only when not the default, so that plans in the deep order keep their bytes.
-         (b.order == SliceOrder::Deep ? std::string() : std::string(", order: ") + to_string(b.order)) + "}";
+         (b.order == SliceOrder::Deep ? std::string() : std::string(", order: ") + to_string(b.order)) +
+         (b.pipeline == 1 ? std::string() : ", pipeline: " + std::to_string(b.pipeline)) + "}";
 }
 
 Plan read_plan(const YAML::Node& root, const std::string& path, const ModelSpec& model, bool force) {

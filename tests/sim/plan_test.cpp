@@ -45,7 +45,8 @@ std::string error_of(const std::function<void()>& f) {
 TEST(Strategies, ExpandAsDocumented) {
   const ModelSpec m = test::tiny_gpt();
   EXPECT_EQ(strategy_names(),
-            (std::vector<std::string>{"megatron-sync", "megatron-async", "domino-ds", "domino-deep", "no-comm"}));
+            (std::vector<std::string>{"megatron-sync", "megatron-async", "domino-ds", "domino-deep",
+                                      "no-comm", "megatron-sp", "megatron-sp-overlap"}));
   const Plan sync = make_strategy_plan("megatron-sync", m);
   const Plan async = make_strategy_plan("megatron-async", m);
   const Plan ds = make_strategy_plan("domino-ds", m);
@@ -62,6 +63,17 @@ TEST(Strategies, ExpandAsDocumented) {
     EXPECT_EQ(deep.layers[l].mlp, deep.layers[l].attn);
     EXPECT_EQ(bound.layers[l], sync.layers[l]);
   }
+  const Plan sp = make_strategy_plan("megatron-sp", m);
+  const Plan overlap = make_strategy_plan("megatron-sp-overlap", m);
+  EXPECT_EQ(sp.layers, async.layers);
+  BlockPlan pipelined = async.layers[0].attn;
+  pipelined.pipeline = 4;
+  EXPECT_EQ(overlap.layers[0].attn, pipelined);
+  EXPECT_EQ(overlap.layers[2].mlp, pipelined);
+  EXPECT_TRUE(sp.sequence_parallel && overlap.sequence_parallel);
+  EXPECT_FALSE(async.sequence_parallel || ds.sequence_parallel || bound.sequence_parallel);
+  EXPECT_EQ(sp_group_count(sp), 1);
+  EXPECT_EQ(sp_group_count(overlap), 4);
   EXPECT_TRUE(sync.comm_enabled);
   EXPECT_FALSE(bound.comm_enabled);
   EXPECT_EQ(ds.strategy, "domino-ds");
@@ -111,6 +123,7 @@ TEST(PlanFile, RoundTripsEveryPlan) {
       EXPECT_EQ(back.layers, np.plan.layers) << np.name;
       EXPECT_EQ(back.provenance, np.plan.provenance) << np.name;
       EXPECT_EQ(back.comm_enabled, np.plan.comm_enabled) << np.name;
+      EXPECT_EQ(back.sequence_parallel, np.plan.sequence_parallel) << np.name;
       EXPECT_EQ(back.strategy, np.plan.strategy);
       EXPECT_EQ(back.profile, "dgx-h100");
       EXPECT_EQ(back.model_fingerprint, np.plan.model_fingerprint);
@@ -164,6 +177,33 @@ TEST(PlanFile, OrderKeyRoundTrips) {
   save_plan(given, f.string());
   EXPECT_EQ(load_plan(f.string(), m).layers, given.layers);
   fs::remove_all(dir);
+}
+
+// The pipeline key and sequence_parallel: read with their defaults, written only when not the default.
+TEST(PlanFile, SequenceParallelKeysRoundTrip) {
+  const ModelSpec m = test::tiny_gpt();
+  for (const char* name : {"megatron-sync", "domino-deep"})
+    EXPECT_EQ(plan_to_yaml(make_strategy_plan(name, m)).find("pipeline"), std::string::npos);
+  const Plan overlap = make_strategy_plan("megatron-sp-overlap", m);
+  const std::string y = plan_to_yaml(overlap);
+  EXPECT_NE(y.find("sequence_parallel: true\n"), std::string::npos) << y;
+  EXPECT_NE(y.find("attn: {split: batch, p: 1, q: 1, overlap: none, bwd_overlap: true, pipeline: 4}\n"),
+            std::string::npos)
+      << y;
+  const Plan back = load_plan_string(y, "<overlap>", m);
+  EXPECT_EQ(back.layers, overlap.layers);
+  EXPECT_TRUE(back.sequence_parallel);
+  // A pipeline without sequence parallelism, or on a sliced block, names the key.
+  std::string no_sp = y;
+  no_sp.erase(no_sp.find("sequence_parallel: true\n"), std::string("sequence_parallel: true\n").size());
+  EXPECT_NE(error_of([&] { load_plan_string(no_sp, "<no-sp>", m); }).find("needs sequence_parallel: true"),
+            std::string::npos);
+  std::string sliced = y;
+  sliced.replace(sliced.find("p: 1, q: 1"), 10, "p: 2, q: 1");
+  EXPECT_NE(error_of([&] {
+              load_plan_string(sliced, "<sliced>", m);
+            }).find("pipeline=4 chunks the GEMMs of an unsliced block"),
+            std::string::npos);
 }
 
 TEST(PlanFile, GoodFilesLoad) {

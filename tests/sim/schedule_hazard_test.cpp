@@ -34,6 +34,7 @@ bool accumulates(const Op& op, int j) {
       return j >= 1 && op.attrs.accumulate;
     case OpCode::AdamStep:
     case OpCode::SgdStep:
+    case OpCode::AllReduce:  // in place: reduces what is there (sequence parallelism: norm gradients)
       return true;
     default:
       return false;
@@ -187,7 +188,9 @@ ModelSpec tied_geglu(ModelSpec m) {
 TEST(ScheduleHazards, EveryInterleavingMatchesProgramOrder) {
   for (const ModelSpec& m : {micro(test::tiny_gpt(2)), micro(test::tiny_llama(2)), micro(test::tiny_llama(4)),
                              tied_geglu(micro(test::tiny_gpt(2)))}) {
-    for (const auto& np : test::plans_for(m)) {
+    std::vector<test::NamedPlan> plans = test::plans_for(m);
+    for (test::NamedPlan& np : test::sp_plans_for(m)) plans.push_back(std::move(np));
+    for (const auto& np : plans) {
       SCOPED_TRACE(m.name + " tp " + std::to_string(m.tp) + " / " + np.name);
       const Schedule s = test::build_verified(m, np.plan);
       Memory seq(s);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -61,6 +62,30 @@ struct IndexedSchedule {
     }
     *waiter = "<none>";
     return between;
+  }
+  // Whether `to` depends on `from` through any chain of waits and same-stream program order.
+  bool reaches(const std::string& from, const std::string& to) const {
+    std::vector<std::vector<int32_t>> waiters(s.ops.size());
+    for (const Op& op : s.ops)
+      for (int32_t d : op.deps) waiters[size_t(d)].push_back(op.index);
+    std::vector<bool> seen(s.ops.size(), false);
+    std::deque<int32_t> todo{pos(from)};
+    const int32_t target = pos(to);
+    while (!todo.empty()) {
+      const int32_t i = todo.front();
+      todo.pop_front();
+      if (i == target) return true;
+      if (seen[size_t(i)]) continue;
+      seen[size_t(i)] = true;
+      for (int32_t w : waiters[size_t(i)]) todo.push_back(w);
+      for (size_t n = size_t(i) + 1; n < s.ops.size(); ++n) {
+        if (s.ops[n].stream == s.ops[size_t(i)].stream) {
+          todo.push_back(int32_t(n));
+          break;
+        }
+      }
+    }
+    return false;
   }
 };
 

@@ -21,9 +21,14 @@ double gemm_flops(const Schedule& s) {
   return f;
 }
 
-double allreduce_bytes(const Schedule& s) {
+// The messages of the collectives of `code`, leaving out the AllReduces of parameter gradients (sequence
+// parallelism's norm gradients, checked in schedule_sp_test.cpp).
+double collective_bytes(const Schedule& s, OpCode code) {
   double b = 0;
-  for (const Op& op : s.ops) b += op.code == OpCode::AllReduce ? op.bytes : 0;
+  for (const Op& op : s.ops) {
+    const bool grad = s.buffers[size_t(op.out[0].buffer)].role == BufferRole::Grad;
+    b += op.code == code && !grad ? op.bytes : 0;
+  }
   return b;
 }
 
@@ -43,25 +48,29 @@ void check_invariants(const ModelSpec& m, const NamedPlan& np) {
   ASSERT_FALSE(s.ops.empty());
   EXPECT_DOUBLE_EQ(gemm_flops(s), expected_gemm_flops(m));
   // 4 per layer of [B, S, h]; outside the layers 2 more of that size (embedding, head input gradient) and
-  // the cross-entropy's [B, S, 1] max and [B, S, 2] sums.
+  // the cross-entropy's [B, S, 1] max and [B, S, 2] sums. Sequence parallelism: the [B, S, h] ones are
+  // ReduceScatters of the same messages.
   const double tokens = double(m.micro_batch) * m.seq_len, eb = dtype_bytes(m.dtype);
-  const double ar_expected =
-      np.plan.comm_enabled ? (4.0 * m.layers + 2.0) * tokens * m.hidden * eb + 3.0 * tokens * eb : 0.0;
-  EXPECT_DOUBLE_EQ(allreduce_bytes(s), ar_expected);
+  const double blocks = np.plan.comm_enabled ? (4.0 * m.layers + 2.0) * tokens * m.hidden * eb : 0.0;
+  const double loss = np.plan.comm_enabled ? 3.0 * tokens * eb : 0.0;
+  const bool sp = np.plan.sequence_parallel;
+  EXPECT_DOUBLE_EQ(collective_bytes(s, OpCode::AllReduce), sp ? loss : blocks + loss);
+  EXPECT_DOUBLE_EQ(collective_bytes(s, OpCode::ReduceScatter), sp ? blocks : 0.0);
 
   static const std::regex layer_id(R"(L\d+\.(fwd|bwd)\.(attn|mlp)\.[a-z0-9.]+\.s\d+(\.c\d+)?)");
   static const std::regex opt_id(R"((L\d+|emb|head)\.opt\.[a-z0-9.]+)");
   static const std::regex other_id(R"((emb|head)\.(fwd|bwd)(\.[a-z.]+)?|head\.loss)");
+  static const std::regex norm_grad_id(R"(L\d+\.bwd\.(attn|mlp)\.norm\.[gb]\.ar)");  // sequence parallelism
   std::set<std::string> ids;
   for (const Op& op : s.ops) {
     const std::string id = op_id(op);
     EXPECT_TRUE(ids.insert(id).second) << "duplicate id " << id;
     EXPECT_TRUE(std::regex_match(id, layer_id) || std::regex_match(id, opt_id) ||
-                std::regex_match(id, other_id))
+                std::regex_match(id, other_id) || std::regex_match(id, norm_grad_id))
         << "malformed id " << id;
     EXPECT_EQ(op.kind, kind_of(op.code)) << id;
     EXPECT_EQ(op.index, &op - s.ops.data()) << id;
-    EXPECT_EQ(op.stream == Stream::Comm, op.code == OpCode::AllReduce) << id;
+    EXPECT_EQ(op.stream == Stream::Comm, collective(op.kind)) << id;
     EXPECT_EQ(op.dtype, m.dtype) << id;
     EXPECT_GT(op.n_out, 0) << id;
     if (op.kind == OpKind::Gemm) {

@@ -35,32 +35,6 @@ ModelSpec post_llama(NormPlacement placement) {
   return m;
 }
 
-// Whether `to` depends on `from` through any chain of waits and same-stream program order.
-bool reaches(const Indexed& x, const std::string& from, const std::string& to) {
-  const Schedule& s = x.s;
-  std::vector<std::vector<int32_t>> waiters(s.ops.size());
-  for (const Op& op : s.ops)
-    for (int32_t d : op.deps) waiters[size_t(d)].push_back(op.index);
-  std::vector<bool> seen(s.ops.size(), false);
-  std::deque<int32_t> todo{x.pos(from)};
-  const int32_t target = x.pos(to);
-  while (!todo.empty()) {
-    const int32_t i = todo.front();
-    todo.pop_front();
-    if (i == target) return true;
-    if (seen[size_t(i)]) continue;
-    seen[size_t(i)] = true;
-    for (int32_t w : waiters[size_t(i)]) todo.push_back(w);
-    for (size_t n = size_t(i) + 1; n < s.ops.size(); ++n) {
-      if (s.ops[n].stream == s.ops[size_t(i)].stream) {
-        todo.push_back(int32_t(n));
-        break;
-      }
-    }
-  }
-  return false;
-}
-
 bool reads(const Op& op, int32_t buffer) {
   for (int i = 0; i < op.n_in; ++i)
     if (op.in[size_t(i)].buffer == buffer) return true;
@@ -80,12 +54,12 @@ TEST(ScheduleStructure, ParallelMlpFrontDoesNotWaitForTheAttentionAllReduce) {
     const std::string ar = "L1.fwd.attn.ar.s" + std::to_string(last);
     const std::string fc1 = "L1.fwd.mlp.fc1.s" + std::to_string(last);
     const Indexed s(test::build_verified(seq, make_strategy_plan(strategy, seq)));
-    EXPECT_TRUE(reaches(s, ar, fc1)) << strategy;
+    EXPECT_TRUE(s.reaches(ar, fc1)) << strategy;
     for (const bool shared : {false, true}) {
       const ModelSpec m = parallel_gpt(shared);
       const Indexed p(test::build_verified(m, make_strategy_plan(strategy, m)));
       for (int i = 0; i <= last; ++i) {
-        EXPECT_FALSE(reaches(p, "L1.fwd.attn.ar.s" + std::to_string(i), fc1))
+        EXPECT_FALSE(p.reaches("L1.fwd.attn.ar.s" + std::to_string(i), fc1))
             << strategy << " shared " << shared;
       }
       // The MLP's add of the same rows still follows the attention's (x_out = x_mid + mlp).
@@ -102,11 +76,11 @@ TEST(ScheduleStructure, ParallelAttentionBackwardDoesNotWaitForTheMlpAllReduce) 
     const int last = make_strategy_plan(strategy, seq).layers[1].attn.p - 1;
     const std::string dgrad = "L1.bwd.attn.proj.dgrad.s" + std::to_string(last);
     const std::string ar = "L1.bwd.mlp.ar.s" + std::to_string(last);
-    EXPECT_TRUE(reaches(s, ar, dgrad)) << strategy;
+    EXPECT_TRUE(s.reaches(ar, dgrad)) << strategy;
     for (const bool shared : {false, true}) {
       const ModelSpec m = parallel_gpt(shared);
       const Indexed p(test::build_verified(m, make_strategy_plan(strategy, m)));
-      EXPECT_FALSE(reaches(p, ar, dgrad)) << strategy << " shared " << shared;
+      EXPECT_FALSE(p.reaches(ar, dgrad)) << strategy << " shared " << shared;
       // The MLP's norm backward adds into d(x_in) only after the attention read d(x_out) there.
       EXPECT_LT(p.pos("L1.bwd.attn.proj.wgrad.s0"), p.pos("L1.bwd.mlp.norm.bwd.s0")) << strategy;
     }

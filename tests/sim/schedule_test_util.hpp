@@ -95,11 +95,15 @@ struct NamedPlan {
 };
 
 // The refusals plans_for expects of a named strategy: the two-batch-slice strategies on a model they cannot
-// run (domino-ds on Llama features, either on an odd micro-batch). Anything else is a failure to report.
+// run (domino-ds on Llama features, either on an odd micro-batch), the sequence-parallel ones on a model
+// sequence parallelism is not built for (tp 1, parallel blocks, post norms). Anything else is a failure.
 inline bool expected_strategy_refusal(const std::string& strategy, const Error& e) {
   const bool two_batch_slices = strategy == "domino-ds" || strategy == "domino-deep";
+  const std::string what = e.what();
+  if (strategy.rfind("megatron-sp", 0) == 0)
+    return e.kind() == ErrorKind::BadInput && what.find("sequence parallelism") != std::string::npos;
   return two_batch_slices && e.kind() == ErrorKind::BadInput &&
-         std::string(e.what()).find("strategy '" + strategy + "' cannot run model") != std::string::npos;
+         what.find("strategy '" + strategy + "' cannot run model") != std::string::npos;
 }
 
 // The named strategies the model can run (domino-ds refuses Llama models) plus custom plans covering p in
@@ -154,6 +158,24 @@ inline std::vector<NamedPlan> plans_for(const ModelSpec& m) {
       make_uniform_plan(m, {S::Batch, 2, 2, O::Inter, true}, {S::Sequence, 2, 2, O::Inter, true}, "custom");
   nocomm_sliced.comm_enabled = false;
   out.push_back({"no-comm-sliced", nocomm_sliced});
+  return out;
+}
+
+// Sequence-parallel variants ("sp/<name>") of plans_for's plans with communication, those the model builds
+// under sequence parallelism (the deepspeed order is refused; so are tp 1 and some block structures).
+inline std::vector<NamedPlan> sp_plans_for(const ModelSpec& m) {
+  std::vector<NamedPlan> out;
+  for (NamedPlan np : plans_for(m)) {
+    if (!np.plan.comm_enabled || np.plan.sequence_parallel) continue;
+    np.plan.sequence_parallel = true;
+    try {
+      validate_plan(np.plan, m, /*force=*/true);
+    } catch (const Error& e) {
+      if (std::string(e.what()).find("sequence parallelism") == std::string::npos) throw;
+      continue;
+    }
+    out.push_back({"sp/" + np.name, np.plan});
+  }
   return out;
 }
 
