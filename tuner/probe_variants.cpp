@@ -1,0 +1,99 @@
+// probe_variants.cpp: the policy deps of a class member added to its representative's schedule; see
+// probe_variants.hpp.
+#include "tuner/probe_variants.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <string_view>
+
+#include "sim/base/error.hpp"
+
+namespace domino {
+
+BlockPlan policy_free(const BlockPlan& b) {
+  BlockPlan r = b;
+  if (r.overlap == OverlapMode::None) r.overlap = OverlapMode::Intra;
+  r.bwd_overlap = true;
+  return r;
+}
+
+ProbeVariants::ProbeVariants(Schedule built, const std::vector<std::pair<int, Block>>& varying)
+    : s_(std::move(built)) {
+  const std::vector<Op>& ops = s_.ops;
+  const int32_t n = int32_t(ops.size());
+  std::vector<int32_t> next_compute(size_t(n) + 1, -1);  // the first compute op after op i
+  for (int32_t i = n - 1; i >= 0; --i)
+    next_compute[size_t(i)] = i + 1 < n && ops[size_t(i) + 1].stream == Stream::Compute ? i + 1 : next_compute[size_t(i) + 1];
+  std::vector<int32_t> gains;
+  for (const auto& [layer, block] : varying) {
+    BlockOps b{layer, block, {}, {}};
+    std::map<int, BlockOps::Slice> slices;  // backward AllReduces by slice (-1: the head's)
+    // The head's backward AllReduce follows the policy of the block it hands over to, the last MLP.
+    const bool hands_over = block == Block::Mlp && layer == s_.model.layers - 1;
+    for (const Op& op : ops) {
+      if (op.code != OpCode::AllReduce) continue;
+      if (hands_over && op.block == Block::Head && op.phase == Phase::Backward) {
+        slices[-1].ars.push_back(op.index);
+        continue;
+      }
+      if (op.layer != layer || op.block != block) continue;
+      if (op.phase == Phase::Forward) {
+        b.fwd_holds.emplace_back(op.index, next_compute[size_t(op.index)]);
+      } else if (op.phase == Phase::Backward) {
+        slices[op.slice].ars.push_back(op.index);
+      }
+    }
+    for (auto& [slice, sl] : slices) {
+      sl.wgrad = next_compute[size_t(sl.ars.back())];
+      if (sl.wgrad < 0 || !std::string_view(ops[size_t(sl.wgrad)].name).ends_with("wgrad"))
+        throw_runtime(fmt::format("probe variants: the op after the input-gradient AllReduces of layer {} {} slice {} "
+                                  "is not a weight gradient (the schedule builder changed)",
+                                  layer, to_string(block), slice));
+      sl.next = next_compute[size_t(sl.wgrad)];
+      gains.push_back(sl.wgrad);
+      if (sl.next >= 0) gains.push_back(sl.next);
+      b.bwd_slices.push_back(sl);
+    }
+    for (const auto& [ar, next] : b.fwd_holds)
+      if (next >= 0) gains.push_back(next);
+    blocks_.push_back(std::move(b));
+  }
+  std::sort(gains.begin(), gains.end());
+  gains.erase(std::unique(gains.begin(), gains.end()), gains.end());
+  for (int32_t i : gains) saved_.emplace_back(i, s_.ops[size_t(i)].deps);
+}
+
+void ProbeVariants::add_dep(int32_t op, int32_t dep) {
+  if (op < 0) return;
+  s_.ops[size_t(op)].deps.push_back(dep);
+  touched_.push_back(op);
+}
+
+const Schedule& ProbeVariants::with_layers(const std::vector<LayerPlan>& layers) {
+  for (const auto& [i, deps] : saved_) s_.ops[size_t(i)].deps = deps;
+  touched_.clear();
+  for (const BlockOps& b : blocks_) {
+    const LayerPlan& l = layers.at(size_t(b.layer));
+    const BlockPlan& bp = b.block == Block::Attn ? l.attn : l.mlp;
+    const bool holds = bp.overlap == OverlapMode::None;
+    if (holds)
+      for (const auto& [ar, next] : b.fwd_holds) add_dep(next, ar);
+    for (const BlockOps::Slice& sl : b.bwd_slices) {
+      for (int32_t ar : sl.ars) {
+        if (!bp.bwd_overlap) add_dep(sl.wgrad, ar);
+        if (holds) add_dep(sl.next, ar);
+      }
+    }
+  }
+  for (int32_t i : touched_) {
+    std::vector<int32_t>& deps = s_.ops[size_t(i)].deps;
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+  }
+  s_.plan.layers = layers;
+  return s_;
+}
+
+}  // namespace domino
