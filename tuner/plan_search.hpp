@@ -21,6 +21,9 @@ struct SearchTuning {
   int keep_per_group = 1;         // screening: best choices kept per (split dim, p, overlap) group
   int max_swap_rounds = 8;        // screening: rounds of "could any screened-out choice improve it?"
   bool memory_frontier = false;   // also return single-buffer-shape plans (under a memory limit)
+  // Full search: one schedule build per class of choices that differ only in their AllReduce waits
+  // (probe_variants.hpp); false builds every probe (the same figures, for checks and benchmarks).
+  bool probe_classes = true;
 };
 
 struct Candidate {

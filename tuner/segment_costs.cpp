@@ -12,6 +12,11 @@
 namespace domino {
 namespace {
 Block block_at(int pos) { return pos % 2 == 0 ? Block::Attn : Block::Mlp; }
+SimOptions figures_only() {
+  SimOptions options;
+  options.record_timeline = false;
+  return options;
+}
 }  // namespace
 
 bool blocks_cannot_overlap(const ModelSpec& model, const BlockPlan& left, const BlockPlan& right) {
@@ -26,9 +31,11 @@ bool blocks_cannot_overlap(const ModelSpec& model, const BlockPlan& left, const 
 }
 
 SimFigures simulate_schedule(const Schedule& schedule, const CostModel& cost) {
-  SimOptions options;
-  options.record_timeline = false;
-  const SimResult r = simulate(schedule, cost, options);
+  return simulate_schedule(schedule, op_costs(schedule, cost, figures_only()));
+}
+
+SimFigures simulate_schedule(const Schedule& schedule, const OpCosts& costs) {
+  const SimResult r = simulate(schedule, costs, figures_only());
   SimFigures f;
   f.iteration_us = r.iteration_us;
   f.compute_us = r.compute_us;
@@ -146,14 +153,17 @@ void SegmentCosts::run_class(int k, int choice, int right_choice) {
     second = policy_free(second);
     varying.emplace_back((k + 1) / 2, block_at(k + 1));
   }
-  ProbeVariants variants(build_schedule(probe_, plan_from_blocks(probe_, rep, "probe")), varying);
+  // Every member has the representative's ops, so their durations and interference rates too.
+  Schedule built = build_schedule(probe_, plan_from_blocks(probe_, rep, "probe"));
+  const OpCosts costs = op_costs(built, cost_, figures_only());
+  ProbeVariants variants(std::move(built), varying);
   for (int a : lefts) {
     for (int b : rights) {
       const bool asked = a == choice && b == right_choice;
       if (!asked && (is_ref(k, a) || (pair && (is_ref(k + 1, b) || independent_pair(k, a, b))))) continue;
       Cell& c = cell(k, a, b);
       if (c.done) continue;
-      c.fig = simulate_schedule(variants.with_layers(probe_layers(k, a, b)), cost_);
+      c.fig = simulate_schedule(variants.with_layers(probe_layers(k, a, b)), costs);
       c.done = true;
       count_simulation();
     }

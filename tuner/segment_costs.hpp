@@ -51,6 +51,7 @@ bool blocks_cannot_overlap(const ModelSpec& model, const BlockPlan& left, const 
 // simulate(build_schedule(model, plan), cost) without a timeline: the ground truth for every figure.
 SimFigures simulate_plan(const ModelSpec& model, const Plan& plan, const CostModel& cost);
 SimFigures simulate_schedule(const Schedule& schedule, const CostModel& cost);
+SimFigures simulate_schedule(const Schedule& schedule, const OpCosts& costs);  // the op costs of that schedule
 
 // A plan for `model` with the given block choices per layer (attn[l], mlp[l]).
 Plan plan_from_blocks(const ModelSpec& model, const std::vector<LayerPlan>& layers, const std::string& strategy);
