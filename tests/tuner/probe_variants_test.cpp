@@ -109,6 +109,37 @@ TEST(ProbeVariants, TheRepresentativeHasNoPolicyOfItsOwn) {
   EXPECT_EQ(policy_free(inter).overlap, OverlapMode::Inter);  // inter-block overlap moves ops: kept
 }
 
+// The full search's terms from one build per class equal, bit for bit, those from one build per probe: on
+// a CPU profile (flat interference) and a GPU one (SM and HBM sharing), both slice orders.
+TEST(ProbeVariants, ClassProbesGiveTheTermsOfSeparateProbes) {
+  for (const auto& [model, profile, tp] : {std::make_tuple("cpu-gpt", "cpu-dev", 2), std::make_tuple("gpt3-13b", "dgx-h100", 8)}) {
+    const ModelSpec m = shipped_model(model, 3, tp);
+    const CostModel cost = shipped_cost(profile);
+    const SearchSpace space = make_search_space(
+        m, search_options({kBatch, kSeq}, {1, 2, 4}, {1, 2}, {kNone, kIntra, kInter}, {false, true}, {kDeep, kDeepSpeed}));
+    SegmentCosts separate(m, cost, space, 0, 0), classes(m, cost, space, 0, 0);
+    classes.set_batched(true);
+    long pairs = 0;
+    for (int k = 0; k < 4; ++k) {
+      const int n = int((k % 2 == 0 ? space.attn : space.mlp).size());
+      for (int a = 0; a < n; ++a) EXPECT_EQ(classes.unary(k, a), separate.unary(k, a)) << model << " k " << k << " " << a;
+    }
+    for (int k = 0; k < 2; ++k) {
+      const int n = int((k % 2 == 0 ? space.attn : space.mlp).size()), m2 = int((k % 2 == 0 ? space.mlp : space.attn).size());
+      for (int a = 0; a < n; ++a) {
+        for (int b = 0; b < m2; ++b) {
+          EXPECT_EQ(classes.pair(k, a, b), separate.pair(k, a, b)) << model << " k " << k << " " << a << " " << b;
+          ++pairs;
+        }
+      }
+    }
+    // Every probe once, whichever way: the count the full search reports.
+    EXPECT_EQ(classes.simulations(), separate.simulations()) << model;
+    EXPECT_EQ(classes.simulations(), classes.full_table_simulations()) << model;
+    EXPECT_GT(pairs, 500) << model;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Models, ProbeVariantsMatchTheBuilder,
     ::testing::Values(
