@@ -19,6 +19,11 @@ BlockPlan policy_free(const BlockPlan& b) {
   return r;
 }
 
+bool ProbeVariants::supported(const Schedule& built) {
+  return std::none_of(built.ops.begin(), built.ops.end(),
+                      [](const Op& op) { return collective(op.kind) && op.code != OpCode::AllReduce; });
+}
+
 ProbeVariants::ProbeVariants(Schedule built, const std::vector<std::pair<int, Block>>& varying)
     : s_(std::move(built)) {
   const std::vector<Op>& ops = s_.ops;
@@ -30,7 +35,6 @@ ProbeVariants::ProbeVariants(Schedule built, const std::vector<std::pair<int, Bl
   for (const auto& [layer, block] : varying) {
     BlockOps b{layer, block, {}, {}};
     std::map<int, BlockOps::Slice> slices;  // backward AllReduces by slice (-1: the head's)
-    // The head's backward AllReduce follows the policy of the block it hands over to, the last MLP.
     const bool hands_over = block == Block::Mlp && layer == s_.model.layers - 1;
     for (const Op& op : ops) {
       if (op.code != OpCode::AllReduce) continue;

@@ -7,9 +7,11 @@
 //   backward the AllReduces of a slice's column-parallel input gradient hold the next compute op after
 //   that slice's column-parallel weight gradient;
 // - no backward overlap: that weight gradient waits for the slice's AllReduces itself.
-// So the schedule of any member of a class is the schedule of its representative (overlap intra, backward
-// overlap on: no policy deps of its own) with those deps added. A test compares every patched schedule
-// with build_schedule's, op for op.
+// The head's backward AllReduce follows the policy of the block it hands over to, the last MLP. So the
+// schedule of any member of a class is the schedule of its representative (overlap intra, backward overlap
+// on: no policy deps of its own) with those deps added. A test compares every patched schedule with
+// build_schedule's, op for op. Schedules with other collectives (AllGather, ReduceScatter) are not
+// covered: supported() says so, and the caller builds every probe instead.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +31,8 @@ class ProbeVariants {
   // `built`: build_schedule of a plan whose varying blocks (layer, Attn or Mlp) are at policy_free
   // choices; the schedule is kept and patched in place.
   ProbeVariants(Schedule built, const std::vector<std::pair<int, Block>>& varying);
+  // Whether the rules above cover the schedule: AllReduce is its only collective.
+  static bool supported(const Schedule& built);
 
   // The schedule of the plan with `layers` (which may differ from the built plan only in the policy of the
   // varying blocks): the built one with their policy deps added. Valid until the next call.

@@ -155,6 +155,11 @@ void SegmentCosts::run_class(int k, int choice, int right_choice) {
   }
   // Every member has the representative's ops, so their durations and interference rates too.
   Schedule built = build_schedule(probe_, plan_from_blocks(probe_, rep, "probe"));
+  if (!ProbeVariants::supported(built)) {
+    batched_ = false;  // a schedule the class rules do not cover: one build per probe from here on
+    run(k, choice, right_choice);
+    return;
+  }
   const OpCosts costs = op_costs(built, cost_, figures_only());
   ProbeVariants variants(std::move(built), varying);
   for (int a : lefts) {
