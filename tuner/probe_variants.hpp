@@ -52,11 +52,14 @@ class ProbeVariants {
     std::vector<Slice> bwd_slices;
   };
   void add_dep(int32_t op, int32_t dep);
+  // The AllReduces of one varying block: forward holds and backward slices (the head's with the last MLP).
+  BlockOps collect(int layer, Block block, const std::vector<int32_t>& next_compute) const;
 
   Schedule s_;
   std::vector<BlockOps> blocks_;
-  std::vector<std::pair<int32_t, std::vector<int32_t>>> saved_;  // every op that may gain deps, its built deps
-  std::vector<int32_t> touched_;
+  std::vector<std::vector<int32_t>> built_deps_;  // per op that may gain deps (saved_slot_), its built deps
+  std::vector<int32_t> saved_slot_;               // per op: index into built_deps_, -1 if it gains none
+  std::vector<int32_t> touched_;                  // ops the last member changed
 };
 
 }  // namespace domino
