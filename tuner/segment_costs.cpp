@@ -7,6 +7,7 @@
 #include <map>
 
 #include "sim/base/error.hpp"
+#include "tuner/probe_variants.hpp"
 #include "tuner/progress.hpp"
 
 namespace domino {

@@ -20,7 +20,6 @@
 #include "sim/cost/cost_model.hpp"
 #include "sim/model/plan.hpp"
 #include "sim/engine/simulator.hpp"
-#include "tuner/probe_variants.hpp"
 #include "tuner/search_space.hpp"
 
 namespace domino {
