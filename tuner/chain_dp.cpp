@@ -48,28 +48,31 @@ Lists extend(const Lists& prev, const ChainStage& st, const double* columns, int
   for (int p = 0; p < prev_size; ++p)
     if (!prev[p].empty()) front[p] = prev[p].front().cost;
   Lists out(st.size);
-  std::vector<Entry> heads, pool;
+  std::vector<Entry> heads, pool;  // heads: the k best first entries so far, sorted by entry_less
+  heads.reserve(size_t(k) + 1);
   for (int c = 0; c < st.size; ++c) {
     const double u = st.unary[c];
     if (!std::isfinite(u)) continue;
     const double* w = columns + size_t(c) * prev_size;
-    heads.clear();  // a max-heap of the k best first entries so far
+    heads.clear();
+    // Predecessors come in ascending order, so a later one ties no earlier entry: it enters the k best
+    // only with a strictly lower cost than the worst of them (an infinite cost never does).
+    double worst = std::numeric_limits<double>::infinity();
     for (int p = 0; p < prev_size; ++p) {
-      const double reached = front[p] + w[p];
-      if (!std::isfinite(reached)) continue;
-      const Entry e{reached + u, p, 0};
-      if (heads.size() == size_t(k)) {
-        if (e.cost > heads.front().cost || !entry_less(e, heads.front())) continue;
-        std::pop_heap(heads.begin(), heads.end(), entry_less);
-        heads.pop_back();
-      }
-      heads.push_back(e);
-      std::push_heap(heads.begin(), heads.end(), entry_less);
+      const double cost = (front[p] + w[p]) + u;
+      if (!(cost < worst)) continue;
+      const Entry e{cost, p, 0};
+      heads.insert(std::upper_bound(heads.begin(), heads.end(), e, entry_less), e);
+      if (heads.size() > size_t(k)) heads.pop_back();
+      if (heads.size() == size_t(k)) worst = heads.back().cost;
     }
+    // Rank r of the h-th best head follows h first entries and r entries of its own: only r < k - h can
+    // be among the k best.
     pool.clear();
     for (size_t h = 0; h < heads.size(); ++h) {
       const int p = heads[h].prev_option;
-      for (int r = 0; r < int(prev[p].size()); ++r) pool.push_back({prev[p][r].cost + w[p] + u, p, r});
+      const int ranks = std::min(int(prev[p].size()), k - int(h));
+      for (int r = 0; r < ranks; ++r) pool.push_back({prev[p][r].cost + w[p] + u, p, r});
     }
     const size_t keep = std::min(pool.size(), size_t(k));
     std::partial_sort(pool.begin(), pool.begin() + keep, pool.end(), entry_less);

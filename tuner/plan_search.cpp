@@ -188,6 +188,7 @@ PlanSearch search_plans(const ModelSpec& model, const CostModel& cost, const Sea
   out.stats.full_search_probe_limit = tuning.full_search_probe_limit;
   if (out.stats.full_search_probes <= tuning.full_search_probe_limit) {
     costs.set_expected(out.stats.full_search_probes);
+    costs.set_batched(tuning.probe_classes);
     searcher.keep_all();
   } else {
     out.stats.screened = true;

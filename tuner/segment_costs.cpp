@@ -4,13 +4,20 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include "sim/base/error.hpp"
+#include "tuner/probe_variants.hpp"
 #include "tuner/progress.hpp"
 
 namespace domino {
 namespace {
 Block block_at(int pos) { return pos % 2 == 0 ? Block::Attn : Block::Mlp; }
+SimOptions figures_only() {
+  SimOptions options;
+  options.record_timeline = false;
+  return options;
+}
 }  // namespace
 
 bool blocks_cannot_overlap(const ModelSpec& model, const BlockPlan& left, const BlockPlan& right) {
@@ -24,10 +31,12 @@ bool blocks_cannot_overlap(const ModelSpec& model, const BlockPlan& left, const 
   return left.overlap != OverlapMode::Inter && right.overlap != OverlapMode::Inter;
 }
 
-SimFigures simulate_plan(const ModelSpec& model, const Plan& plan, const CostModel& cost) {
-  SimOptions options;
-  options.record_timeline = false;
-  const SimResult r = simulate(build_schedule(model, plan), cost, options);
+SimFigures simulate_schedule(const Schedule& schedule, const CostModel& cost) {
+  return simulate_schedule(schedule, op_costs(schedule, cost, figures_only()));
+}
+
+SimFigures simulate_schedule(const Schedule& schedule, const OpCosts& costs) {
+  const SimResult r = simulate(schedule, costs, figures_only());
   SimFigures f;
   f.iteration_us = r.iteration_us;
   f.compute_us = r.compute_us;
@@ -35,6 +44,10 @@ SimFigures simulate_plan(const ModelSpec& model, const Plan& plan, const CostMod
   f.exposed_comm_us = r.exposed_comm_us;
   f.peak_memory_bytes = r.peak_memory_bytes;
   return f;
+}
+
+SimFigures simulate_plan(const ModelSpec& model, const Plan& plan, const CostModel& cost) {
+  return simulate_schedule(build_schedule(model, plan), cost);
 }
 
 Plan plan_from_blocks(const ModelSpec& model, const std::vector<LayerPlan>& layers, const std::string& strategy) {
@@ -58,6 +71,15 @@ SegmentCosts::SegmentCosts(const ModelSpec& model, const CostModel& cost, const 
   for (int k = 0; k < blocks; ++k) unary_[k].resize(space.of(block_at(k)).size());
   pair_.resize(blocks - 1);
   for (int k = 0; k + 1 < blocks; ++k) pair_[k].resize(space.of(block_at(k)).size() * space.of(block_at(k + 1)).size());
+  for (int t = 0; t < 2; ++t) {
+    std::map<BlockPlan, int> classes;
+    for (const BlockPlan& b : t == 0 ? space.attn : space.mlp) {
+      const int c = classes.emplace(policy_free(b), int(classes.size())).first->second;
+      class_of_[t].push_back(c);
+      if (c == int(members_[t].size())) members_[t].emplace_back();
+      members_[t][size_t(c)].push_back(int(class_of_[t].size()) - 1);
+    }
+  }
   base_ = run(0, ref_attn_, -1);
 }
 
@@ -73,16 +95,13 @@ size_t SegmentCosts::pair_index(int k, int left, int right) const {
   return size_t(left) * space_.of(block_at(k + 1)).size() + size_t(right);
 }
 
-const SimFigures& SegmentCosts::run(int k, int choice, int right_choice) {
-  // A block at its reference choice changes nothing: reuse the smaller simulation.
-  auto is_ref = [&](int pos, int c) { return c == (block_at(pos) == Block::Attn ? ref_attn_ : ref_mlp_); };
-  if (simulations_ > 0) {
-    if (right_choice >= 0 && is_ref(k + 1, right_choice)) return run(k, choice, -1);
-    if (right_choice >= 0 && is_ref(k, choice)) return run(k + 1, right_choice, -1);
-    if (right_choice < 0 && is_ref(k, choice)) return base_;
-  }
-  Cell& cell = right_choice < 0 ? unary_[k][choice] : pair_[k][pair_index(k, choice, right_choice)];
-  if (cell.done) return cell.fig;
+bool SegmentCosts::is_ref(int k, int c) const { return c == (block_at(k) == Block::Attn ? ref_attn_ : ref_mlp_); }
+
+SegmentCosts::Cell& SegmentCosts::cell(int k, int choice, int right_choice) {
+  return right_choice < 0 ? unary_[k][choice] : pair_[k][pair_index(k, choice, right_choice)];
+}
+
+std::vector<LayerPlan> SegmentCosts::probe_layers(int k, int choice, int right_choice) const {
   std::vector<LayerPlan> layers(probe_.layers, LayerPlan{space_.attn[ref_attn_], space_.mlp[ref_mlp_]});
   auto set = [&](int pos, int c) {
     LayerPlan& l = layers[pos / 2];
@@ -90,11 +109,71 @@ const SimFigures& SegmentCosts::run(int k, int choice, int right_choice) {
   };
   set(k, choice);
   if (right_choice >= 0) set(k + 1, right_choice);
-  cell.fig = simulate_plan(probe_, plan_from_blocks(probe_, layers, "probe"), cost_);
-  cell.done = true;
+  return layers;
+}
+
+void SegmentCosts::count_simulation() {
   ++simulations_;
   if (progress_) progress_->tick(simulations_, expected_);
-  return cell.fig;
+}
+
+const SimFigures& SegmentCosts::run(int k, int choice, int right_choice) {
+  // A block at its reference choice changes nothing: reuse the smaller simulation.
+  if (simulations_ > 0) {
+    if (right_choice >= 0 && is_ref(k + 1, right_choice)) return run(k, choice, -1);
+    if (right_choice >= 0 && is_ref(k, choice)) return run(k + 1, right_choice, -1);
+    if (right_choice < 0 && is_ref(k, choice)) return base_;
+  }
+  Cell& c = cell(k, choice, right_choice);
+  if (c.done) return c.fig;
+  if (batched_) {
+    run_class(k, choice, right_choice);
+    return c.fig;
+  }
+  c.fig = simulate_plan(probe_, plan_from_blocks(probe_, probe_layers(k, choice, right_choice), "probe"), cost_);
+  c.done = true;
+  count_simulation();
+  return c.fig;
+}
+
+// The members the full search asks for: not at the reference (the base and the unary probes stand for
+// those), and pairs only where their blocks can overlap (the others' terms are zero). Whether a pair can
+// overlap depends on inter-block overlap, slices and order only, alike for a whole class.
+void SegmentCosts::run_class(int k, int choice, int right_choice) {
+  const bool pair = right_choice >= 0;
+  const int tl = block_at(k) == Block::Attn ? 0 : 1;
+  const std::vector<int> none = {-1};
+  const std::vector<int>& lefts = members_[tl][size_t(class_of_[tl][size_t(choice)])];
+  const std::vector<int>& rights = pair ? members_[1 - tl][size_t(class_of_[1 - tl][size_t(right_choice)])] : none;
+  std::vector<LayerPlan> rep = probe_layers(k, choice, right_choice);
+  auto& first = k % 2 == 0 ? rep[size_t(k / 2)].attn : rep[size_t(k / 2)].mlp;
+  first = policy_free(first);
+  std::vector<std::pair<int, Block>> varying = {{k / 2, block_at(k)}};
+  if (pair) {
+    auto& second = (k + 1) % 2 == 0 ? rep[size_t((k + 1) / 2)].attn : rep[size_t((k + 1) / 2)].mlp;
+    second = policy_free(second);
+    varying.emplace_back((k + 1) / 2, block_at(k + 1));
+  }
+  // Every member has the representative's ops, so their durations and interference rates too.
+  Schedule built = build_schedule(probe_, plan_from_blocks(probe_, rep, "probe"));
+  if (!ProbeVariants::supported(built)) {
+    batched_ = false;  // a schedule the class rules do not cover: one build per probe from here on
+    run(k, choice, right_choice);
+    return;
+  }
+  const OpCosts costs = op_costs(built, cost_, figures_only());
+  ProbeVariants variants(std::move(built), varying);
+  for (int a : lefts) {
+    for (int b : rights) {
+      const bool asked = a == choice && b == right_choice;
+      if (!asked && (is_ref(k, a) || (pair && (is_ref(k + 1, b) || independent_pair(k, a, b))))) continue;
+      Cell& c = cell(k, a, b);
+      if (c.done) continue;
+      c.fig = simulate_schedule(variants.with_layers(probe_layers(k, a, b)), costs);
+      c.done = true;
+      count_simulation();
+    }
+  }
 }
 
 long SegmentCosts::full_table_simulations() const {

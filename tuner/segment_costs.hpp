@@ -49,6 +49,8 @@ bool blocks_cannot_overlap(const ModelSpec& model, const BlockPlan& left, const 
 
 // simulate(build_schedule(model, plan), cost) without a timeline: the ground truth for every figure.
 SimFigures simulate_plan(const ModelSpec& model, const Plan& plan, const CostModel& cost);
+SimFigures simulate_schedule(const Schedule& schedule, const CostModel& cost);
+SimFigures simulate_schedule(const Schedule& schedule, const OpCosts& costs);  // the op costs of that schedule
 
 // A plan for `model` with the given block choices per layer (attn[l], mlp[l]).
 Plan plan_from_blocks(const ModelSpec& model, const std::vector<LayerPlan>& layers, const std::string& strategy);
@@ -78,6 +80,10 @@ class SegmentCosts {
   // cannot overlap skipped: what the full search costs.
   long full_table_simulations() const;
   void set_expected(long n) { expected_ = n; }  // for the progress line only
+  // Whether a probe also simulates every other probe of its class that the full search needs (choices
+  // that differ only in their policy, probe_variants.hpp), from one built schedule: what the full search
+  // wants, since it asks for every term; the screened search asks for few of them.
+  void set_batched(bool batched) { batched_ = batched; }
 
  private:
   struct Cell {
@@ -85,6 +91,13 @@ class SegmentCosts {
     SimFigures fig;
   };
   const SimFigures& run(int probe_pos, int choice, int right_choice);  // right_choice -1: unary only
+  // The probe of choice (and right_choice) with the rest of the probe at the reference.
+  std::vector<LayerPlan> probe_layers(int probe_pos, int choice, int right_choice) const;
+  // Simulates, from one build, every probe the full search needs among the class members of the choices.
+  void run_class(int probe_pos, int choice, int right_choice);
+  Cell& cell(int probe_pos, int choice, int right_choice);
+  bool is_ref(int probe_pos, int choice) const;
+  void count_simulation();
   size_t pair_index(int probe_pos, int left, int right) const;
   bool independent_pair(int probe_pos, int left, int right) const;  // the pair term is zero, no probe needed
 
@@ -99,6 +112,9 @@ class SegmentCosts {
   std::vector<std::vector<Cell>> pair_;   // [probe_pos][left * n_right + right]
   long simulations_ = 0;
   long expected_ = 0;
+  bool batched_ = false;
+  std::vector<int> class_of_[2];                 // per type (attn, mlp) and choice: its policy class
+  std::vector<std::vector<int>> members_[2];     // per type and class: its choices, ascending
 };
 
 }  // namespace domino

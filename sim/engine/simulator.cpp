@@ -34,19 +34,20 @@ using Streams = std::array<StreamState, kNumStreams>;
 // The state of one simulation between events.
 struct EventState {
   const std::vector<Op>& ops;
-  std::vector<double> duration;  // standalone, from the cost model
+  const std::vector<double>& duration;  // standalone, from the cost model
   std::vector<double> finish;    // -1 until the op has finished
   Streams streams;
   double now = 0;
   int32_t done = 0;
 };
 
-// Every op's standalone duration, its deps checked, and each stream's program order.
-void load_ops(const Schedule& schedule, const CostModel& cost, int tp, EventState& st) {
+// Every op's deps checked, and each stream's program order.
+void load_ops(const Schedule& schedule, EventState& st) {
   const std::vector<Op>& ops = schedule.ops;
   const int32_t n = static_cast<int32_t>(ops.size());
-  const int devices_per_node = cost.profile().devices_per_node;
-  st.duration.resize(n);
+  if (st.duration.size() != ops.size())
+    throw_runtime("simulate: op costs of " + std::to_string(st.duration.size()) + " ops for a schedule of " +
+                  std::to_string(n));
   st.finish.assign(n, -1.0);
   for (auto& s : st.streams) s.order.reserve(ops.size());
   for (int32_t i = 0; i < n; ++i) {
@@ -57,14 +58,14 @@ void load_ops(const Schedule& schedule, const CostModel& cost, int tp, EventStat
                       ", which is not another op of the schedule");
       }
     }
-    const bool silent = collective(op.kind) && !schedule.plan.comm_enabled;
-    st.duration[i] = silent ? 0.0 : cost.op_us(op, tp, devices_per_node);
-    if (!(st.duration[i] >= 0 && st.duration[i] < std::numeric_limits<double>::infinity())) {
-      throw_runtime("cost model gives op " + op_id(op) + " a duration of " + std::to_string(st.duration[i]) +
-                    " us (flops " + std::to_string(op.flops) + ", bytes " + std::to_string(op.bytes) + ")");
-    }
     st.streams[static_cast<int>(op.stream)].order.push_back(i);
   }
+}
+
+// Ranks in each collective: the plan's TP degree unless the options emulate another.
+int ranks(const Schedule& schedule, const SimOptions& options) {
+  const int plan_tp = schedule.plan.tp > 0 ? schedule.plan.tp : schedule.model.tp;
+  return options.allreduce_ranks > 0 ? options.allreduce_ranks : plan_tp;
 }
 
 bool deps_done(const Op& op, const std::vector<double>& finish) {
@@ -127,11 +128,30 @@ bool all_idle(const Streams& streams) {
 
 }  // namespace
 
+OpCosts op_costs(const Schedule& schedule, const CostModel& cost, const SimOptions& options) {
+  const int tp = ranks(schedule, options);
+  const int devices_per_node = cost.profile().devices_per_node;
+  std::vector<double> duration(schedule.ops.size());
+  for (size_t i = 0; i < duration.size(); ++i) {
+    const Op& op = schedule.ops[i];
+    const bool silent = collective(op.kind) && !schedule.plan.comm_enabled;
+    duration[i] = silent ? 0.0 : cost.op_us(op, tp, devices_per_node);
+    if (!(duration[i] >= 0 && duration[i] < std::numeric_limits<double>::infinity())) {
+      throw_runtime("cost model gives op " + op_id(op) + " a duration of " + std::to_string(duration[i]) +
+                    " us (flops " + std::to_string(op.flops) + ", bytes " + std::to_string(op.bytes) + ")");
+    }
+  }
+  Interference interference(schedule, cost, tp, duration);
+  return OpCosts{std::move(duration), std::move(interference)};
+}
+
 SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOptions& options) {
-  const int plan_tp = schedule.plan.tp > 0 ? schedule.plan.tp : schedule.model.tp;
-  const int tp = options.allreduce_ranks > 0 ? options.allreduce_ranks : plan_tp;
-  EventState st{schedule.ops, {}, {}, {}};
-  load_ops(schedule, cost, tp, st);
+  return simulate(schedule, op_costs(schedule, cost, options), options);
+}
+
+SimResult simulate(const Schedule& schedule, const OpCosts& costs, const SimOptions& options) {
+  EventState st{schedule.ops, costs.duration, {}, {}};
+  load_ops(schedule, st);
 
   SimResult result;
   Timeline& tl = result.timeline;
@@ -140,7 +160,7 @@ SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOpt
     tl.ranks = 1;
     tl.spans.reserve(schedule.ops.size());
   }
-  const Interference interference(schedule, cost, tp, st.duration);
+  const Interference& interference = costs.interference;
   const int32_t n = static_cast<int32_t>(schedule.ops.size());
   while (st.done < n) {
     start_ready_ops(st);

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "sim/cost/cost_model.hpp"
+#include "sim/engine/interference.hpp"
 #include "sim/ir/schedule.hpp"
 #include "sim/trace/timeline.hpp"
 
@@ -28,5 +29,15 @@ struct SimResult {
 };
 
 SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOptions& options = {});
+
+// What a simulation takes from the cost model: every op's standalone duration and the interference rates.
+// They depend on the ops but not on their deps, so schedules that differ only in deps (the tuner's probes)
+// can share them: simulate(s, cost, options) is simulate(s, op_costs(s, cost, options), options).
+struct OpCosts {
+  std::vector<double> duration;
+  Interference interference;
+};
+OpCosts op_costs(const Schedule& schedule, const CostModel& cost, const SimOptions& options = {});
+SimResult simulate(const Schedule& schedule, const OpCosts& costs, const SimOptions& options);
 
 }  // namespace domino

@@ -1,0 +1,107 @@
+// probe_variants.cpp: the policy deps of a class member added to its representative's schedule; see
+// probe_variants.hpp.
+#include "tuner/probe_variants.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <string_view>
+
+#include "sim/base/error.hpp"
+
+namespace domino {
+
+BlockPlan policy_free(const BlockPlan& b) {
+  BlockPlan r = b;
+  if (r.overlap == OverlapMode::None) r.overlap = OverlapMode::Intra;
+  r.bwd_overlap = true;
+  return r;
+}
+
+bool ProbeVariants::supported(const Schedule& built) {
+  return std::none_of(built.ops.begin(), built.ops.end(),
+                      [](const Op& op) { return collective(op.kind) && op.code != OpCode::AllReduce; });
+}
+
+ProbeVariants::BlockOps ProbeVariants::collect(int layer, Block block, const std::vector<int32_t>& next_compute) const {
+  const std::vector<Op>& ops = s_.ops;
+  BlockOps b{layer, block, {}, {}};
+  std::map<int, BlockOps::Slice> slices;  // backward AllReduces by slice (-1: the head's)
+  const bool hands_over = block == Block::Mlp && layer == s_.model.layers - 1;
+  for (const Op& op : ops) {
+    if (op.code != OpCode::AllReduce) continue;
+    if (hands_over && op.block == Block::Head && op.phase == Phase::Backward) {
+      slices[-1].ars.push_back(op.index);
+    } else if (op.layer == layer && op.block == block && op.phase == Phase::Forward) {
+      b.fwd_holds.emplace_back(op.index, next_compute[size_t(op.index)]);
+    } else if (op.layer == layer && op.block == block && op.phase == Phase::Backward) {
+      slices[op.slice].ars.push_back(op.index);
+    }
+  }
+  for (auto& [slice, sl] : slices) {
+    sl.wgrad = next_compute[size_t(sl.ars.back())];
+    if (sl.wgrad < 0 || !std::string_view(ops[size_t(sl.wgrad)].name).ends_with("wgrad"))
+      throw_runtime(fmt::format("probe variants: the op after the input-gradient AllReduces of layer {} {} slice {} "
+                                "is not a weight gradient (the schedule builder changed)",
+                                layer, to_string(block), slice));
+    sl.next = next_compute[size_t(sl.wgrad)];
+    b.bwd_slices.push_back(sl);
+  }
+  return b;
+}
+
+ProbeVariants::ProbeVariants(Schedule built, const std::vector<std::pair<int, Block>>& varying)
+    : s_(std::move(built)) {
+  const std::vector<Op>& ops = s_.ops;
+  const int32_t n = int32_t(ops.size());
+  std::vector<int32_t> next_compute(size_t(n) + 1, -1);  // the first compute op after op i
+  for (int32_t i = n - 1; i >= 0; --i)
+    next_compute[size_t(i)] = i + 1 < n && ops[size_t(i) + 1].stream == Stream::Compute ? i + 1 : next_compute[size_t(i) + 1];
+  saved_slot_.assign(size_t(n), -1);
+  auto may_gain = [&](int32_t i) {
+    if (i < 0 || saved_slot_[size_t(i)] >= 0) return;
+    saved_slot_[size_t(i)] = int32_t(built_deps_.size());
+    built_deps_.push_back(ops[size_t(i)].deps);
+  };
+  for (const auto& [layer, block] : varying) {
+    blocks_.push_back(collect(layer, block, next_compute));
+    for (const auto& [ar, next] : blocks_.back().fwd_holds) may_gain(next);
+    for (const BlockOps::Slice& sl : blocks_.back().bwd_slices) may_gain(sl.wgrad), may_gain(sl.next);
+  }
+}
+
+void ProbeVariants::add_dep(int32_t op, int32_t dep) {
+  if (op < 0) return;
+  s_.ops[size_t(op)].deps.push_back(dep);
+  touched_.push_back(op);
+}
+
+const Schedule& ProbeVariants::with_layers(const std::vector<LayerPlan>& layers) {
+  for (int32_t i : touched_) s_.ops[size_t(i)].deps = built_deps_[size_t(saved_slot_[size_t(i)])];
+  touched_.clear();
+  for (const BlockOps& b : blocks_) {
+    const LayerPlan& l = layers.at(size_t(b.layer));
+    const BlockPlan& bp = b.block == Block::Attn ? l.attn : l.mlp;
+    const bool holds = bp.overlap == OverlapMode::None;
+    if (holds)
+      for (const auto& [ar, next] : b.fwd_holds) add_dep(next, ar);
+    for (const BlockOps::Slice& sl : b.bwd_slices) {
+      for (int32_t ar : sl.ars) {
+        if (!bp.bwd_overlap) add_dep(sl.wgrad, ar);
+        if (holds) add_dep(sl.next, ar);
+      }
+    }
+  }
+  std::sort(touched_.begin(), touched_.end());
+  touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
+  for (int32_t i : touched_) {
+    std::vector<int32_t>& deps = s_.ops[size_t(i)].deps;
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+  }
+  s_.plan.layers = layers;
+  return s_;
+}
+
+}  // namespace domino
