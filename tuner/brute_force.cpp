@@ -19,7 +19,7 @@ BruteForceResult brute_force(const ModelSpec& model, const CostModel& cost, cons
   std::vector<LayerPlan> layers(model.layers);
   while (true) {
     for (int l = 0; l < model.layers; ++l) layers[l] = LayerPlan{space.attn[pick[2 * l]], space.mlp[pick[2 * l + 1]]};
-    const SimFigures f = simulate_plan(model, plan_from_blocks(model, layers, "brute-force"), cost);
+    const SimFigures f = simulate_plan(model, plan_from_blocks(model, layers, "brute-force", space.sequence_parallel), cost);
     ++best.evaluated;
     if (!have || f.iteration_us < best.iteration_us) {
       best.iteration_us = f.iteration_us;

@@ -13,11 +13,11 @@ namespace domino {
 namespace {
 
 auto order_key(const BlockPlan& b) {
-  return std::make_tuple(b.p, b.q, static_cast<int>(b.dim), static_cast<int>(b.overlap), b.bwd_overlap,
+  return std::make_tuple(b.p, b.q, b.pipeline, static_cast<int>(b.dim), static_cast<int>(b.overlap), b.bwd_overlap,
                          static_cast<int>(b.order));
 }
 
-bool fits(const ModelSpec& model, const BlockPlan& b, Block block) {
+bool fits(const ModelSpec& model, const BlockPlan& b, Block block, bool sequence_parallel) {
   const int64_t rows = b.dim == SplitDim::Batch ? model.micro_batch : model.seq_len;
   if (b.p < 1 || rows % b.p != 0) return false;
   if (b.q < 1 || model.hidden % b.q != 0) return false;
@@ -26,6 +26,7 @@ bool fits(const ModelSpec& model, const BlockPlan& b, Block block) {
     const BlockPlan plain;
     Plan plan = block == Block::Attn ? make_uniform_plan(model, b, plain, "probe")
                                      : make_uniform_plan(model, plain, b, "probe");
+    plan.sequence_parallel = sequence_parallel;
     validate_plan(plan, model);
   } catch (const Error&) {
     return false;
@@ -66,7 +67,9 @@ void skip_structural_choices(const ModelSpec& model, const SearchOptions& o, Sea
                     to_string(model.norm_placement)));
   }
   const bool wants_ds = std::find(o.orders.begin(), o.orders.end(), SliceOrder::DeepSpeed) != o.orders.end();
-  if (wants_ds && model.residual == Residual::Parallel) {
+  if (wants_ds && space->sequence_parallel) {
+    space->skipped.push_back("order deepspeed skipped under sequence parallelism: not built in that order");
+  } else if (wants_ds && model.residual == Residual::Parallel) {
     space->skipped.push_back(
         "order deepspeed skipped: DeepSpeed's Domino has no parallel attention/MLP blocks");
   }
@@ -87,13 +90,31 @@ BlockPlan canonical(const BlockPlan& b) {
 
 bool simpler(const BlockPlan& a, const BlockPlan& b) { return order_key(a) < order_key(b); }
 
-SearchSpace make_search_space(const ModelSpec& model, const SearchOptions& o) {
+// Under sequence parallelism: unsliced blocks whose AllGather and ReduceScatter are pipelined with the GEMMs
+// in c chunks (megatron-sp-overlap's choice, c = 4), for every c up to max_p.
+void add_pipelined_choices(const ModelSpec& model, const SearchOptions& o, SearchSpace* space) {
+  for (Block block : {Block::Attn, Block::Mlp}) {
+    std::vector<BlockPlan>& list = block == Block::Attn ? space->attn : space->mlp;
+    for (int c : {2, 4, 8}) {
+      if (c > o.max_p) continue;
+      for (bool bwd : o.bwd_overlaps) {
+        BlockPlan b;
+        b.bwd_overlap = bwd;
+        b.pipeline = c;
+        if (fits(model, b, block, true)) add_unique(list, b);
+      }
+    }
+  }
+}
+
+SearchSpace make_search_space(const ModelSpec& model, const SearchOptions& o, bool sequence_parallel) {
   if (o.splits.empty()) throw_bad_input("search space: no split dimension allowed (--splits batch,sequence)");
   if (o.max_p < 1 || o.max_q < 1) throw_bad_input(fmt::format("search space: --max-p {} / --max-q {} must be at least 1", o.max_p, o.max_q));
   if (o.p_values.empty() || o.q_values.empty() || o.overlaps.empty() || o.bwd_overlaps.empty() || o.orders.empty())
     throw_bad_input("search space: an empty list of choices (p, q, overlap, backward overlap or order)");
 
   SearchSpace space;
+  space.sequence_parallel = sequence_parallel;
   skip_structural_choices(model, o, &space);
   bool any_slicing = false;
   for (Block block : {Block::Attn, Block::Mlp}) {
@@ -107,7 +128,7 @@ SearchSpace make_search_space(const ModelSpec& model, const SearchOptions& o) {
             for (bool bwd : o.bwd_overlaps) {
               for (SliceOrder order : o.orders) {
                 const BlockPlan b = canonical(BlockPlan{dim, p, q, ov, bwd, order});
-                if (!fits(model, b, block)) continue;
+                if (!fits(model, b, block, sequence_parallel)) continue;
                 if (b.p > 1) any_slicing = true;
                 add_unique(list, b);
               }
@@ -126,8 +147,12 @@ SearchSpace make_search_space(const ModelSpec& model, const SearchOptions& o) {
         "(micro_batch {}, seq_len {}); allow sequence splits with --splits batch,sequence",
         o.max_p, dims, model.name, model.micro_batch, model.seq_len));
   }
+  if (sequence_parallel) add_pipelined_choices(model, o, &space);
   if (o.include_baselines) {
-    for (const char* name : {"megatron-sync", "megatron-async", "domino-ds", "domino-deep"}) {
+    const std::vector<const char*> baselines =
+        sequence_parallel ? std::vector<const char*>{"megatron-sp", "megatron-sp-overlap"}
+                          : std::vector<const char*>{"megatron-sync", "megatron-async", "domino-ds", "domino-deep"};
+    for (const char* name : baselines) {
       try {
         const Plan plan = make_strategy_plan(name, model);
         for (const LayerPlan& l : plan.layers) {
@@ -163,8 +188,9 @@ std::string describe(const SearchSpace& space, const SearchOptions& o) {
   std::string skipped;
   for (const std::string& why : space.skipped) skipped += "; " + why;
   return fmt::format(
-      "attn {} x mlp {} choices per layer (splits {}; p {}; q {}; overlap {}; bwd overlap {}; orders {}{}{})",
-      space.attn.size(), space.mlp.size(), dims, ps, qs, o.overlaps.size(), o.bwd_overlaps.size(), orders,
+      "{}attn {} x mlp {} choices per layer (splits {}; p {}; q {}; {}overlap {}; bwd overlap {}; orders {}{}{})",
+      space.sequence_parallel ? "sequence parallel: " : "", space.attn.size(), space.mlp.size(), dims, ps, qs,
+      space.sequence_parallel ? "GEMM pipelining 1,2,4,8; " : "", o.overlaps.size(), o.bwd_overlaps.size(), orders,
       o.include_baselines ? "; baselines' choices included" : "", skipped);
 }
 
@@ -173,6 +199,7 @@ std::string block_label(const BlockPlan& b) {
   s += fmt::format(" q{} {}", b.q, to_string(b.overlap));
   if (b.bwd_overlap) s += "+bwd";
   if (b.order == SliceOrder::DeepSpeed) s += " ds";
+  if (b.pipeline > 1) s += fmt::format(" pipe{}", b.pipeline);
   return s;
 }
 

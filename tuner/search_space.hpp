@@ -26,6 +26,9 @@ struct SearchOptions {
 
 // Candidate choices per block type, in tie-break order (simpler choices first), no duplicates.
 struct SearchSpace {
+  // Every plan of this space runs under sequence parallelism (Plan::sequence_parallel): the choices then
+  // include GEMM-level pipelining (BlockPlan::pipeline) and the pinned choices are megatron-sp's.
+  bool sequence_parallel = false;
   std::vector<BlockPlan> attn;
   std::vector<BlockPlan> mlp;
   std::vector<std::string> notes;  // what was folded away or added, for the report
@@ -48,7 +51,9 @@ bool simpler(const BlockPlan& a, const BlockPlan& b);
 
 // Builds the space for one model (tp included). BadInput when the options are malformed or when no
 // slicing is possible at all (for instance micro-batch 1 with batch splits only).
-SearchSpace make_search_space(const ModelSpec& model, const SearchOptions& options);
+// sequence_parallel: the space of plans under sequence parallelism (the caller checks that the model and
+// the profile support it).
+SearchSpace make_search_space(const ModelSpec& model, const SearchOptions& options, bool sequence_parallel = false);
 
 // One-line description for reports and plan provenance ("attn 70 x mlp 70 choices: ...").
 std::string describe(const SearchSpace& space, const SearchOptions& options);

@@ -50,11 +50,13 @@ SimFigures simulate_plan(const ModelSpec& model, const Plan& plan, const CostMod
   return simulate_schedule(build_schedule(model, plan), cost);
 }
 
-Plan plan_from_blocks(const ModelSpec& model, const std::vector<LayerPlan>& layers, const std::string& strategy) {
+Plan plan_from_blocks(const ModelSpec& model, const std::vector<LayerPlan>& layers, const std::string& strategy,
+                      bool sequence_parallel) {
   if (layers.empty() || int(layers.size()) != model.layers)
     throw_runtime(fmt::format("plan_from_blocks: {} layer plans for a {}-layer model", layers.size(), model.layers));
   Plan plan = make_uniform_plan(model, layers[0].attn, layers[0].mlp, strategy);
   plan.layers = layers;
+  plan.sequence_parallel = sequence_parallel;
   return plan;
 }
 
@@ -130,7 +132,7 @@ const SimFigures& SegmentCosts::run(int k, int choice, int right_choice) {
     run_class(k, choice, right_choice);
     return c.fig;
   }
-  c.fig = simulate_plan(probe_, plan_from_blocks(probe_, probe_layers(k, choice, right_choice), "probe"), cost_);
+  c.fig = simulate_plan(probe_, plan_from_blocks(probe_, probe_layers(k, choice, right_choice), "probe", space_.sequence_parallel), cost_);
   c.done = true;
   count_simulation();
   return c.fig;
@@ -155,7 +157,7 @@ void SegmentCosts::run_class(int k, int choice, int right_choice) {
     varying.emplace_back((k + 1) / 2, block_at(k + 1));
   }
   // Every member has the representative's ops, so their durations and interference rates too.
-  Schedule built = build_schedule(probe_, plan_from_blocks(probe_, rep, "probe"));
+  Schedule built = build_schedule(probe_, plan_from_blocks(probe_, rep, "probe", space_.sequence_parallel));
   if (!ProbeVariants::supported(built)) {
     batched_ = false;  // a schedule the class rules do not cover: one build per probe from here on
     run(k, choice, right_choice);
@@ -196,6 +198,8 @@ long SegmentCosts::full_table_simulations() const {
 // The four probes of the pair term each split between blocks k and k+1 (so that the term cancels
 // exactly) only when the reference choices cannot overlap with each other or with the pair's choices.
 bool SegmentCosts::independent_pair(int k, int left, int right) const {
+  // The rule below is proven for the AllReduce schedules only: under sequence parallelism every pair is probed.
+  if (space_.sequence_parallel) return false;
   const BlockPlan& a = space_.of(block_at(k))[left];
   const BlockPlan& b = space_.of(block_at(k + 1))[right];
   const BlockPlan& ref_a = space_.of(block_at(k))[block_at(k) == Block::Attn ? ref_attn_ : ref_mlp_];

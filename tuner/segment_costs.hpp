@@ -53,7 +53,8 @@ SimFigures simulate_schedule(const Schedule& schedule, const CostModel& cost);
 SimFigures simulate_schedule(const Schedule& schedule, const OpCosts& costs);  // the op costs of that schedule
 
 // A plan for `model` with the given block choices per layer (attn[l], mlp[l]).
-Plan plan_from_blocks(const ModelSpec& model, const std::vector<LayerPlan>& layers, const std::string& strategy);
+Plan plan_from_blocks(const ModelSpec& model, const std::vector<LayerPlan>& layers, const std::string& strategy,
+                      bool sequence_parallel = false);
 
 class SegmentCosts {
  public:

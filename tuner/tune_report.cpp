@@ -41,7 +41,35 @@ nlohmann::json plan_json(const TpTuning& t, const EvaluatedPlan& e) {
   j["peak_memory_bytes"] = e.figures.peak_memory_bytes;
   j["fits_memory"] = e.fits;
   j["search_predicted_us"] = number_or_null(e.predicted_us);
+  j["sequence_parallel"] = e.plan.sequence_parallel;
   j["plan"] = plan_summary(e.plan, 1000);
+  return j;
+}
+
+nlohmann::json search_stats_json(const SearchSpace& space, const SearchStats& stats, int layers) {
+  nlohmann::json s;
+  // The plan count overflows a double for deep models; log10 always fits.
+  s["space_size"] = number_or_null(space.plans(layers));
+  s["space_size_log10"] = double(layers) * std::log10(double(space.attn.size()) * double(space.mlp.size()));
+  s["attn_choices"] = space.attn.size();
+  s["mlp_choices"] = space.mlp.size();
+  s["probe_simulations"] = stats.probe_simulations;
+  s["screened"] = stats.screened;
+  s["mode"] = stats.screened ? "screened" : "full";
+  s["full_search_probes"] = stats.full_search_probes;
+  s["attn_kept"] = stats.attn_kept;
+  s["mlp_kept"] = stats.mlp_kept;
+  s["swap_rounds"] = stats.swap_rounds;
+  return s;
+}
+
+// The fastest fitting plan without and with sequence parallelism (null where none was searched or fits).
+nlohmann::json best_by_sp_json(const TpTuning& t) {
+  nlohmann::json j;
+  for (int sp : {0, 1}) {
+    const EvaluatedPlan& e = t.best_by_sp[sp];
+    j[sp ? "on" : "off"] = e.label.empty() ? nlohmann::json(nullptr) : plan_json(t, e);
+  }
   return j;
 }
 
@@ -52,22 +80,16 @@ nlohmann::json tp_json(const TpTuning& t) {
   for (const EvaluatedPlan& e : t.top) j["top"].push_back(plan_json(t, e));
   j["baselines"] = nlohmann::json::object();
   for (const EvaluatedPlan& b : t.baselines) j["baselines"][b.label] = plan_json(t, b);
-  nlohmann::json s;
-  // The plan count overflows a double for deep models; log10 always fits.
-  s["space_size"] = number_or_null(t.space.plans(t.model.layers));
-  s["space_size_log10"] = double(t.model.layers) * std::log10(double(t.space.attn.size()) * double(t.space.mlp.size()));
-  s["attn_choices"] = t.space.attn.size();
-  s["mlp_choices"] = t.space.mlp.size();
-  s["evaluated"] = t.stats.probe_simulations + t.full_simulations;
-  s["probe_simulations"] = t.stats.probe_simulations;
+  j["best_by_sequence_parallel"] = best_by_sp_json(t);
+  nlohmann::json s = search_stats_json(t.space, t.stats, t.model.layers);
+  s["searched"] = t.searched;
+  s["evaluated"] = t.stats.probe_simulations + t.sp_stats.probe_simulations + t.full_simulations;
   s["full_simulations"] = t.full_simulations;
-  s["screened"] = t.stats.screened;
-  s["mode"] = t.stats.screened ? "screened" : "full";
-  s["full_search_probes"] = t.stats.full_search_probes;
-  s["attn_kept"] = t.stats.attn_kept;
-  s["mlp_kept"] = t.stats.mlp_kept;
-  s["swap_rounds"] = t.stats.swap_rounds;
   s["seconds"] = t.seconds;
+  nlohmann::json sp = search_stats_json(t.sp_space, t.sp_stats, t.model.layers);
+  sp["searched"] = t.sp_searched;
+  sp["not_searched_because"] = t.sp_note.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.sp_note);
+  s["sequence_parallel"] = sp;
   j["search"] = s;
   return j;
 }
@@ -117,13 +139,13 @@ double speedup_vs(const TpTuning& t, const EvaluatedPlan& e, const char* baselin
 }
 
 double no_comm_fraction(const TpTuning& t, const EvaluatedPlan& e) {
-  const EvaluatedPlan* bound = t.baseline("no-comm");
+  const EvaluatedPlan* bound = t.baseline(e.plan.sequence_parallel ? "no-comm-sp" : "no-comm");
   return bound && e.figures.iteration_us > 0 ? bound->figures.iteration_us / e.figures.iteration_us : kNaN;
 }
 
 std::string plan_summary(const Plan& plan, size_t max_ranges) {
-  if (!plan.comm_enabled) return "no communication (bound)";
-  std::string s;
+  if (!plan.comm_enabled) return plan.sequence_parallel ? "SP, no communication (bound)" : "no communication (bound)";
+  std::string s = plan.sequence_parallel ? "SP " : "";
   size_t ranges = 0, start = 0;
   for (size_t l = 1; l <= plan.layers.size(); ++l) {
     if (l < plan.layers.size() && plan.layers[l] == plan.layers[start]) continue;
@@ -132,7 +154,7 @@ std::string plan_summary(const Plan& plan, size_t max_ranges) {
       break;
     }
     const std::string range = l - 1 == start ? fmt::format("L{}", start) : fmt::format("L{}-{}", start, l - 1);
-    s += fmt::format("{}{}: {}", s.empty() ? "" : "; ", range, layer_label(plan.layers[start]));
+    s += fmt::format("{}{}: {}", ranges == 0 ? "" : "; ", range, layer_label(plan.layers[start]));
     ++ranges;
     start = l;
   }
@@ -147,15 +169,19 @@ std::string format_table(const TuneResult& result, const TuneOptions& options) {
   if (options.mem_limit_gib > 0) out += fmt::format("memory limit {:g} GiB per device\n", options.mem_limit_gib);
   out += training_text(first.model.training, first.model.dtype);
   for (const TpTuning& t : result.per_tp) {
-    out += fmt::format("\ntp {}: {}\n", t.model.tp, describe(t.space, options.search));
-    out += fmt::format("  searched in {:.2f} s: {} probe + {} full simulations{}\n", t.seconds,
-                       t.stats.probe_simulations, t.full_simulations, describe_search_mode(t.stats));
-    out += fmt::format("  {:<14} {:>12} {:>11} {:>6} {:>8} {:>8} {:>12} {:>9} {:>10}  {}\n", "plan", "iter ms",
+    out += fmt::format("\ntp {}: {}\n", t.model.tp, t.searched ? describe(t.space, options.search) : "(--sp on)");
+    if (t.sp_searched) out += fmt::format("  {}\n", describe(t.sp_space, options.search));
+    if (!t.sp_note.empty()) out += fmt::format("  sequence parallelism not searched: {}\n", t.sp_note);
+    out += fmt::format("  searched in {:.2f} s: {} probe + {} full simulations{}{}\n", t.seconds,
+                       t.stats.probe_simulations + t.sp_stats.probe_simulations, t.full_simulations,
+                       t.searched ? describe_search_mode(t.stats) : "",
+                       t.sp_searched ? "; sequence parallel" + describe_search_mode(t.sp_stats) : "");
+    out += fmt::format("  {:<19} {:>12} {:>11} {:>6} {:>8} {:>8} {:>12} {:>9} {:>10}  {}\n", "plan", "iter ms",
                        "tok/s/GPU", "MFU", "vs M-LM", "vs sync", "exposed ms", "no-comm", "peak GiB", "choices");
     auto ratio = [](double x) { return std::isfinite(x) ? fmt::format("{:.3f}x", x) : std::string("-"); };
     auto row = [&](const EvaluatedPlan& e) {
       const double nc = no_comm_fraction(t, e);
-      out += fmt::format("  {:<14} {:>12.3f} {:>11.0f} {:>6} {:>8} {:>8} {:>12.3f} {:>9} {:>10.2f}  {}{}\n", e.label,
+      out += fmt::format("  {:<19} {:>12.3f} {:>11.0f} {:>6} {:>8} {:>8} {:>12.3f} {:>9} {:>10.2f}  {}{}\n", e.label,
                          e.figures.iteration_us / 1000.0, e.throughput.tokens_per_s_per_gpu, percent(e.throughput.mfu),
                          ratio(speedup_vs_megatron(t, e)), ratio(speedup_vs_sync(t, e)),
                          e.figures.exposed_comm_us / 1000.0, percent(nc),
@@ -204,9 +230,11 @@ nlohmann::json summary_json(const TuneResult& result, const TuneOptions& options
   j["top"] = tj["top"];
   j["baselines"] = tj["baselines"];
   j["search"] = tj["search"];
+  j["best_by_sequence_parallel"] = tj["best_by_sequence_parallel"];
   j["search"]["space"] = describe(t.space, options.search);
   double evaluated = 0;
-  for (const TpTuning& x : result.per_tp) evaluated += double(x.stats.probe_simulations + x.full_simulations);
+  for (const TpTuning& x : result.per_tp)
+    evaluated += double(x.stats.probe_simulations + x.sp_stats.probe_simulations + x.full_simulations);
   j["search"]["total_evaluated"] = evaluated;
   j["search"]["total_seconds"] = result.seconds;
   j["per_tp"] = nlohmann::json::array();
@@ -223,6 +251,7 @@ Plan tuned_plan(const TuneResult& result, const TuneOptions& options) {
   p["tuner"] = fmt::format("domino-tune {}", DOMINO_VERSION);
   p["profile"] = result.profile;
   p["search_space"] = describe(t.space, options.search);
+  if (t.sp_searched) p["search_space_sequence_parallel"] = describe(t.sp_space, options.search);
   p["tp_degrees_searched"] = tps_text(result);
   p["tp_ranked_by"] = "tokens/s per GPU";
   p["dp"] = fmt::format("{}", t.model.training.dp);

@@ -10,7 +10,8 @@
 
 namespace domino {
 
-// Speedup over megatron-sync, share of the no-comm bound reached; NaN where the baseline is missing.
+// Speedup over megatron-sync, share of the no-comm bound reached (no-comm-sp for plans under sequence
+// parallelism); NaN where the baseline is missing.
 // Speedup of e over a named baseline of its TP degree (NaN when that baseline did not run). Megatron-LM as its
 // users run it is megatron-async (the input-gradient AllReduce overlapped with the weight-gradient GEMM);
 // megatron-sync is Megatron-LM with that overlap turned off.

@@ -41,7 +41,20 @@ class PlanEvaluator {
   double limit_;
 };
 
-void evaluate_baselines(TpTuning& out, const PlanEvaluator& evaluate) {
+// Why plans under sequence parallelism cannot be searched here ("" when they can).
+std::string sp_unavailable(const ModelSpec& model, const CostModel& cost) {
+  try {
+    make_strategy_plan("megatron-sp", model);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  if (!cost.has_sp_collectives())
+    return fmt::format("profile '{}' has no AllGather / ReduceScatter curves (make them with domino-profile)",
+                       cost.profile().name);
+  return "";
+}
+
+void evaluate_baselines(TpTuning& out, const PlanEvaluator& evaluate, bool sp_available) {
   for (const std::string& name : strategy_names()) {
     Plan plan;
     try {
@@ -49,29 +62,41 @@ void evaluate_baselines(TpTuning& out, const PlanEvaluator& evaluate) {
     } catch (const Error&) {
       continue;  // e.g. domino-ds on an odd micro-batch: reported as not applicable
     }
+    if (plan.sequence_parallel && !sp_available) continue;
     out.baselines.push_back(evaluate(name, std::move(plan)));
   }
+  if (!sp_available) return;
+  // The bound of plans under sequence parallelism: their norms and residual adds run on S/tp rows, so they
+  // can beat the bound without it.
+  Plan bound = make_strategy_plan("megatron-sp", out.model);
+  bound.strategy = "no-comm-sp";
+  bound.comm_enabled = false;
+  out.baselines.push_back(evaluate("no-comm-sp", std::move(bound)));
 }
 
-// The reference of the decomposition: megatron-sync's blocks when the space holds them, else the simplest
-// choices; the constant is the full simulation of the model with every block at the reference.
+// The reference of the decomposition: megatron-sync's blocks (megatron-sp's under sequence parallelism)
+// when the space holds them, else the simplest choices; the constant is the full simulation of the model
+// with every block at the reference.
 struct DecompositionReference {
   int attn = 0, mlp = 0;
   double iteration_us = 0;
 };
 
-DecompositionReference decomposition_reference(const TpTuning& out, const EvaluatedPlan& sync, const CostModel& cost) {
+DecompositionReference decomposition_reference(const TpTuning& out, const SearchSpace& space, const EvaluatedPlan& sync,
+                                               const CostModel& cost) {
   auto ref_index = [](const std::vector<BlockPlan>& list, const BlockPlan& b) {
     const auto it = std::find(list.begin(), list.end(), b);
     return it == list.end() ? 0 : int(it - list.begin());
   };
   DecompositionReference ref;
-  ref.attn = ref_index(out.space.attn, sync.plan.layers.front().attn);
-  ref.mlp = ref_index(out.space.mlp, sync.plan.layers.front().mlp);
-  const std::vector<LayerPlan> ref_layers(out.model.layers, LayerPlan{out.space.attn[ref.attn], out.space.mlp[ref.mlp]});
-  ref.iteration_us = sync.plan.layers == ref_layers
-                         ? sync.figures.iteration_us
-                         : simulate_plan(out.model, plan_from_blocks(out.model, ref_layers, "reference"), cost).iteration_us;
+  ref.attn = ref_index(space.attn, sync.plan.layers.front().attn);
+  ref.mlp = ref_index(space.mlp, sync.plan.layers.front().mlp);
+  const std::vector<LayerPlan> ref_layers(out.model.layers, LayerPlan{space.attn[ref.attn], space.mlp[ref.mlp]});
+  ref.iteration_us =
+      sync.plan.layers == ref_layers
+          ? sync.figures.iteration_us
+          : simulate_plan(out.model, plan_from_blocks(out.model, ref_layers, "reference", space.sequence_parallel), cost)
+                .iteration_us;
   return ref;
 }
 
@@ -100,42 +125,50 @@ std::vector<Candidate> candidate_plans(const PlanSearch& search, int layers, boo
   return candidates;
 }
 
-// Every candidate and every comm baseline (their choices are in the space) on its full simulation, fastest
-// first, so the tuned plan is never predicted slower than a baseline.
-std::vector<EvaluatedPlan> simulated_pool(const TpTuning& out, const std::vector<Candidate>& candidates,
-                                          const PlanEvaluator& evaluate, bool include_baselines) {
-  std::vector<EvaluatedPlan> pool;
+// Every candidate of a space's search and every comm baseline of that space (their choices are in it) on its
+// full simulation, appended to the pool, so the tuned plan is never predicted slower than a baseline.
+void add_simulated(std::vector<EvaluatedPlan>& pool, const TpTuning& out, const SearchSpace& space,
+                   const std::vector<Candidate>& candidates, const PlanEvaluator& evaluate, bool include_baselines) {
   for (const Candidate& c : candidates) {
-    EvaluatedPlan e = evaluate("tuned", plan_from_blocks(out.model, c.layers, "tuned"));
+    EvaluatedPlan e = evaluate("tuned", plan_from_blocks(out.model, c.layers, "tuned", space.sequence_parallel));
     e.predicted_us = c.predicted_us;
     pool.push_back(std::move(e));
   }
   for (const EvaluatedPlan& b : out.baselines) {
-    if (!b.plan.comm_enabled || !include_baselines) continue;
+    if (!b.plan.comm_enabled || !include_baselines || b.plan.sequence_parallel != space.sequence_parallel) continue;
     EvaluatedPlan e = b;
-    e.plan = plan_from_blocks(out.model, b.plan.layers, "tuned");
+    e.plan = plan_from_blocks(out.model, b.plan.layers, "tuned", space.sequence_parallel);
     e.label = "tuned";
     pool.push_back(std::move(e));
   }
-  // Stable: equal times keep the search's order (DP order first, then the baselines in their order).
+}
+
+// Fastest first. Stable: equal times keep the search's order (DP order first, then the baselines in their
+// order; plans without sequence parallelism before those with it).
+void sort_pool(std::vector<EvaluatedPlan>& pool) {
   std::stable_sort(pool.begin(), pool.end(), [](const EvaluatedPlan& a, const EvaluatedPlan& b) {
     return a.figures.iteration_us < b.figures.iteration_us;
   });
-  return pool;
 }
+
+bool same_plan(const Plan& a, const Plan& b) { return a.layers == b.layers && a.sequence_parallel == b.sequence_parallel; }
 
 // The top_k fastest distinct plans that fit, labelled "tuned #i", and the smallest plan seen.
 void pick_top(const std::vector<EvaluatedPlan>& pool, int top_k, TpTuning& out) {
   for (const EvaluatedPlan& e : pool) {
     if (!e.fits || int(out.top.size()) >= top_k) continue;
     const bool dup = std::any_of(out.top.begin(), out.top.end(),
-                                 [&](const EvaluatedPlan& t) { return t.plan.layers == e.plan.layers; });
+                                 [&](const EvaluatedPlan& t) { return same_plan(t.plan, e.plan); });
     if (!dup) out.top.push_back(e);
   }
   out.smallest = pool.front();
   for (const EvaluatedPlan& e : pool)
     if (e.figures.peak_memory_bytes < out.smallest.figures.peak_memory_bytes) out.smallest = e;
   for (size_t i = 0; i < out.top.size(); ++i) out.top[i].label = fmt::format("tuned #{}", i + 1);
+  for (const EvaluatedPlan& e : pool) {
+    EvaluatedPlan& best = out.best_by_sp[e.plan.sequence_parallel ? 1 : 0];
+    if (e.fits && best.label.empty()) best = e;
+  }
 }
 
 // The degree whose fastest fitting plan trains the most tokens per second per GPU; -1 when none fits.
@@ -178,30 +211,62 @@ const EvaluatedPlan* TpTuning::baseline(const std::string& name) const {
   return nullptr;
 }
 
+namespace {
+
+// Searches one space (without or under sequence parallelism) from its reference baseline and adds the
+// full simulations of its candidates and baselines to the pool; returns the search's statistics.
+SearchStats search_space(TpTuning& out, const SearchSpace& space, const char* reference, const CostModel& cost,
+                         const TuneOptions& options, double limit, const PlanEvaluator& evaluate,
+                         std::vector<EvaluatedPlan>& pool, Progress* progress) {
+  const EvaluatedPlan* sync = out.baseline(reference);
+  if (!sync) throw_runtime(fmt::format("tuner: {} cannot run {} at tp {}", reference, out.model.name, out.model.tp));
+  const DecompositionReference ref = decomposition_reference(out, space, *sync, cost);
+  if (progress)
+    progress->set_stage(fmt::format("tp {}: search{}", out.model.tp, space.sequence_parallel ? " (sequence parallel)" : ""));
+  SearchTuning tuning = options.tuning;
+  tuning.memory_frontier = limit > 0;
+  const PlanSearch search =
+      search_plans(out.model, cost, space, ref.attn, ref.mlp, ref.iteration_us, tuning, progress);
+  add_simulated(pool, out, space, candidate_plans(search, out.model.layers, limit > 0), evaluate,
+                options.search.include_baselines);
+  return search.stats;
+}
+
+}  // namespace
+
+SpSearch parse_sp_search(const std::string& word) {
+  if (word == "auto") return SpSearch::Auto;
+  if (word == "on") return SpSearch::On;
+  if (word == "off") return SpSearch::Off;
+  throw_bad_input(fmt::format("--sp: unknown value '{}' (expected auto, on, off)", word));
+}
+
 TpTuning tune_tp(const ModelSpec& model, const CostModel& cost, const TuneOptions& options, Progress* progress) {
   const auto t0 = std::chrono::steady_clock::now();
   TpTuning out;
   out.model = model;
   validate_model(out.model);
-  out.space = make_search_space(out.model, options.search);
   const double limit = options.mem_limit_gib > 0 ? options.mem_limit_gib * kGiB : 0;
   const PlanEvaluator evaluate(out, cost, limit);
+  const std::string sp_why = options.sequence_parallel == SpSearch::Off ? "" : sp_unavailable(out.model, cost);
+  if (options.sequence_parallel == SpSearch::On && !sp_why.empty())
+    throw_bad_input("--sp on: sequence parallelism cannot be tuned here: " + sp_why);
+  out.sp_note = sp_why;
+  out.searched = options.sequence_parallel != SpSearch::On;
+  out.sp_searched = options.sequence_parallel != SpSearch::Off && sp_why.empty();
+  out.space = make_search_space(out.model, options.search);
 
   if (progress) progress->set_stage(fmt::format("tp {}: baselines", model.tp));
-  evaluate_baselines(out, evaluate);
-  const EvaluatedPlan* sync = out.baseline("megatron-sync");
-  if (!sync) throw_runtime(fmt::format("tuner: megatron-sync cannot run {} at tp {}", model.name, model.tp));
-  const DecompositionReference ref = decomposition_reference(out, *sync, cost);
-
-  if (progress) progress->set_stage(fmt::format("tp {}: search", model.tp));
-  SearchTuning tuning = options.tuning;
-  tuning.memory_frontier = limit > 0;
-  const PlanSearch search =
-      search_plans(out.model, cost, out.space, ref.attn, ref.mlp, ref.iteration_us, tuning, progress);
-  out.stats = search.stats;
-
-  const std::vector<Candidate> candidates = candidate_plans(search, model.layers, limit > 0);
-  pick_top(simulated_pool(out, candidates, evaluate, options.search.include_baselines), options.top_k, out);
+  evaluate_baselines(out, evaluate, out.sp_searched);
+  std::vector<EvaluatedPlan> pool;
+  if (out.searched)
+    out.stats = search_space(out, out.space, "megatron-sync", cost, options, limit, evaluate, pool, progress);
+  if (out.sp_searched) {
+    out.sp_space = make_search_space(out.model, options.search, /*sequence_parallel=*/true);
+    out.sp_stats = search_space(out, out.sp_space, "megatron-sp", cost, options, limit, evaluate, pool, progress);
+  }
+  sort_pool(pool);
+  pick_top(pool, options.top_k, out);
   out.seconds = seconds_since(t0);
   return out;
 }

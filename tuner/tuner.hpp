@@ -2,6 +2,7 @@
 // re-simulation of its best plans under the memory limit; the overall best across TP degrees.
 #pragma once
 
+#include <array>
 #include <limits>
 #include <string>
 #include <vector>
@@ -11,8 +12,14 @@
 
 namespace domino {
 
+// Whether plans under sequence parallelism (Plan::sequence_parallel) are searched: auto searches them beside
+// the others wherever the model and the profile support them, on searches only them, off never.
+enum class SpSearch { Auto, On, Off };
+SpSearch parse_sp_search(const std::string& word);
+
 struct TuneOptions {
   SearchOptions search;
+  SpSearch sequence_parallel = SpSearch::Auto;
   SearchTuning tuning;
   int top_k = 5;              // tuned plans reported
   double mem_limit_gib = 0;   // peak memory per device; 0: no limit
@@ -30,11 +37,18 @@ struct EvaluatedPlan {
 
 struct TpTuning {
   ModelSpec model;  // with this TP degree
-  SearchSpace space;
+  SearchSpace space;     // the plans without sequence parallelism
+  SearchSpace sp_space;  // under sequence parallelism (searched when sp_searched)
+  bool searched = false, sp_searched = false;
+  std::string sp_note;   // why sequence parallelism was not searched ("" when it was or was not asked)
   std::vector<EvaluatedPlan> top;        // fitting plans, fastest first (at most top_k)
-  std::vector<EvaluatedPlan> baselines;  // megatron-sync, megatron-async, domino-ds, no-comm (those that run)
+  // The named strategies that run here (megatron-sync, ..., no-comm; megatron-sp, megatron-sp-overlap and the
+  // no-comm-sp bound where sequence parallelism is searched).
+  std::vector<EvaluatedPlan> baselines;
   EvaluatedPlan smallest;                // the smallest-memory plan seen (for "nothing fits" messages)
-  SearchStats stats;
+  SearchStats stats, sp_stats;
+  // The fastest fitting plan without ([0]) and with ([1]) sequence parallelism; label empty when none.
+  std::array<EvaluatedPlan, 2> best_by_sp;
   long full_simulations = 0;
   double seconds = 0;
   const EvaluatedPlan* baseline(const std::string& name) const;

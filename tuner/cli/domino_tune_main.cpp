@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   return domino::run_main("domino-tune", [&]() -> int {
     CLI::App app{"Search per-layer Domino slicing plans (split dim, p, q, overlap, slice order) for the fastest predicted iteration."};
     std::string model_arg, profile_arg, tp_arg, plan_path, trace_path, json_path, splits_arg = "batch,sequence";
-    std::string orders_arg = "deep,deepspeed";
+    std::string orders_arg = "deep,deepspeed", sp_arg = "auto";
     domino::ModelOverrides overrides;
     domino::TuneOptions options;
     domino::TrainingArgs training_args;
@@ -86,12 +86,16 @@ int main(int argc, char** argv) {
                    "slice orders to search (docs/plan-format.md): deep, deepspeed or deep,deepspeed");
     app.add_option("--max-p", options.search.max_p, "largest row-slice count (1, 2, 4, 8)")->check(CLI::PositiveNumber);
     app.add_option("--max-q", options.search.max_q, "largest column-chunk count (1, 2, 4)")->check(CLI::PositiveNumber);
+    app.add_option("--sp", sp_arg,
+                   "sequence parallelism: auto searches plans with and without it where the model and the profile "
+                   "allow (default), on only with it, off only without it");
     app.add_flag("--quiet", quiet, "no progress line on stderr");
     app.set_version_flag("--version", std::string("domino-tune ") + DOMINO_VERSION);
     if (auto rc = domino::parse_command_line(app, argc, argv, "domino-tune")) return *rc;
     options.progress = !quiet;
     options.search.splits = domino::parse_splits(splits_arg);
     options.search.orders = domino::parse_orders(orders_arg);
+    options.sequence_parallel = domino::parse_sp_search(sp_arg);
     const std::vector<int> tps = tp_arg.empty() ? std::vector<int>{} : parse_tps(tp_arg);
     const domino::TrainingContext training = domino::training_context(training_args);
 
