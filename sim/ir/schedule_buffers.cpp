@@ -138,6 +138,12 @@ void Builder::make_buffers() {
     }
   }
 
+  make_head_and_gradient_buffers();
+}
+
+// The head's activations and the gradients' workspaces, after every layer's buffers.
+void Builder::make_head_and_gradient_buffers() {
+  const int64_t S_sh = sp_ ? S_ / m_.tp : S_;
   gb_.xf = add_buffer("head.norm.y", BufferRole::Activation, -1, B_, S_sh, h_);
   gb_.stf = add_buffer("head.norm.stats", BufferRole::Activation, -1, B_, S_sh, 2);
   gb_.logits = add_buffer("logits", BufferRole::Activation, -1, B_, S_, V_l_);

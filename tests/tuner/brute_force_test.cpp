@@ -53,6 +53,7 @@ void expect_same_optimum(const Case& c, const SearchTuning& tuning) {
   const ModelSpec m = test::shipped_model(c.model, c.layers, c.tp);
   const CostModel cost = test::shipped_cost(c.profile);
   TuneOptions options;
+  options.sequence_parallel = SpSearch::Off;  // the exhaustive enumeration covers the space without SP
   options.search = c.search;
   options.tuning = tuning;
   options.progress = false;
@@ -89,6 +90,7 @@ TEST_P(BruteForce, DecompositionPredictsTheFullSimulation) {
   const ModelSpec m = test::shipped_model(c.model, c.layers, c.tp);
   const CostModel cost = test::shipped_cost(c.profile);
   TuneOptions options;
+  options.sequence_parallel = SpSearch::Off;  // the exhaustive enumeration covers the space without SP
   options.search = c.search;
   options.progress = false;
   const TpTuning tuned = tune_tp(m, cost, options);
@@ -117,6 +119,7 @@ TEST(BruteForceScreening, SingleLayerFullAxesAgreeWithEnumeration) {
   const ModelSpec m = test::shipped_model("cpu-gpt", 1, 2);
   const CostModel cost = test::shipped_cost("cpu-dev");
   TuneOptions options;
+  options.sequence_parallel = SpSearch::Off;  // the exhaustive enumeration covers the space without SP
   options.search = search_options({kBatch, kSeq}, {1, 2, 4}, {1, 2}, {kNone, kIntra, kInter}, {false, true});
   options.progress = false;
   options.tuning.full_search_probe_limit = 0;

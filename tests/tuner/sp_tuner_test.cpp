@@ -3,7 +3,10 @@
 // sequence parallelism is named, never silently costed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "sim/base/error.hpp"
+#include "tuner/brute_force.hpp"
 #include "tuner/tuner.hpp"
 #include "tuner_test_util.hpp"
 
@@ -44,6 +47,21 @@ TEST(SpTuner, TheSequenceParallelAnswerIsNeverSlowerThanItsBaselines) {
   // The overall answer is the faster of the two.
   EXPECT_DOUBLE_EQ(t.top.front().figures.iteration_us,
                    std::min(with_sp.figures.iteration_us, without_sp.figures.iteration_us));
+}
+
+// Under sequence parallelism every pair is probed, so the search is exact for its decomposition: on a space
+// small enough to enumerate, its answer is the exhaustive optimum of the SP plans (pipelined GEMMs included).
+TEST(SpTuner, FindsTheExhaustiveOptimumOfTheSequenceParallelSpace) {
+  const ModelSpec m = test::shipped_model("llama2-7b", 2, 4);
+  const CostModel cost = test::shipped_cost("dgx-a100");
+  TuneOptions o = quiet_options(SpSearch::On);
+  o.search = test::search_options({test::kBatch, test::kSeq}, {1, 2}, {1, 2}, {test::kNone, test::kInter}, {true});
+  const TpTuning t = tune_tp(m, cost, o);
+  ASSERT_FALSE(t.top.empty());
+  const BruteForceResult truth = brute_force(m, cost, t.sp_space);
+  EXPECT_NEAR(t.top.front().figures.iteration_us, truth.iteration_us, 1e-9 * truth.iteration_us)
+      << truth.evaluated << " plans enumerated";
+  EXPECT_TRUE(std::any_of(t.sp_space.mlp.begin(), t.sp_space.mlp.end(), [](const BlockPlan& b) { return b.pipeline > 1; }));
 }
 
 TEST(SpTuner, OnAndOffKeepToOneKindOfPlan) {
