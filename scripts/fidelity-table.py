@@ -206,8 +206,9 @@ def bound(ok):
 
 
 def figures(rows, calibrated_on=None, interleaved=False):
-    # The plan whose run the profile was calibrated on is shown but not scored.
-    ok = [r for r in rows if "error_pct" in r and r["plan"] != calibrated_on]
+    # The plan(s) whose run the profile was calibrated on are shown but not scored (one name or a list).
+    excluded = calibrated_on if isinstance(calibrated_on, list) else [calibrated_on] if calibrated_on else []
+    ok = [r for r in rows if "error_pct" in r and r["plan"] not in excluded]
     out = {"plans": len(rows), "plans_measured": len(ok)}
     if calibrated_on:
         out["not_scored"] = calibrated_on
@@ -231,6 +232,11 @@ def figures(rows, calibrated_on=None, interleaved=False):
             out["bound"] = near
     real = [r for r in ok if r["plan"] != "no-comm"]
     out["best_predicted_plan"] = min(real, key=lambda r: r["predicted_ms"])["plan"] if real else None
+    if real:
+        # The profile's own pick among the measured plans: its measured time against the best measured, which
+        # compares profiles on one launch without executing a new tuner pick.
+        best = min(real, key=lambda r: r["predicted_ms"])
+        out["pick_regret_pct"] = 100.0 * (best["measured_ms"] / min(r["measured_ms"] for r in real) - 1.0)
     return out
 
 
@@ -287,7 +293,9 @@ def markdown(config, rows, meta, fig):
         if "error_pct" not in r:
             lines.append(f"| {r['plan']} | | | {r['status']} | | | |")
             continue
-        plan = r["plan"] + (" (calibration plan, not scored)" if r["plan"] == fig.get("not_scored") else "")
+        not_scored = fig.get("not_scored")
+        excluded = not_scored if isinstance(not_scored, list) else [not_scored]
+        plan = r["plan"] + (" (calibration plan, not scored)" if r["plan"] in excluded else "")
         lines.append(f"| {plan} | {r['predicted_ms']:.1f} | {r['measured_ms']:.1f} | {r['error_pct']:+.1f} | {r['measured_min_ms']:.1f} | "
                      f"{r['predicted_exposed_comm_ms']:.1f} / {fmt(r.get('measured_exposed_comm_ms'), '.1f')} | "
                      f"{fmt(r.get('op_error_median_pct'), '.1f')} |")

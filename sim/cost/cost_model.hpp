@@ -50,6 +50,10 @@ class CostModel {
   CollectiveCost collective_cost(OpKind kind, double bytes, int tp, int devices_per_node) const;
   // A collective op's cost, algorithm and SMs (op_us of a collective is collective(...).us).
   CollectiveCost collective(const Op& op, int tp, int devices_per_node) const;
+  // The arrival skew's growth with the compute between collectives at the level a group of tp ranks uses
+  // (collectives.<level>.sync_per_compute; 0 for a group of one). The simulator adds it per collective
+  // (sim/engine/arrival_skew.hpp): unlike sync_us it depends on the schedule, not on the op alone.
+  double sync_per_compute(int tp, int devices_per_node) const;
   // Whether the profile has curves for `kind` at the level a group of tp ranks uses (AllReduce: always).
   bool has_collective(OpKind kind, int tp, int devices_per_node) const;
   // Whether every level of the profile has AllGather and ReduceScatter curves, so that sequence-parallel plans
@@ -119,6 +123,7 @@ class CostModel {
     bool present = false;
     std::array<KindCosts, kNumCollectiveKinds> kinds;  // indexed by collective_index(kind)
     int pinned = -1;                                    // -1: the fastest eligible
+    double sync_per_compute = 0;
     const char* level = "";                             // for messages
   };
 

@@ -101,11 +101,15 @@ struct AlgorithmCurves {
 // algorithm eligible at the group size, or the pinned one. The sequence-parallel collectives (AllGather,
 // ReduceScatter) have their own curves beside the AllReduce's, optional: a profile without them cannot cost
 // those ops (CostModel::has_sp_collectives). sync_us and the pin apply to every kind.
+// sync_per_compute makes the skew grow with what the ranks drift by: a collective pays sync_us +
+// sync_per_compute x the compute the schedule runs between the previous collective's launch and its own
+// (sim/engine/arrival_skew.hpp); 0 (the default) leaves the constant sync_us alone.
 struct CollectiveProfile {
   double latency_us = 0;                 // ring
   double bus_bandwidth_gbps = 0;         // ring
   std::vector<BusBandwidthPoint> table;  // ring
   double sync_us = 0;
+  double sync_per_compute = 0;           // microseconds of skew per microsecond of compute between, [0, 1]
   int ring_sms = 0;                      // 0: not stated
   std::optional<CollectiveCurve> nvls = std::nullopt;         // intra_node only
   std::optional<CollectiveAlgorithm> pinned = std::nullopt;  // as NCCL_ALGO: only this algorithm (listed)

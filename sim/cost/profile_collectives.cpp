@@ -144,7 +144,7 @@ CollectiveProfile read_collective(const std::string& file, const YAML::Node& nod
                                   bool intra_node) {
   YamlMap m(node, file, ctx);
   std::vector<std::string> keys = kCurveKeys;
-  keys.insert(keys.end(), {"sync_us", "algorithm", "algorithms", kAllGatherKey, kReduceScatterKey});
+  keys.insert(keys.end(), {"sync_us", "sync_per_compute", "algorithm", "algorithms", kAllGatherKey, kReduceScatterKey});
   finish_curves_map(m, keys, "the level's");
   CollectiveProfile c;
   const AlgorithmCurves allreduce = read_kind_curves(m, file, ctx, intra_node);
@@ -154,6 +154,11 @@ CollectiveProfile read_collective(const std::string& file, const YAML::Node& nod
   c.ring_sms = allreduce.ring.sms;
   c.nvls = allreduce.nvls;
   if (m.has("sync_us")) c.sync_us = non_negative(m, "sync_us");
+  if (m.has("sync_per_compute")) {
+    c.sync_per_compute = non_negative(m, "sync_per_compute");
+    if (c.sync_per_compute > 1)
+      m.fail("sync_per_compute", "must be at most 1: the ranks cannot drift apart by more than the compute between");
+  }
   if (auto n = m.opt_node(kAllGatherKey)) c.allgather = read_gather_kind(file, *n, ctx + "." + kAllGatherKey, intra_node);
   if (auto n = m.opt_node(kReduceScatterKey))
     c.reduce_scatter = read_gather_kind(file, *n, ctx + "." + kReduceScatterKey, intra_node);
@@ -166,6 +171,8 @@ CollectiveProfile read_collective(const std::string& file, const YAML::Node& nod
 
 void check_collective(const SourceLoc& at, const CollectiveProfile& c, const std::string& ctx, bool intra_node) {
   require_non_negative(at, ctx + ".sync_us", c.sync_us);
+  if (!(c.sync_per_compute >= 0 && c.sync_per_compute <= 1))
+    throw_bad_input(at, ctx + ".sync_per_compute must be in [0, 1] (microseconds of skew per microsecond of compute)");
   check_kind_curves(at, {c.ring(), c.nvls}, ctx, c.has_algorithm_figures(), intra_node);
   if (c.allgather)
     check_kind_curves(at, *c.allgather, ctx + "." + kAllGatherKey, c.allgather->has_algorithm_figures(), intra_node);

@@ -61,6 +61,7 @@ void write_kind_curves(std::string& out, const std::string& indent, const Algori
 void write_collective(std::string& out, const char* key, const CollectiveProfile& c) {
   out += fmt::format("  {}:\n", key);
   if (c.sync_us > 0) out += fmt::format("    sync_us: {}\n", num(c.sync_us));
+  if (c.sync_per_compute > 0) out += fmt::format("    sync_per_compute: {}\n", num(c.sync_per_compute));
   if (c.pinned) out += fmt::format("    algorithm: {}\n", collective_algorithm_name(*c.pinned));
   write_kind_curves(out, "    ", {c.ring(), c.nvls}, c.has_algorithm_figures());
   const std::pair<const char*, const std::optional<AlgorithmCurves>&> gather[] = {{"allgather", c.allgather},

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "sim/base/error.hpp"
+#include "sim/engine/arrival_skew.hpp"
 #include "sim/engine/interference.hpp"
 
 namespace domino {
@@ -142,7 +143,8 @@ OpCosts op_costs(const Schedule& schedule, const CostModel& cost, const SimOptio
     }
   }
   Interference interference(schedule, cost, tp, duration);
-  return OpCosts{std::move(duration), std::move(interference)};
+  const double sync_per_compute = schedule.plan.comm_enabled ? cost.sync_per_compute(tp, devices_per_node) : 0;
+  return OpCosts{std::move(duration), std::move(interference), sync_per_compute};
 }
 
 SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOptions& options) {
@@ -150,7 +152,8 @@ SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOpt
 }
 
 SimResult simulate(const Schedule& schedule, const OpCosts& costs, const SimOptions& options) {
-  EventState st{schedule.ops, costs.duration, {}, {}};
+  std::vector<double> skewed;  // the durations with this schedule's arrival skew, when the profile has a rate
+  EventState st{schedule.ops, with_arrival_skew(schedule, costs.duration, costs.sync_per_compute, skewed), {}, {}};
   load_ops(schedule, st);
 
   SimResult result;

@@ -32,10 +32,13 @@ SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOpt
 
 // What a simulation takes from the cost model: every op's standalone duration and the interference rates.
 // They depend on the ops but not on their deps, so schedules that differ only in deps (the tuner's probes)
-// can share them: simulate(s, cost, options) is simulate(s, op_costs(s, cost, options), options).
+// can share them: simulate(s, cost, options) is simulate(s, op_costs(s, cost, options), options). The arrival
+// skew that grows with the compute between collectives depends on the deps, so simulate adds it per schedule
+// (sim/engine/arrival_skew.hpp) from the rate kept here.
 struct OpCosts {
   std::vector<double> duration;
   Interference interference;
+  double sync_per_compute = 0;  // the profile's, at the schedule's level; 0 when the plan communicates nothing
 };
 OpCosts op_costs(const Schedule& schedule, const CostModel& cost, const SimOptions& options = {});
 SimResult simulate(const Schedule& schedule, const OpCosts& costs, const SimOptions& options);

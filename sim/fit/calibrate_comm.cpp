@@ -1,9 +1,11 @@
 // calibrate_comm.cpp: the communication terms of a calibration (see calibrate_terms.hpp): each collective
-// kind's latency and bandwidth scale, the ranks' arrival skew at the collectives (sync_us), and the
-// interference slowdowns of each stream while the other runs.
+// kind's latency and bandwidth scale, the ranks' arrival skew at the collectives (sync_us and its growth with
+// the compute between them, sync_per_compute), and the interference slowdowns of each stream while the other
+// runs.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 #include "sim/fit/calibrate_terms.hpp"
@@ -12,6 +14,30 @@
 namespace domino::prof::calibration {
 
 namespace {
+
+// The compute between collectives must differ by this fraction of its largest value, and the slope of the
+// skew against it must stand this many standard errors above 0 (about 95 % one-sided), for the skew's
+// growth with the compute to be told from noise; otherwise the skew is taken as constant.
+constexpr double kMinComputeSpread = 0.25;
+constexpr double kMinSlopeStandardErrors = 2.0;
+
+// Share of the variance of y the line explains.
+double r_squared(const std::vector<double>& x, const std::vector<double>& y, const LineFit& f) {
+  double mean = 0;
+  for (double v : y) mean += v / double(y.size());
+  double total = 0, residual = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    total += (y[i] - mean) * (y[i] - mean);
+    residual += (y[i] - f.a - f.b * x[i]) * (y[i] - f.a - f.b * x[i]);
+  }
+  return total > 0 ? 1 - residual / total : 0;
+}
+
+// Standard errors of the slope of a least-squares line with the given R^2 over n points.
+double slope_standard_errors(double r2, size_t n) {
+  if (n < 3 || !(r2 > 0)) return 0;
+  return r2 >= 1 ? 1e300 : std::sqrt(r2 * double(n - 2) / (1 - r2));
+}
 
 // The ops of one collective kind a fit uses: none on a group of one.
 std::vector<const Sample*> collective_samples(const TraceSamples& in, OpKind kind) {
@@ -126,22 +152,50 @@ void fit_collective(const TraceSamples& in, OpKind kind, Profile& p, std::string
   set_kind_curves(group_collective(p, in.tp), kind, c);
 }
 
-// The ranks' arrival skew, seen directly in a multi-rank trace: the median over the collectives is sync_us.
+// The ranks' arrival skew, seen directly in a multi-rank trace: skew = sync_us + sync_per_compute x the compute
+// between collectives (the simulator's arrival_skew.hpp), least squares over the collectives. Where the skew
+// does not grow with that compute beyond noise, or the trace's collectives hardly differ in it, the median
+// skew is the constant sync_us and sync_per_compute is 0; an intercept below 0 is refitted through the origin.
 void fit_arrival_skew(const TraceSamples& in, Profile& p, std::string& report) {
   if (in.tp <= 1) return;
-  std::vector<double> skews;
+  std::vector<double> skews, between;
   bool only_allreduce = true;
   for (const Sample& s : in.samples)
     if (s.skew >= 0) {
       skews.push_back(s.skew);
+      between.push_back(std::max(0.0, s.compute_between));
       only_allreduce = only_allreduce && s.op.kind == OpKind::AllReduce;
     }
   if (skews.size() < 3) return;
   CollectiveProfile& c = group_collective(p, in.tp);
-  const double sync = median_of(skews);
-  report += fmt::format("{} arrival skew (median over {} ops): sync {:.3g} -> {:.3g} us\n",
-                        only_allreduce ? "allreduce" : "collective", skews.size(), c.sync_us, sync);
-  c.sync_us = sync;
+  const std::string what = fmt::format("{} arrival skew ({} ops)", only_allreduce ? "allreduce" : "collective",
+                                       skews.size());
+  const auto [least, most] = std::minmax_element(between.begin(), between.end());
+  const bool spread = *most > 0 && *most - *least >= kMinComputeSpread * *most;
+  const std::vector<double> unit(skews.size(), 1.0);
+  LineFit f = spread ? fit_line(between, skews, unit) : LineFit{};
+  const double r2 = f.ok ? r_squared(between, skews, f) : 0;
+  const bool grows = f.ok && f.b > 0 && slope_standard_errors(r2, skews.size()) >= kMinSlopeStandardErrors;
+  if (grows && f.a < 0) f = fit_slope(between, skews, unit, 0.0);
+  if (!grows || !f.ok || !(f.b > 0)) {
+    const double sync = median_of(skews);
+    report += fmt::format("{}: sync {:.3g} -> {:.3g} us (median), sync_per_compute {:.3g} -> 0 ({})\n", what,
+                          c.sync_us, sync, c.sync_per_compute,
+                          spread ? fmt::format("the skew does not grow with the compute between collectives "
+                                               "({:.0f} .. {:.0f} us) beyond noise: slope {:.3g}, R^2 {:.2f}",
+                                               *least, *most, f.ok ? f.b : 0.0, r2)
+                                 : "the collectives hardly differ in the compute between them");
+    c.sync_us = sync;
+    c.sync_per_compute = 0;
+    return;
+  }
+  const double rate = std::min(f.b, 1.0);
+  report += fmt::format("{}: sync {:.3g} -> {:.3g} us, sync_per_compute {:.3g} -> {:.3g} (least squares on the "
+                        "compute between collectives, {:.0f} .. {:.0f} us; R^2 {:.2f}; median skew {:.3g} us)\n",
+                        what, c.sync_us, f.a, c.sync_per_compute, rate, *least, *most,
+                        r_squared(between, skews, {f.a, rate, true}), median_of(skews));
+  c.sync_us = f.a;
+  c.sync_per_compute = rate;
 }
 
 // From ops that overlapped the other stream, against the calibrated base costs.

@@ -65,6 +65,13 @@ DType trace_dtype(const Profile& base, const TraceFile& trace) {
 
 using Intervals = std::vector<std::pair<double, double>>;
 
+// Time the intervals cover within [from, to].
+double busy_time(const Intervals& busy, double from, double to) {
+  double t = 0;
+  for (const auto& [s, e] : busy) t += std::max(0.0, std::min(e, to) - std::max(s, from));
+  return t;
+}
+
 // Every event of one op index, across ranks.
 struct PerOp {
   Op op;
@@ -81,18 +88,41 @@ void add_event(const TraceFile& trace, PerOp& po, OpKind kind, const TraceEvent&
   po.op.flops = e.flops;
   po.op.bytes = e.bytes;
   po.op.dtype = dtype;
-  double overlap = 0;
-  for (const auto& [s, t] : other_stream)
-    overlap += std::max(0.0, std::min(t, e.start_us + e.dur_us) - std::max(s, e.start_us));
-  po.dur_overlap.push_back({e.dur_us, overlap});
+  po.dur_overlap.push_back({e.dur_us, busy_time(other_stream, e.start_us, e.start_us + e.dur_us)});
   po.first_start = std::min(po.first_start, e.start_us);
   po.last_start = std::max(po.last_start, e.start_us);
+}
+
+// Per collective op index: Sample::compute_between. Each rank's collectives in the order they started
+// (the communication stream runs them in program order); the first counts from the iteration's start.
+std::map<int, double> compute_between_collectives(const TraceFile& trace,
+                                                  const std::map<std::pair<int, int>, Intervals>& busy) {
+  std::map<int, std::vector<std::pair<double, int>>> starts;  // rank -> (start, op index)
+  for (const TraceEvent& e : trace.events) {
+    const auto kind = kinds_by_name().find(e.kind);
+    if (kind == kinds_by_name().end() || !collective(kind->second) || !e.args.contains("op")) continue;
+    starts[e.rank].push_back({e.start_us, int(whole_number(trace, &e, "args.op", e.args["op"], 0, INT_MAX))});
+  }
+  std::map<int, double> out;
+  for (auto& [rank, v] : starts) {
+    std::sort(v.begin(), v.end());
+    const auto compute = busy.find({rank, int(Stream::Compute)});
+    double previous = 0;
+    for (const auto& [start, index] : v) {
+      const double c = compute == busy.end() ? 0 : busy_time(compute->second, previous, start);
+      const auto [at, fresh] = out.emplace(index, c);
+      if (!fresh) at->second = std::min(at->second, c);
+      previous = start;
+    }
+  }
+  return out;
 }
 
 std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
   // Busy intervals per (rank, stream), for the overlap of each event with the other stream.
   std::map<std::pair<int, int>, Intervals> busy;
   for (const TraceEvent& e : trace.events) busy[{e.rank, e.stream}].push_back({e.start_us, e.start_us + e.dur_us});
+  const std::map<int, double> between = compute_between_collectives(trace, busy);
   std::map<int, PerOp> ops;
   for (const TraceEvent& e : trace.events) {
     const auto kind = kinds_by_name().find(e.kind);
@@ -107,7 +137,9 @@ std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
     const bool comm = collective(po.op.kind);
     const auto& pick = comm ? v.front() : v.back();
     const double skew = comm && v.size() > 1 ? po.last_start - po.first_start : -1;
-    if (pick.first > 0) out.push_back({po.op, pick.first, pick.second, skew});
+    const auto compute = between.find(index);
+    const double compute_between = skew >= 0 && compute != between.end() ? compute->second : -1;
+    if (pick.first > 0) out.push_back({po.op, pick.first, pick.second, skew, compute_between});
   }
   return out;
 }

@@ -18,6 +18,9 @@ struct Sample {
                       // fastest rank, which waited least for its peers
   double overlap = 0; // time the other stream of the same rank was busy during this op
   double skew = -1;   // a collective on several ranks: the last rank's start minus the first's; else -1
+  // A collective: the compute-stream busy time between the previous collective's start and its own, the
+  // least over the ranks (the late rank's own compute holds the slowness that made it late); else -1.
+  double compute_between = -1;
 };
 
 // The trace read once for every fit. Holds the samples the selections point into: not copyable.

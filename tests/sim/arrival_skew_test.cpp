@@ -1,0 +1,170 @@
+// arrival_skew_test.cpp: the arrival skew that grows with the compute between collectives
+// (sim/engine/arrival_skew.hpp, collectives.<level>.sync_per_compute): the compute between launch points on
+// hand-built schedules, the skew it adds in the simulator, and the profile field's reading and checks.
+#include <gtest/gtest.h>
+
+#include "sim/base/error.hpp"
+#include "sim/cost/profile.hpp"
+#include "sim/engine/arrival_skew.hpp"
+#include "sim/engine/simulator.hpp"
+
+namespace domino {
+namespace {
+
+// A TP-2 schedule built op by op: compute ops are element-wise, communication ops AllReduces; `us` becomes
+// bytes so that skew_profile() times an op of `us` microseconds in exactly that.
+struct HandSchedule {
+  Schedule s;
+  HandSchedule() {
+    s.model.name = "hand";
+    s.model.tp = 2;
+    s.plan.tp = 2;
+    s.plan.strategy = "hand-built";
+  }
+  int32_t op(Stream stream, double us, std::vector<int32_t> deps) {
+    Op o;
+    o.index = static_cast<int32_t>(s.ops.size());
+    o.name = stream == Stream::Comm ? "allreduce" : "add";
+    o.slice = static_cast<int8_t>(o.index);
+    o.stream = stream;
+    o.kind = stream == Stream::Comm ? OpKind::AllReduce : OpKind::Elementwise;
+    o.code = stream == Stream::Comm ? OpCode::AllReduce : OpCode::ResidualAdd;
+    o.bytes = us * 1e6;
+    o.deps = std::move(deps);
+    s.ops.push_back(o);
+    return o.index;
+  }
+  int32_t compute(double us, std::vector<int32_t> deps = {}) { return op(Stream::Compute, us, std::move(deps)); }
+  int32_t allreduce(double us, std::vector<int32_t> deps) { return op(Stream::Comm, us, std::move(deps)); }
+  std::vector<double> durations() const {
+    std::vector<double> d;
+    for (const Op& o : s.ops) d.push_back(o.bytes / 1e6);
+    return d;
+  }
+};
+
+// Memory and ring bandwidth 1e6 B/us, no launch cost, no latency (ring factor 1 at TP 2): an op's time is its
+// bytes / 1e6; the collectives pay sync_us + sync_per_compute x the compute between.
+Profile skew_profile(double sync_us, double sync_per_compute) {
+  Profile p;
+  p.name = "skew";
+  p.devices_per_node = 8;
+  GemmProfile g;
+  g.peak_tflops = 1;
+  g.efficiency = {{1, 1}};
+  p.gemm[static_cast<int>(DType::BF16)] = g;
+  p.memory = {1000, 0, {}};
+  p.attention.relative_efficiency = 1;
+  p.intra_node = {0, 1000, {}, sync_us};
+  p.intra_node.sync_per_compute = sync_per_compute;
+  return p;
+}
+
+TEST(ArrivalSkew, ComputeBetweenCountsFromThePreviousCollectivesLaunchPoint) {
+  HandSchedule h;
+  const int32_t a = h.compute(10);
+  const int32_t b = h.compute(20);
+  const int32_t first = h.allreduce(5, {b});       // launched after a and b: 30 us since the iteration began
+  const int32_t c = h.compute(40);
+  const int32_t d = h.compute(80);
+  const int32_t second = h.allreduce(5, {c});      // launched after c: 40 us since the first's launch
+  const int32_t third = h.allreduce(5, {second});  // launched by a collective alone: nothing computed between
+  const int32_t fourth = h.allreduce(5, {d, a});   // the latest compute dep counts: d, 80 us on
+  const std::vector<double> between = compute_between_collectives(h.s, h.durations());
+  EXPECT_DOUBLE_EQ(between[first], 30);
+  EXPECT_DOUBLE_EQ(between[second], 40);
+  EXPECT_DOUBLE_EQ(between[third], 0);
+  EXPECT_DOUBLE_EQ(between[fourth], 80);
+  EXPECT_DOUBLE_EQ(between[a], 0);  // not a collective
+}
+
+TEST(ArrivalSkew, ACollectiveLaunchedBeforeThePreviousOneGetsNoDrift) {
+  HandSchedule h;
+  const int32_t a = h.compute(10);
+  const int32_t b = h.compute(20);
+  const int32_t late = h.allreduce(5, {b});
+  const int32_t early = h.allreduce(5, {a});  // queued behind `late`, launched from earlier compute
+  const std::vector<double> between = compute_between_collectives(h.s, h.durations());
+  EXPECT_DOUBLE_EQ(between[late], 30);
+  EXPECT_DOUBLE_EQ(between[early], 0);
+}
+
+TEST(ArrivalSkew, WithoutARateTheDurationsAreTheSameObject) {
+  HandSchedule h;
+  h.allreduce(5, {h.compute(10)});
+  const std::vector<double> d = h.durations();
+  std::vector<double> scratch;
+  EXPECT_EQ(&with_arrival_skew(h.s, d, 0.0, scratch), &d);
+  EXPECT_TRUE(scratch.empty());
+  const std::vector<double>& skewed = with_arrival_skew(h.s, d, 0.5, scratch);
+  EXPECT_DOUBLE_EQ(skewed[1], 5 + 0.5 * 10);
+  EXPECT_DOUBLE_EQ(skewed[0], 10);  // compute untouched
+}
+
+TEST(ArrivalSkew, TheSimulatorAddsTheSkewPerCollective) {
+  HandSchedule h;
+  const int32_t a = h.compute(100);
+  const int32_t first = h.allreduce(10, {a});
+  const int32_t b = h.compute(300, {first});
+  const int32_t second = h.allreduce(10, {b});
+  h.compute(50, {second});
+  // Serial chain: 100 + (10 + 7 + 0.1 x 100) + 300 + (10 + 7 + 0.1 x 300) + 50.
+  const SimResult r = simulate(h.s, CostModel(skew_profile(7, 0.1)));
+  EXPECT_NEAR(r.iteration_us, 100 + 27 + 300 + 47 + 50, 1e-9);
+  EXPECT_NEAR(r.exposed_comm_us, 27 + 47, 1e-9);
+  // Without the rate, the constant skew alone, as before the field existed.
+  EXPECT_NEAR(simulate(h.s, CostModel(skew_profile(7, 0))).iteration_us, 100 + 17 + 300 + 17 + 50, 1e-9);
+}
+
+TEST(ArrivalSkew, SchedulesSharingOpCostsEachGetTheirOwnSkew) {
+  // The tuner times schedules that differ only in deps with one OpCosts: the skew follows the deps.
+  HandSchedule early, late;
+  for (HandSchedule* h : {&early, &late}) {
+    const int32_t a = h->compute(100);
+    const int32_t b = h->compute(200);
+    h->allreduce(10, {h == &early ? a : b});
+  }
+  const CostModel cost(skew_profile(0, 0.5));
+  const OpCosts costs = op_costs(early.s, cost);
+  EXPECT_EQ(costs.sync_per_compute, 0.5);
+  EXPECT_NEAR(simulate(early.s, costs, {}).comm_us, 10 + 0.5 * 100, 1e-9);
+  EXPECT_NEAR(simulate(late.s, costs, {}).comm_us, 10 + 0.5 * 300, 1e-9);
+}
+
+TEST(ArrivalSkew, APlanWithoutCommunicationPaysNoSkew) {
+  HandSchedule h;
+  h.allreduce(10, {h.compute(100)});
+  h.s.plan.comm_enabled = false;
+  const CostModel cost(skew_profile(7, 0.5));
+  EXPECT_EQ(op_costs(h.s, cost).sync_per_compute, 0);
+  EXPECT_NEAR(simulate(h.s, cost).iteration_us, 100, 1e-9);
+}
+
+TEST(ArrivalSkew, ProfileFieldReadsWritesAndIsChecked) {
+  const std::string base = R"(name: t
+devices_per_node: 8
+gemm:
+  bf16: {peak_tflops: 1, efficiency: [[1, 1]]}
+memory: {bandwidth_gbps: 1000, launch_overhead_us: 0}
+attention: {relative_efficiency: 1}
+interference: {compute_slowdown_during_comm: 0, comm_slowdown_during_compute: 0}
+collectives:
+  intra_node: {latency_us: 0, bus_bandwidth_gbps: 1000, sync_us: 7, )";
+  const Profile p = load_profile_string(base + "sync_per_compute: 0.125}\n", "t");
+  EXPECT_EQ(p.intra_node.sync_per_compute, 0.125);
+  EXPECT_EQ(load_profile_string(profile_to_yaml(p), "back").intra_node.sync_per_compute, 0.125);
+  // Absent: 0, and the writer leaves it out (profiles without it keep their text).
+  const Profile without = load_profile_string(base + "table: [[1000, 1000]]}\n", "t");
+  EXPECT_EQ(without.intra_node.sync_per_compute, 0);
+  EXPECT_EQ(profile_to_yaml(without).find("sync_per_compute"), std::string::npos);
+  EXPECT_THROW(load_profile_string(base + "sync_per_compute: 1.5}\n", "t"), Error);
+  EXPECT_THROW(load_profile_string(base + "sync_per_compute: -0.1}\n", "t"), Error);
+  Profile bad = p;
+  bad.intra_node.sync_per_compute = 2;
+  EXPECT_THROW(validate_profile(bad), Error);
+  EXPECT_EQ(CostModel(p).sync_per_compute(2, 8), 0.125);
+  EXPECT_EQ(CostModel(p).sync_per_compute(1, 8), 0);  // a group of one waits for nobody
+}
+
+}  // namespace
+}  // namespace domino

@@ -1,0 +1,119 @@
+// calibrate_skew_test.cpp: `--fit sync` on constructed two-rank traces: where rank 1 drifts behind rank 0 by
+// a + b x the compute between collectives, the fit recovers a (sync_us) and b (sync_per_compute); where the
+// drift is constant, b is 0 and sync_us the constant; where it is noise about the compute, b stays 0.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "sim/fit/calibrate.hpp"
+#include "sim/fit/calibrate_terms.hpp"
+#include "tests/sim/calibration_profile.hpp"
+
+namespace domino::prof {
+namespace {
+
+TraceEvent event(int rank, int stream, int op, const std::string& kind, double start, double dur, double bytes) {
+  TraceEvent e;
+  e.id = kind + "." + std::to_string(op);
+  e.kind = kind;
+  e.rank = rank;
+  e.stream = stream;
+  e.start_us = start;
+  e.dur_us = dur;
+  e.bytes = bytes;
+  e.args = {{"op", op}, {"m", 0}, {"n", 0}, {"k", 0}, {"flops", 0}, {"bytes", bytes}};
+  return e;
+}
+
+// Rounds of: compute of c_i us on both ranks (rank 1 runs it skew(c_i) slower), then an AllReduce of 500 us
+// that rank 0 reaches first and waits skew(c_i) in; both leave it together.
+TraceFile drifting_trace(const std::vector<double>& compute_us, const std::function<double(double)>& skew) {
+  TraceFile trace;
+  trace.path = "drifting.json";
+  trace.meta = {{"tp", 2}};
+  double now = 0;
+  int op = 0;
+  for (double c : compute_us) {
+    const double s = skew(c), own = 500;
+    trace.events.push_back(event(0, 0, op, "elementwise", now, c, 1e6));
+    trace.events.push_back(event(1, 0, op, "elementwise", now, c + s, 1e6));
+    ++op;
+    trace.events.push_back(event(0, 1, op, "allreduce", now + c, own + s, 4e5));
+    trace.events.push_back(event(1, 1, op, "allreduce", now + c + s, own, 4e5));
+    ++op;
+    now += c + s + own;
+  }
+  return trace;
+}
+
+const std::vector<double> kCompute = {1000, 6000, 2500, 8000, 4000, 3000, 7000, 1500};
+
+CalibrationResult fit_sync(const TraceFile& trace, double old_rate = 0) {
+  Profile base = test::calibration_profile("base");
+  base.intra_node.sync_us = 50;
+  base.intra_node.sync_per_compute = old_rate;
+  return calibrate_profile(base, trace, 0, parse_calibration_scope("sync"));
+}
+
+TEST(CalibrateArrivalSkew, SamplesCarryTheEarlyRanksComputeBetweenCollectives) {
+  const TraceFile trace = drifting_trace(kCompute, [](double c) { return 300 + 0.2 * c; });
+  const calibration::TraceSamples in(test::calibration_profile("base"), trace, 0);
+  size_t i = 0;
+  for (const calibration::Sample& s : in.samples) {
+    if (s.op.kind != OpKind::AllReduce) {
+      EXPECT_EQ(s.compute_between, -1);
+      continue;
+    }
+    ASSERT_LT(i, kCompute.size());
+    EXPECT_NEAR(s.compute_between, kCompute[i], 1e-9);  // rank 0's, not the slower rank 1's
+    EXPECT_NEAR(s.skew, 300 + 0.2 * kCompute[i], 1e-9);
+    ++i;
+  }
+  EXPECT_EQ(i, kCompute.size());
+}
+
+TEST(CalibrateArrivalSkew, SkewGrowingWithTheComputeIsRecovered) {
+  const CalibrationResult r = fit_sync(drifting_trace(kCompute, [](double c) { return 300 + 0.2 * c; }));
+  EXPECT_NEAR(r.profile.intra_node.sync_us, 300, 1e-6);
+  EXPECT_NEAR(r.profile.intra_node.sync_per_compute, 0.2, 1e-9);
+  EXPECT_NE(r.report.find("sync_per_compute 0 -> 0.2"), std::string::npos) << r.report;
+  // The collective's own figures are not in the scope.
+  EXPECT_EQ(r.profile.intra_node.latency_us, 60.0);
+}
+
+TEST(CalibrateArrivalSkew, ConstantSkewGivesNoGrowth) {
+  const CalibrationResult r = fit_sync(drifting_trace(kCompute, [](double) { return 900; }), 0.3);
+  EXPECT_NEAR(r.profile.intra_node.sync_us, 900, 1e-6);
+  EXPECT_EQ(r.profile.intra_node.sync_per_compute, 0);  // an earlier rate is replaced, not kept
+  EXPECT_NE(r.report.find("(median)"), std::string::npos) << r.report;
+}
+
+TEST(CalibrateArrivalSkew, ANegativeInterceptIsRefittedThroughTheOrigin) {
+  // Pure drift with a little curvature: the free line's intercept falls below 0.
+  const CalibrationResult r = fit_sync(drifting_trace(kCompute, [](double c) { return 1e-5 * c * c; }));
+  EXPECT_EQ(r.profile.intra_node.sync_us, 0);
+  EXPECT_GT(r.profile.intra_node.sync_per_compute, 0);
+  EXPECT_LE(r.profile.intra_node.sync_per_compute, 1);
+}
+
+TEST(CalibrateArrivalSkew, SkewThatIsNoiseAboutTheComputeStaysConstant) {
+  // Alternating 400 and 1600 us whatever the compute: no slope told from noise, the median is the constant.
+  int k = 0;
+  const CalibrationResult r =
+      fit_sync(drifting_trace({1000, 1200, 5000, 5200, 3000, 3100, 8000, 7900}, [&k](double) {
+        return k++ % 2 == 0 ? 400.0 : 1600.0;
+      }));
+  EXPECT_EQ(r.profile.intra_node.sync_per_compute, 0);
+  EXPECT_NEAR(r.profile.intra_node.sync_us, 1000, 1e-6);
+  EXPECT_NE(r.report.find("beyond noise"), std::string::npos) << r.report;
+}
+
+TEST(CalibrateArrivalSkew, CollectivesAllAfterTheSameComputeKeepTheConstant) {
+  const CalibrationResult r = fit_sync(drifting_trace({4000, 4000, 4000, 4000}, [](double) { return 700; }));
+  EXPECT_EQ(r.profile.intra_node.sync_per_compute, 0);
+  EXPECT_NEAR(r.profile.intra_node.sync_us, 700, 1e-6);
+  EXPECT_NE(r.report.find("hardly differ"), std::string::npos) << r.report;
+}
+
+}  // namespace
+}  // namespace domino::prof
