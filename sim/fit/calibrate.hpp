@@ -24,9 +24,12 @@ struct KindError {
 struct CalibrationScope {
   bool memory = true, gemm = true, attention = true, allreduce = true, sync = true, interference = true;
   bool allgather = true, reducescatter = true;  // the sequence-parallel collectives' curves
+  // The arrival skew's growth with the compute between collectives (sync_per_compute) beside sync_us. Only
+  // when named: fitted on one plan's trace it did not rank the other plans better (docs/profiling.md).
+  bool sync_growth = false;
 };
 // Parses --fit: a comma-separated list of memory, gemm, attention, allreduce, allgather, reducescatter, sync,
-// interference, or "all". BadInput on anything else.
+// sync_growth (implies sync), interference, or "all" (every part but sync_growth). BadInput on anything else.
 CalibrationScope parse_calibration_scope(const std::string& list);
 
 struct CalibrationResult {

@@ -152,11 +152,52 @@ void fit_collective(const TraceSamples& in, OpKind kind, Profile& p, std::string
   set_kind_curves(group_collective(p, in.tp), kind, c);
 }
 
-// The ranks' arrival skew, seen directly in a multi-rank trace: skew = sync_us + sync_per_compute x the compute
-// between collectives (the simulator's arrival_skew.hpp), least squares over the collectives. Where the skew
-// does not grow with that compute beyond noise, or the trace's collectives hardly differ in it, the median
-// skew is the constant sync_us and sync_per_compute is 0; an intercept below 0 is refitted through the origin.
-void fit_arrival_skew(const TraceSamples& in, Profile& p, std::string& report) {
+namespace {
+
+// The median skew as the constant sync_us, without growth; `why` says why not the growth ("" when not asked).
+void set_constant_skew(const std::vector<double>& skews, const std::string& what, const std::string& why,
+                       CollectiveProfile& c, std::string& report) {
+  const double sync = median_of(skews);
+  report += fmt::format("{} (median over {} ops): sync {:.3g} -> {:.3g} us", what, skews.size(), c.sync_us, sync);
+  if (c.sync_per_compute > 0 || !why.empty())
+    report += fmt::format(", sync_per_compute {:.3g} -> 0{}", c.sync_per_compute, why.empty() ? "" : " (" + why + ")");
+  report += "\n";
+  c.sync_us = sync;
+  c.sync_per_compute = 0;
+}
+
+// skew = a + b x compute between collectives by least squares, b only where it stands out of the noise.
+void fit_skew_growth(const std::vector<double>& skews, const std::vector<double>& between, const std::string& what,
+                     CollectiveProfile& c, std::string& report) {
+  const auto [least, most] = std::minmax_element(between.begin(), between.end());
+  if (!(*most > 0 && *most - *least >= kMinComputeSpread * *most))
+    return set_constant_skew(skews, what, "the collectives hardly differ in the compute between them", c, report);
+  const std::vector<double> unit(skews.size(), 1.0);
+  LineFit f = fit_line(between, skews, unit);
+  const double r2 = f.ok ? r_squared(between, skews, f) : 0;
+  if (!f.ok || !(f.b > 0) || slope_standard_errors(r2, skews.size()) < kMinSlopeStandardErrors)
+    return set_constant_skew(skews, what,
+                             fmt::format("the skew does not grow with the compute between collectives ({:.0f} .. "
+                                         "{:.0f} us) beyond noise: slope {:.3g}, R^2 {:.2f}",
+                                         *least, *most, f.ok ? f.b : 0.0, r2),
+                             c, report);
+  if (f.a < 0) f = fit_slope(between, skews, unit, 0.0);
+  const double rate = std::min(f.b, 1.0);
+  report += fmt::format("{} ({} ops): sync {:.3g} -> {:.3g} us, sync_per_compute {:.3g} -> {:.3g} (least squares on "
+                        "the compute between collectives, {:.0f} .. {:.0f} us; R^2 {:.2f}; median skew {:.3g} us)\n",
+                        what, skews.size(), c.sync_us, f.a, c.sync_per_compute, rate, *least, *most,
+                        r_squared(between, skews, {f.a, rate, true}), median_of(skews));
+  c.sync_us = f.a;
+  c.sync_per_compute = rate;
+}
+
+}  // namespace
+
+// The ranks' arrival skew, seen directly in a multi-rank trace: the median over the collectives is sync_us;
+// with growth, skew = sync_us + sync_per_compute x the compute between collectives (the simulator's
+// arrival_skew.hpp) by least squares, the median alone where the skew does not grow with that compute beyond
+// noise or the trace's collectives hardly differ in it; an intercept below 0 is refitted through the origin.
+void fit_arrival_skew(const TraceSamples& in, bool growth, Profile& p, std::string& report) {
   if (in.tp <= 1) return;
   std::vector<double> skews, between;
   bool only_allreduce = true;
@@ -168,34 +209,11 @@ void fit_arrival_skew(const TraceSamples& in, Profile& p, std::string& report) {
     }
   if (skews.size() < 3) return;
   CollectiveProfile& c = group_collective(p, in.tp);
-  const std::string what = fmt::format("{} arrival skew ({} ops)", only_allreduce ? "allreduce" : "collective",
-                                       skews.size());
-  const auto [least, most] = std::minmax_element(between.begin(), between.end());
-  const bool spread = *most > 0 && *most - *least >= kMinComputeSpread * *most;
-  const std::vector<double> unit(skews.size(), 1.0);
-  LineFit f = spread ? fit_line(between, skews, unit) : LineFit{};
-  const double r2 = f.ok ? r_squared(between, skews, f) : 0;
-  const bool grows = f.ok && f.b > 0 && slope_standard_errors(r2, skews.size()) >= kMinSlopeStandardErrors;
-  if (grows && f.a < 0) f = fit_slope(between, skews, unit, 0.0);
-  if (!grows || !f.ok || !(f.b > 0)) {
-    const double sync = median_of(skews);
-    report += fmt::format("{}: sync {:.3g} -> {:.3g} us (median), sync_per_compute {:.3g} -> 0 ({})\n", what,
-                          c.sync_us, sync, c.sync_per_compute,
-                          spread ? fmt::format("the skew does not grow with the compute between collectives "
-                                               "({:.0f} .. {:.0f} us) beyond noise: slope {:.3g}, R^2 {:.2f}",
-                                               *least, *most, f.ok ? f.b : 0.0, r2)
-                                 : "the collectives hardly differ in the compute between them");
-    c.sync_us = sync;
-    c.sync_per_compute = 0;
-    return;
-  }
-  const double rate = std::min(f.b, 1.0);
-  report += fmt::format("{}: sync {:.3g} -> {:.3g} us, sync_per_compute {:.3g} -> {:.3g} (least squares on the "
-                        "compute between collectives, {:.0f} .. {:.0f} us; R^2 {:.2f}; median skew {:.3g} us)\n",
-                        what, c.sync_us, f.a, c.sync_per_compute, rate, *least, *most,
-                        r_squared(between, skews, {f.a, rate, true}), median_of(skews));
-  c.sync_us = f.a;
-  c.sync_per_compute = rate;
+  const std::string what = only_allreduce ? "allreduce arrival skew" : "collective arrival skew";
+  if (growth)
+    fit_skew_growth(skews, between, what, c, report);
+  else
+    set_constant_skew(skews, what, "", c, report);
 }
 
 // From ops that overlapped the other stream, against the calibrated base costs.

@@ -50,7 +50,9 @@ void fit_gemm_scales(const TraceSamples& in, const CostModel& cm, Profile& p, st
 void fit_attention_scales(const TraceSamples& in, const CostModel& cm, Profile& p, std::string& report);
 // A collective kind's curves (AllReduce, AllGather, ReduceScatter); nothing when the trace has none of it.
 void fit_collective(const TraceSamples& in, OpKind kind, Profile& p, std::string& report);
-void fit_arrival_skew(const TraceSamples& in, Profile& p, std::string& report);
+// growth: sync_us + sync_per_compute by least squares (the median alone where the growth is noise); else the
+// median skew as sync_us and sync_per_compute 0.
+void fit_arrival_skew(const TraceSamples& in, bool growth, Profile& p, std::string& report);
 void fit_interference(const TraceSamples& in, Profile& p, std::string& report);
 
 // The collective figures a TP group of tp ranks uses: inter-node when it spans nodes and the profile has them

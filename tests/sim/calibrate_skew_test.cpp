@@ -1,8 +1,10 @@
-// calibrate_skew_test.cpp: `--fit sync` on constructed two-rank traces: where rank 1 drifts behind rank 0 by
-// a + b x the compute between collectives, the fit recovers a (sync_us) and b (sync_per_compute); where the
-// drift is constant, b is 0 and sync_us the constant; where it is noise about the compute, b stays 0.
+// calibrate_skew_test.cpp: `--fit sync_growth` on constructed two-rank traces: where rank 1 drifts behind
+// rank 0 by a + b x the compute between collectives, the fit recovers a (sync_us) and b (sync_per_compute);
+// where the drift is constant, b is 0 and sync_us the constant; where it is noise about the compute, b stays
+// 0. `--fit sync` alone keeps the median as the whole skew.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 
 #include "sim/fit/calibrate.hpp"
@@ -48,11 +50,11 @@ TraceFile drifting_trace(const std::vector<double>& compute_us, const std::funct
 
 const std::vector<double> kCompute = {1000, 6000, 2500, 8000, 4000, 3000, 7000, 1500};
 
-CalibrationResult fit_sync(const TraceFile& trace, double old_rate = 0) {
+CalibrationResult fit_sync(const TraceFile& trace, double old_rate = 0, const std::string& parts = "sync_growth") {
   Profile base = test::calibration_profile("base");
   base.intra_node.sync_us = 50;
   base.intra_node.sync_per_compute = old_rate;
-  return calibrate_profile(base, trace, 0, parse_calibration_scope("sync"));
+  return calibrate_profile(base, trace, 0, parse_calibration_scope(parts));
 }
 
 TEST(CalibrateArrivalSkew, SamplesCarryTheEarlyRanksComputeBetweenCollectives) {
@@ -85,7 +87,26 @@ TEST(CalibrateArrivalSkew, ConstantSkewGivesNoGrowth) {
   const CalibrationResult r = fit_sync(drifting_trace(kCompute, [](double) { return 900; }), 0.3);
   EXPECT_NEAR(r.profile.intra_node.sync_us, 900, 1e-6);
   EXPECT_EQ(r.profile.intra_node.sync_per_compute, 0);  // an earlier rate is replaced, not kept
-  EXPECT_NE(r.report.find("(median)"), std::string::npos) << r.report;
+  EXPECT_NE(r.report.find("(median over 8 ops)"), std::string::npos) << r.report;
+}
+
+TEST(CalibrateArrivalSkew, SyncAloneTakesTheMedianEvenWhereTheSkewGrows) {
+  const auto skew = [](double c) { return 300 + 0.2 * c; };
+  const CalibrationResult r = fit_sync(drifting_trace(kCompute, skew), 0.3, "sync");
+  std::vector<double> skews;
+  for (double c : kCompute) skews.push_back(skew(c));
+  std::sort(skews.begin(), skews.end());
+  EXPECT_NEAR(r.profile.intra_node.sync_us, (skews[3] + skews[4]) / 2, 1e-6);
+  EXPECT_EQ(r.profile.intra_node.sync_per_compute, 0);  // the median is the whole skew
+  EXPECT_NE(r.report.find("sync_per_compute 0.3 -> 0"), std::string::npos) << r.report;
+}
+
+TEST(CalibrateArrivalSkew, GrowthIsFittedOnlyWhenNamed) {
+  EXPECT_FALSE(parse_calibration_scope("all").sync_growth);
+  EXPECT_FALSE(CalibrationScope{}.sync_growth);
+  const CalibrationScope growth = parse_calibration_scope("sync_growth");
+  EXPECT_TRUE(growth.sync_growth && growth.sync);
+  EXPECT_FALSE(growth.memory || growth.allreduce || growth.interference);
 }
 
 TEST(CalibrateArrivalSkew, ANegativeInterceptIsRefittedThroughTheOrigin) {
