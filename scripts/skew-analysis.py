@@ -184,6 +184,15 @@ def print_config(config, res):
     print()
 
 
+def sweep_configs(tool, sweep, named, holds):
+    """The configurations to use: those named, else every folder of the sweep that holds `holds`; None (after
+    saying why) when the sweep folder does not exist."""
+    if not os.path.isdir(sweep):
+        print(f"{tool}: no directory {sweep}", file=sys.stderr)
+        return None
+    return named or sorted(d for d in os.listdir(sweep) if os.path.exists(os.path.join(sweep, d, holds)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("sweep")
@@ -191,11 +200,9 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--skip", default="", help="comma-separated plans to leave out")
     args = ap.parse_args()
-    if not os.path.isdir(args.sweep):
-        print(f"skew-analysis: no directory {args.sweep}", file=sys.stderr)
+    configs = sweep_configs("skew-analysis", args.sweep, args.configs, "meas")
+    if configs is None:
         return 2
-    configs = args.configs or sorted(d for d in os.listdir(args.sweep)
-                                     if os.path.isdir(os.path.join(args.sweep, d, "meas")))
     skip = set(filter(None, args.skip.split(",")))
     out = {}
     for config in configs:

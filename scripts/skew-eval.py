@@ -25,6 +25,7 @@ compute-calibration plan are shown but not scored). OUT_DIR/summary.md holds the
 Usage: scripts/skew-eval.py SWEEP_DIR OUT_DIR [--fit-plan PLAN] [--held-out] [--bin build/bin] [CONFIG ...]
 """
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -33,7 +34,6 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
 TABLE = os.path.join(ROOT, "scripts", "fidelity-table.py")
 
 
@@ -56,12 +56,17 @@ def skew_profile(base, out, sync_us, sync_per_compute=0.0):
         f.write(text)
 
 
-def other_model_fit(sweep, config):
-    """(a, b) of skew = a + b x predicted compute between, pooled over the other model's plans on this link."""
-    import importlib.util
+def load_analysis():
+    """scripts/skew-analysis.py as a module (its file name is not an importable name)."""
     spec = importlib.util.spec_from_file_location("skew_analysis", os.path.join(ROOT, "scripts", "skew-analysis.py"))
     analysis = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(analysis)
+    return analysis
+
+
+def other_model_fit(sweep, config):
+    """(a, b) of skew = a + b x predicted compute between, pooled over the other model's plans on this link."""
+    analysis = load_analysis()
     other = config.replace("cpu-gpt", "cpu-llama") if "cpu-gpt" in config else config.replace("cpu-llama", "cpu-gpt")
     fit = analysis.analyse_config(sweep, other, {"no-comm"})["fits"]["predicted_compute_between"]["linear"]
     return other, max(0.0, fit["a"]), min(1.0, max(0.0, fit["b"]))
@@ -156,11 +161,9 @@ def main():
     ap.add_argument("--held-out", action="store_true", help="also the other model's pooled fit")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     args = ap.parse_args()
-    if not os.path.isdir(args.sweep):
-        print(f"skew-eval: no directory {args.sweep}", file=sys.stderr)
+    configs = load_analysis().sweep_configs("skew-eval", args.sweep, args.configs, "rows.tsv")
+    if configs is None:
         return 2
-    configs = args.configs or sorted(d for d in os.listdir(args.sweep)
-                                     if os.path.exists(os.path.join(args.sweep, d, "rows.tsv")))
     fitted = {config: evaluate(args, config) for config in configs}
     lines = [f"Arrival skew fitted on {args.fit_plan}; MAPE, Kendall tau over the other plans; pick regret = measured "
              "time of the best-predicted plan / the best measured plan - 1 (no-comm excluded); the tuner's regret "

@@ -165,6 +165,8 @@ TEST_F(FidelitySweep, TableFiguresFromKnownRows) {
   EXPECT_NEAR(fig["regret_pct"].get<double>(), 10.0, 1e-9);
   EXPECT_EQ(fig["best_measured_plan"], "domino-ds");
   EXPECT_EQ(fig["best_predicted_plan"], "tuned");
+  // The profile's own pick among the measured plans (tuned, predicted fastest) against the best measured.
+  EXPECT_NEAR(fig["pick_regret_pct"].get<double>(), 10.0, 1e-9);
   // A tie in one ranking only: tau-b's denominator shrinks (same predictions, ds measured like tuned).
   std::ofstream(cfg / "domino-ds.json") << nlohmann::json{{"iteration_time_us", {{"samples", {55000.0}}}}}.dump();
   const auto tied = table()["figures"];
@@ -182,6 +184,20 @@ TEST_F(FidelitySweep, TableLeavesTheCalibrationPlanUnscored) {
   EXPECT_NEAR(fig["mape_pct"].get<double>(), 10.0, 1e-9);  // +10 % and -10 %; no-comm's -80 % left out
   EXPECT_EQ(fig["not_scored"], "no-comm");
   EXPECT_NE(slurp(dir / "fidelity.md").find("no-comm (calibration plan, not scored)"), std::string::npos);
+}
+
+// Several calibration plans (compute on no-comm, the arrival skew on megatron-sync): none of them scored.
+TEST_F(FidelitySweep, TableLeavesEveryListedCalibrationPlanUnscored) {
+  const fs::path cfg = dir / "cfg";
+  write_rows(cfg, {{"megatron-sync", 150000, {{100000}}}, {"no-comm", 10000, {{50000}}}, {"tuned", 90000, {{100000}}}});
+  std::ofstream(cfg / "config.json")
+      << nlohmann::json{{"model", "m"}, {"calibrated_on", {"no-comm", "megatron-sync"}}}.dump();
+  const auto fig = table()["figures"];
+  EXPECT_EQ(fig["plans_measured"], 1);
+  EXPECT_NEAR(fig["mape_pct"].get<double>(), 10.0, 1e-9);  // tuned alone
+  const std::string md = slurp(dir / "fidelity.md");
+  EXPECT_NE(md.find("megatron-sync (calibration plan, not scored)"), std::string::npos) << md;
+  EXPECT_NE(md.find("no-comm (calibration plan, not scored)"), std::string::npos) << md;
 }
 
 // Two rounds per plan: each round's medians are scored against the other round like a prediction.

@@ -7,35 +7,14 @@
 #include "sim/cost/profile.hpp"
 #include "sim/engine/arrival_skew.hpp"
 #include "sim/engine/simulator.hpp"
+#include "tests/sim/toy_schedule.hpp"
 
 namespace domino {
 namespace {
 
-// A TP-2 schedule built op by op: compute ops are element-wise, communication ops AllReduces; `us` becomes
-// bytes so that skew_profile() times an op of `us` microseconds in exactly that.
-struct HandSchedule {
-  Schedule s;
-  HandSchedule() {
-    s.model.name = "hand";
-    s.model.tp = 2;
-    s.plan.tp = 2;
-    s.plan.strategy = "hand-built";
-  }
-  int32_t op(Stream stream, double us, std::vector<int32_t> deps) {
-    Op o;
-    o.index = static_cast<int32_t>(s.ops.size());
-    o.name = stream == Stream::Comm ? "allreduce" : "add";
-    o.slice = static_cast<int8_t>(o.index);
-    o.stream = stream;
-    o.kind = stream == Stream::Comm ? OpKind::AllReduce : OpKind::Elementwise;
-    o.code = stream == Stream::Comm ? OpCode::AllReduce : OpCode::ResidualAdd;
-    o.bytes = us * 1e6;
-    o.deps = std::move(deps);
-    s.ops.push_back(o);
-    return o.index;
-  }
-  int32_t compute(double us, std::vector<int32_t> deps = {}) { return op(Stream::Compute, us, std::move(deps)); }
-  int32_t allreduce(double us, std::vector<int32_t> deps) { return op(Stream::Comm, us, std::move(deps)); }
+// A schedule built op by op; every op's standalone time under unit_bytes_profile().
+struct HandSchedule : test::ToySchedule {
+  int32_t allreduce(double us, std::vector<int32_t> deps) { return comm(us, std::move(deps)); }
   std::vector<double> durations() const {
     std::vector<double> d;
     for (const Op& o : s.ops) d.push_back(o.bytes / 1e6);
@@ -43,19 +22,10 @@ struct HandSchedule {
   }
 };
 
-// Memory and ring bandwidth 1e6 B/us, no launch cost, no latency (ring factor 1 at TP 2): an op's time is its
-// bytes / 1e6; the collectives pay sync_us + sync_per_compute x the compute between.
+// An op's time is its bytes / 1e6; the collectives pay sync_us + sync_per_compute x the compute between.
 Profile skew_profile(double sync_us, double sync_per_compute) {
-  Profile p;
-  p.name = "skew";
-  p.devices_per_node = 8;
-  GemmProfile g;
-  g.peak_tflops = 1;
-  g.efficiency = {{1, 1}};
-  p.gemm[static_cast<int>(DType::BF16)] = g;
-  p.memory = {1000, 0, {}};
-  p.attention.relative_efficiency = 1;
-  p.intra_node = {0, 1000, {}, sync_us};
+  Profile p = test::unit_bytes_profile();
+  p.intra_node.sync_us = sync_us;
   p.intra_node.sync_per_compute = sync_per_compute;
   return p;
 }

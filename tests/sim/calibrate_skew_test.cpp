@@ -9,19 +9,15 @@
 
 #include "sim/fit/calibrate.hpp"
 #include "sim/fit/calibrate_terms.hpp"
+#include "tests/compare/trace_builders.hpp"
 #include "tests/sim/calibration_profile.hpp"
 
 namespace domino::prof {
 namespace {
 
+// An op event with the executor's args.
 TraceEvent event(int rank, int stream, int op, const std::string& kind, double start, double dur, double bytes) {
-  TraceEvent e;
-  e.id = kind + "." + std::to_string(op);
-  e.kind = kind;
-  e.rank = rank;
-  e.stream = stream;
-  e.start_us = start;
-  e.dur_us = dur;
+  TraceEvent e = test::span(kind + "." + std::to_string(op), kind, rank, stream, start, dur);
   e.bytes = bytes;
   e.args = {{"op", op}, {"m", 0}, {"n", 0}, {"k", 0}, {"flops", 0}, {"bytes", bytes}};
   return e;

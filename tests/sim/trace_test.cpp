@@ -13,6 +13,7 @@
 #include "sim/engine/simulator.hpp"
 #include "sim/trace/timeline.hpp"
 #include "tests/sim/schedule_test_util.hpp"
+#include "tests/sim/toy_schedule.hpp"
 
 namespace domino {
 namespace {
@@ -20,18 +21,7 @@ namespace {
 using nlohmann::json;
 
 // memory 1e6 B/us, no launch cost, ring busbw 1e6 B/us at tp 2: D microseconds = D * 1e6 bytes.
-Profile unit_profile() {
-  Profile p;
-  p.name = "unit";
-  p.devices_per_node = 8;
-  GemmProfile g;
-  g.peak_tflops = 1;
-  g.efficiency = {{1, 1}};
-  p.gemm[static_cast<int>(DType::BF16)] = g;
-  p.memory = {1000, 0, {}};
-  p.intra_node = {0, 1000, {}, 0};
-  return p;
-}
+Profile unit_profile() { return test::unit_bytes_profile(); }
 
 Op make_op(int32_t index, Stream st, double us, std::vector<int32_t> deps) {
   Op op;
