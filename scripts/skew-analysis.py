@@ -13,6 +13,8 @@ against candidate explanations measured on the later rank:
                        the late rank's own slowness
   predicted_compute_between  the compute-stream busy time between the previous collective's start and this
                        one's in the prediction (`<config>/pred/<plan>.trace.json`): what the simulator knows
+  measured_compute_between  the compute-stream busy time between the previous collective's start and this
+                       one's, the least over the ranks: what `--fit sync_growth` regresses the skew on
   since_iter_start     the collective's start in the iteration
   bytes                the message
 
@@ -75,8 +77,11 @@ def collective_rows(path, pred_path=None):
                  key=lambda i: per_rank[r0]["colls"][i]["ts"])
     rows = []
     prev_end = 0.0
+    prev_start = {r0: 0.0, r1: 0.0}
     for i in ids:
         a, b = per_rank[r0]["colls"][i], per_rank[r1]["colls"][i]
+        between = [busy_between(per_rank[r]["compute"], prev_start[r], e["ts"]) for r, e in ((r0, a), (r1, b))]
+        prev_start = {r0: a["ts"], r1: b["ts"]}
         late_rank = r0 if a["ts"] >= b["ts"] else r1
         late = per_rank[late_rank]
         early = per_rank[r1 if late_rank == r0 else r0]
@@ -91,6 +96,7 @@ def collective_rows(path, pred_path=None):
             "compute_since_prev_early": busy_between(early["compute"], prev_end, min(a["ts"], b["ts"])),
             "since_iter_start": start,
             "predicted_compute_between": predicted.get(i, float("nan")),
+            "measured_compute_between": min(between),
         })
         prev_end = max(a["ts"] + a["dur"], b["ts"] + b["dur"])
     return rows
@@ -122,7 +128,7 @@ def spearman(xs, ys):
     return math.sqrt(max(0.0, fit(ranks(xs), ranks(ys))[2])) * (1 if fit(ranks(xs), ranks(ys))[1] >= 0 else -1)
 
 
-CANDIDATES = ["predicted_compute_between", "compute_since_sync", "compute_since_prev", "compute_since_prev_early",
+CANDIDATES = ["predicted_compute_between", "measured_compute_between", "compute_since_sync", "compute_since_prev", "compute_since_prev_early",
               "since_iter_start", "bytes"]
 
 
