@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "sim/model/plan.hpp"
 #include "sim/model/training_context.hpp"
 
 namespace domino {
@@ -14,6 +15,7 @@ struct TrainingArgs {
   int dp = 1;
   int zero = 0;
   std::string recompute = "none";
+  CLI::Option* recompute_option = nullptr;  // set by add_training_options: whether --recompute was given
 };
 
 inline void add_training_options(CLI::App& app, TrainingArgs& args) {
@@ -23,8 +25,11 @@ inline void add_training_options(CLI::App& app, TrainingArgs& args) {
   app.add_option("--zero", args.zero,
                  "1: shard the fp32 master weights and optimizer moments over the --dp ranks (Megatron-LM's "
                  "distributed optimizer, ZeRO-1); 0: every rank holds them (default)");
-  app.add_option("--recompute", args.recompute,
-                 "activation recomputation: none (default); selective and full are not modelled and refused");
+  args.recompute_option = app.add_option(
+      "--recompute", args.recompute,
+      "activation recomputation: none (default), selective (attention cores re-run in backward) or full (each "
+      "layer's forward re-run at the start of its backward); plans made here carry it, and it replaces a "
+      "loaded plan's recompute");
 }
 
 // BadInput naming the flag when a value is out of range or not modelled.
@@ -35,6 +40,16 @@ inline TrainingContext training_context(const TrainingArgs& args) {
   t.recompute = parse_recompute(args.recompute);
   validate_training(t);
   return t;
+}
+
+// A loaded plan against --recompute: the flag, when given, wins (the plan runs in its mode); otherwise the
+// plan's own mode holds and becomes the context's, so that the figures and reports name it.
+inline void reconcile_recompute(const TrainingArgs& args, Plan& plan, TrainingContext& t) {
+  if (args.recompute_option != nullptr && args.recompute_option->count() > 0) {
+    plan.recompute = t.recompute;
+  } else {
+    t.recompute = plan.recompute;
+  }
 }
 
 }  // namespace domino

@@ -140,7 +140,8 @@ TEST_F(DominoSimCli, BadUsageExitsTwoWithAMessage) {
       {"gpt3-6.7b --strategy megatron-sync --profile dgx-h100 --tp 16", "inter_node"},
       {"--strategy domino-ds --dp 0", "--dp 0"},
       {"--strategy domino-ds --zero 3", "--zero 3"},
-      {"--strategy domino-ds --recompute full", "not modelled"},
+      {"--strategy domino-ds --recompute partial", "--recompute partial: expected none, selective or full"},
+      {"--strategy megatron-sp --tp 2 --recompute full", "recompute: full is not built with sequence parallelism"},
       {"--strategy no-comm --profile tests/data/profiles/bad/unknown_key.yaml",
        "unknown_key.yaml:5:5: profile gemm.bf16: unknown key 'peak_tflop'"},
   };
