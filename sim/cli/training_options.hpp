@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "sim/base/error.hpp"
 #include "sim/model/plan.hpp"
 #include "sim/model/training_context.hpp"
 
@@ -29,15 +30,20 @@ inline void add_training_options(CLI::App& app, TrainingArgs& args) {
       "--recompute", args.recompute,
       "activation recomputation: none (default), selective (attention cores re-run in backward) or full (each "
       "layer's forward re-run at the start of its backward); plans made here carry it, and it replaces a "
-      "loaded plan's recompute");
+      "loaded plan's recompute. domino-tune also takes auto: the cheapest mode whose best plan fits --mem-gb");
 }
 
-// BadInput naming the flag when a value is out of range or not modelled.
-inline TrainingContext training_context(const TrainingArgs& args) {
+// --recompute auto (domino-tune only): the tool picks the mode; the context starts without recomputation.
+inline bool recompute_auto(const TrainingArgs& args) { return args.recompute == "auto"; }
+
+// BadInput naming the flag when a value is out of range or not modelled; `auto` only where allow_auto.
+inline TrainingContext training_context(const TrainingArgs& args, bool allow_auto = false) {
   TrainingContext t;
   t.dp = args.dp;
   t.zero = args.zero;
-  t.recompute = parse_recompute(args.recompute);
+  if (recompute_auto(args) && !allow_auto)
+    throw_bad_input("--recompute auto: only domino-tune chooses the mode; give none, selective or full");
+  t.recompute = recompute_auto(args) ? Recompute::None : parse_recompute(args.recompute);
   validate_training(t);
   return t;
 }

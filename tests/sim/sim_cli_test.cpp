@@ -170,6 +170,7 @@ TEST_F(DominoSimCli, BadUsageExitsTwoWithAMessage) {
       {"--strategy domino-ds --dp 0", "--dp 0"},
       {"--strategy domino-ds --zero 3", "--zero 3"},
       {"--strategy domino-ds --recompute partial", "--recompute partial: expected none, selective or full"},
+      {"--strategy domino-ds --recompute auto", "--recompute auto: only domino-tune chooses the mode"},
       {"--strategy megatron-sp --tp 2 --recompute full", "recompute: full is not built with sequence parallelism"},
       {"--strategy no-comm --profile tests/data/profiles/bad/unknown_key.yaml",
        "unknown_key.yaml:5:5: profile gemm.bf16: unknown key 'peak_tflop'"},
