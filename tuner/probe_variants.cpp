@@ -20,8 +20,10 @@ BlockPlan policy_free(const BlockPlan& b) {
 }
 
 bool ProbeVariants::supported(const Schedule& built) {
-  return std::none_of(built.ops.begin(), built.ops.end(),
-                      [](const Op& op) { return collective(op.kind) && op.code != OpCode::AllReduce; });
+  // Recomputed AllReduces (full recomputation) follow their block's overlap too, which the variants do not vary.
+  return std::none_of(built.ops.begin(), built.ops.end(), [](const Op& op) {
+    return collective(op.kind) && (op.code != OpCode::AllReduce || op.phase == Phase::Recompute);
+  });
 }
 
 ProbeVariants::BlockOps ProbeVariants::collect(int layer, Block block, const std::vector<int32_t>& next_compute) const {

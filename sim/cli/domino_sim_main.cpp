@@ -98,9 +98,9 @@ void print_report(const domino::ModelSpec& m, const domino::Plan& plan, const st
   std::printf("profile  %s (%s)\n", profile.name.c_str(), profile.path.c_str());
   std::printf("ops      %zu per rank%s\n", ops, plan.comm_enabled ? "" : " (communication switched off)");
   // Printed only beside the defaults' report, which stays as it always was.
-  if (m.training.dp > 1 || m.training.zero > 0) {
-    std::printf("training %s (iteration time excludes the data-parallel gradient reduction)\n",
-                domino::training_summary(m.training).c_str());
+  if (m.training.dp > 1 || m.training.zero > 0 || plan.recompute != domino::Recompute::None) {
+    std::printf("training %s%s\n", domino::training_summary(m.training).c_str(),
+                m.training.dp > 1 || m.training.zero > 0 ? " (iteration time excludes the data-parallel gradient reduction)" : "");
   }
   std::printf("\n");
   std::printf("iteration time         %s\n", duration(r.iteration_us).c_str());
@@ -208,8 +208,9 @@ int main(int argc, char** argv) {
     if (plan_path.empty() && strategy.empty()) {
       domino::throw_bad_input("give --plan PLAN or --strategy NAME (" + strategy_list + ")");
     }
-    const domino::Plan plan =
+    domino::Plan plan =
         plan_path.empty() ? domino::make_strategy_plan(strategy, model) : domino::load_plan(plan_path, model);
+    domino::reconcile_recompute(training_args, plan, model.training);
     const std::string plan_label = plan_path.empty() ? strategy + " (named strategy)" : plan_path + " (" + plan.strategy + ")";
 
     const std::string profile_path =

@@ -27,7 +27,8 @@ namespace domino {
 
 enum class Stream : uint8_t { Compute = 0, Comm = 1 };
 constexpr int kNumStreams = 2;
-enum class Phase : uint8_t { Forward, Backward, Optimizer };
+// Recompute: forward ops re-run during the backward pass (Plan::recompute), ids "L3.rc.attn.core.s0".
+enum class Phase : uint8_t { Forward, Backward, Optimizer, Recompute };
 enum class Block : uint8_t { Attn, Mlp, Embedding, Head, None };
 
 // What an op costs like (cost model, reports). Several opcodes share a kind.

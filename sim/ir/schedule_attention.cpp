@@ -43,7 +43,7 @@ int16_t qk_group_width(const ModelSpec& m, int64_t d) { return m.qk_norm == QkNo
 void Builder::qk_norm_forward(int l, int i, const Box& box) {
   const LayerBuffers& b = lb_[size_t(l)];
   for (const QkPart& p : qk_parts(m_, a_l_, kv_l_, d_)) {
-    Op& op = emit(l, Phase::Forward, Block::Attn, p.fwd, i, -1, OpCode::RmsNormFwd);
+    Op& op = emit(l, fwd_phase_, Block::Attn, p.fwd, i, -1, OpCode::RmsNormFwd);
     in(op, rows(b.qkv, box, p.c0, p.c1));
     in(op, whole(b.param[size_t(p.param)]));
     out(op, rows(b.qk, box, p.c0, p.c1));
@@ -73,7 +73,7 @@ void Builder::qk_norm_backward(int l, int i, const Box& box) {
 // Rope turns the queries and keys (columns [0, k_end) of buf) in place; partial rotary only the leading
 // rotary_dims of each head.
 void Builder::emit_rope(int l, Phase phase, int i, const Box& box, int32_t buf) {
-  const bool fwd = phase == Phase::Forward;
+  const bool fwd = phase != Phase::Backward;  // forward or recomputed forward
   const int64_t k_end = (a_l_ + kv_l_) * d_;
   Op& op = emit(l, phase, Block::Attn, fwd ? "rope" : "rope.bwd", i, -1, fwd ? OpCode::RopeFwd : OpCode::RopeBwd);
   in(op, rows(buf, box, 0, k_end));

@@ -31,6 +31,7 @@ void Builder::backward() {
   const int L = m_.layers;
   head_backward(L > 0 ? lb_[size_t(L - 1)].x_out : gb_.x0);
   for (int l = L - 1; l >= 0; --l) {
+    if (plan_.recompute == Recompute::Full) recompute_layer(l);
     backward_block(l, Block::Mlp);
     backward_block(l, Block::Attn);
   }
@@ -251,6 +252,7 @@ void Builder::bwd_front(int l, Block block, int i) {
   // qkv's gradient columns.
   const int32_t qk = qk_norm_ ? b.qk : b.qkv, dqk = qk_norm_ ? gb_.dqk : gb_.dqkv;
   const int64_t window = window_of(l);
+  if (plan_.recompute == Recompute::Selective) recompute_attn_core(l, i, box);
   {
     Op& op = emit(l, BW, block, "core.bwd", i, -1, OpCode::AttnBwd);
     qkv_operands(op, qk, b.qkv, box, key_box(l, box), false);

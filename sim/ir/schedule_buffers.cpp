@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <string>
+#include <string_view>
 
 #include "sim/ir/schedule_builder_internal.hpp"
 
@@ -110,12 +111,8 @@ void Builder::make_buffers() {
       }
     }
 
-    const auto act = [&](const char* what, int64_t cols) {
-      return add_buffer(pre + "." + what, BufferRole::Activation, l, B_, S_, cols);
-    };
-    const auto sharded_act = [&](const char* what, int64_t cols) {
-      return add_buffer(pre + "." + what, BufferRole::Activation, l, B_, S_sh, cols);
-    };
+    const auto act = [&](const char* what, int64_t cols) { return activation_buffer(l, what, S_, cols); };
+    const auto sharded_act = [&](const char* what, int64_t cols) { return activation_buffer(l, what, S_sh, cols); };
     b.x_in = l == 0 ? gb_.x0 : lb_[size_t(l - 1)].x_out;
     if (pre_norm_) b.xn1 = sharded_act("attn.norm.y", h_);
     if (pre_norm_) b.st1 = sharded_act("attn.norm.stats", 2);
@@ -131,7 +128,8 @@ void Builder::make_buffers() {
     if (mlp_norm) b.st2 = sharded_act("mlp.norm.stats", 2);
     b.hpre = act("mlp.fc1.y", fc1_cols_);
     b.act = act("mlp.act", f_l_);
-    b.x_out = sharded_act("x_out", h_);
+    // The layer's output is the next layer's input: kept under every recomputation mode.
+    b.x_out = add_buffer(pre + ".x_out", BufferRole::Activation, l, B_, S_sh, h_);
     for (int k = 0; k < 2 && post_norm_; ++k) {
       b.post_y[size_t(k)] = act(k == 0 ? "attn.post.norm.y" : "mlp.post.norm.y", h_);
       b.post_st[size_t(k)] = act(k == 0 ? "attn.post.norm.stats" : "mlp.post.norm.stats", 2);
@@ -139,6 +137,22 @@ void Builder::make_buffers() {
   }
 
   make_head_and_gradient_buffers();
+}
+
+// Selective recomputation re-creates the attention probabilities; full every activation but the layer's
+// output (the next layer's input). Two shared buffers (layer parity): layer l+1's forward never writes what
+// layer l's forward wrote, and layer l's recomputation never what layer l+1's backward still reads.
+int32_t Builder::activation_buffer(int layer, const char* what, int64_t seq, int64_t cols) {
+  const std::string_view w(what);
+  const bool recomputed = plan_.recompute == Recompute::Full ||
+                          (plan_.recompute == Recompute::Selective && w == "attn.probs");
+  if (!recomputed) return add_buffer(fmt::format("L{}.{}", layer, w), BufferRole::Activation, layer, B_, seq, cols);
+  const std::string name = fmt::format("rc.p{}.{}", layer & 1, w);
+  const auto it = recomputed_acts_.find(name);
+  if (it != recomputed_acts_.end()) return it->second;
+  const int32_t id = add_buffer(name, BufferRole::Activation, -1, B_, seq, cols);
+  recomputed_acts_.emplace(name, id);
+  return id;
 }
 
 // The head's activations and the gradients' workspaces, after every layer's buffers.

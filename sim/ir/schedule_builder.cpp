@@ -41,6 +41,7 @@ void Builder::run() {
   for (const LayerPlan& lp : plan_.layers) {
     for (const BlockPlan* bp : {&lp.attn, &lp.mlp}) n += size_t(bp->p) * size_t(16 + 8 * bp->q);
   }
+  if (plan_.recompute != Recompute::None) n *= 2;  // the recomputed forward ops
   s_.ops.reserve(sp_ ? 2 * n : n);  // sequence parallelism: an AllGather or ReduceScatter per collective
   forward();
   backward();

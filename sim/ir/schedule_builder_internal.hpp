@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "sim/ir/schedule.hpp"
@@ -108,6 +109,9 @@ class Builder {
   int32_t partial_buffer(bool backward, Block block, int layer, const BlockPlan& bp, int slice, int chunk,
                          bool sharded = false);
   int32_t saved_partial(Block block, int layer, const BlockPlan& bp, int slice);  // post norms (q = 1)
+  // A layer's activation `what` ("attn.qkv"): its own buffer "L3.attn.qkv", or, when the plan's recomputation
+  // re-creates it in the backward, one of two buffers shared by layer parity ("rc.p1.attn.qkv").
+  int32_t activation_buffer(int layer, const char* what, int64_t seq, int64_t cols);
 
   // schedule_builder.cpp: emission helpers and the stage order of one block.
   Op& emit(int layer, Phase phase, Block block, const char* name, int slice, int chunk, OpCode code,
@@ -155,6 +159,8 @@ class Builder {
   // activation); the back (row-parallel GEMM and its AllReduce launches).
   void fwd_norm(int l, Block block, int i);
   void fwd_front(int l, Block block, int i);
+  // The attention core AttnFwd of slice i (phase fwd_phase_).
+  void emit_attn_core(int l, int i, const Box& box);
   // before_scatter (sequence parallelism): ops to issue after the row-parallel GEMM's first chunk and before
   // its first ReduceScatter (the next block's gather issued ahead: see forward_block_sp).
   void fwd_back(int l, Block block, int i, const std::function<void()>& before_scatter = {});
@@ -170,6 +176,11 @@ class Builder {
   void fwd_residual(int l, Block block, int i);
   // R_i, then the next block's norm of the same rows when it runs early (DeepSpeed order).
   void residual_then_next_norm(int l, Block block, int i);
+
+  // schedule_recompute.cpp (Plan::recompute): the layer's forward re-run at the start of its backward
+  // (full), the attention core re-run before its backward (selective).
+  void recompute_layer(int l);
+  void recompute_attn_core(int l, int i, const Box& box);
 
   // schedule_head.cpp: the vocab-parallel ends of the model (embedding; final norm, head and loss).
   void embedding_forward();
@@ -197,6 +208,9 @@ class Builder {
 
   const ModelSpec& m_;
   const Plan& plan_;
+  // The phase forward emission writes: Forward, or Recompute while recompute_layer re-emits a layer.
+  Phase fwd_phase_ = Phase::Forward;
+  std::map<std::string, int32_t> recomputed_acts_;  // activation_buffer's shared buffers by name
   BuildOptions options_;
   Schedule& s_;
 

@@ -97,7 +97,7 @@ void Builder::residual_then_next_norm(int l, Block block, int i) {
 // Attention: QKV, QK-norm, rope (rotary models), the causal core. MLP: FC1, the activation.
 void Builder::fwd_column_gemm(int l, Block block, int i, const Box& box, int chunk) {
   const NormColumnGemm a = norm_column_gemm(l, block);
-  Op& op = emit(l, Phase::Forward, block, a.gemm, i, chunk, OpCode::MatMul);
+  Op& op = emit(l, fwd_phase_, block, a.gemm, i, chunk, OpCode::MatMul);
   in(op, rows(sp_ ? gb_.sp_x : a.xn, box));  // sequence parallelism: the gathered rows
   in(op, whole(a.weight));
   if (a.bias >= 0) in(op, whole(a.bias));
@@ -114,7 +114,7 @@ void Builder::fwd_front(int l, Block block, int i) {
     fwd_column_gemm(l, block, i, chunks ? pipeline_chunk(box, j, bp.pipeline) : box, chunks ? j : -1);
   const LayerBuffers& b = lb_[size_t(l)];
   if (block == Block::Mlp) {
-    Op& op = emit(l, Phase::Forward, block, "act", i, -1, activation_codes(m_.activation).fwd);
+    Op& op = emit(l, fwd_phase_, block, "act", i, -1, activation_codes(m_.activation).fwd);
     in(op, rows(b.hpre, box));
     out(op, rows(b.act, box));
     return;
@@ -122,11 +122,17 @@ void Builder::fwd_front(int l, Block block, int i) {
   // QK-norm writes the normalised queries and keys to qk; rope then turns them there.
   const int32_t qk = qk_norm_ ? b.qk : b.qkv;
   if (qk_norm_) qk_norm_forward(l, i, box);
-  if (rotary_) emit_rope(l, Phase::Forward, i, box, qk);
-  // Causal: the slice's queries see keys [0, its last position], from this and all earlier slices (with
-  // a sliding window only the last `window` positions).
+  if (rotary_) emit_rope(l, fwd_phase_, i, box, qk);
+  emit_attn_core(l, i, box);
+}
+
+// Causal: the slice's queries see keys [0, its last position], from this and all earlier slices (with a
+// sliding window only the last `window` positions). Selective recomputation emits it again in the backward.
+void Builder::emit_attn_core(int l, int i, const Box& box) {
+  const LayerBuffers& b = lb_[size_t(l)];
+  const int32_t qk = qk_norm_ ? b.qk : b.qkv;
   const int64_t window = window_of(l);
-  Op& op = emit(l, Phase::Forward, block, "core", i, -1, OpCode::AttnFwd);
+  Op& op = emit(l, fwd_phase_, Block::Attn, "core", i, -1, OpCode::AttnFwd);
   qkv_operands(op, qk, b.qkv, box, key_box(l, box), false);
   out(op, rows(b.ctx, box));
   out(op, rows(b.probs, box));
@@ -172,7 +178,7 @@ void Builder::fwd_norm(int l, Block block, int i) {
   if (!pre_norm_ || (block == Block::Mlp && shared_norm_)) return;  // shared: the attention's norm wrote xn1
   const NormColumnGemm a = norm_column_gemm(l, block);
   const Box box = local(slice_box(block_plan(l, block), i));
-  Op& op = emit(l, Phase::Forward, block, "norm", i, -1, rms_ ? OpCode::RmsNormFwd : OpCode::LayerNormFwd);
+  Op& op = emit(l, fwd_phase_, block, "norm", i, -1, rms_ ? OpCode::RmsNormFwd : OpCode::LayerNormFwd);
   in(op, rows(a.x, box));
   in(op, whole(a.gamma));
   if (layernorm_) in(op, whole(a.beta));
@@ -197,7 +203,7 @@ void Builder::fwd_row_parallel_gemm(int l, Block block, int i, const char* name,
     const int chunk = bp.q > 1 ? c : -1;
     const int32_t ps = partial_buffer(false, block, l, bp, i, c);
     {
-      Op& op = emit(l, Phase::Forward, block, name, i, chunk, OpCode::MatMul);
+      Op& op = emit(l, fwd_phase_, block, name, i, chunk, OpCode::MatMul);
       in(op, rows(x, box));
       in(op, weight(w, 0, k, c * cw, (c + 1) * cw));
       out(op, whole(ps));
@@ -207,11 +213,11 @@ void Builder::fwd_row_parallel_gemm(int l, Block block, int i, const char* name,
       if (c == 0 && before_scatter) before_scatter();
       const LayerBuffers& b = lb_[size_t(l)];
       const int32_t rs = sp_collective(
-          OpCode::ReduceScatter, l, Phase::Forward, block, "rs", i, chunk, whole(ps),
+          OpCode::ReduceScatter, l, fwd_phase_, block, "rs", i, chunk, whole(ps),
           rows(block == Block::Attn ? b.x_mid : b.x_out, local(box), c * cw, (c + 1) * cw), groups_in(box));
       if (rs >= 0 && bp.overlap == OverlapMode::None) blocking_.push_back(rs);
     } else if (plan_.comm_enabled) {
-      Op& op = emit(l, Phase::Forward, block, "ar", i, chunk, OpCode::AllReduce, Stream::Comm);
+      Op& op = emit(l, fwd_phase_, block, "ar", i, chunk, OpCode::AllReduce, Stream::Comm);
       in(op, whole(ps));
       out(op, whole(ps));
       if (bp.overlap == OverlapMode::None) blocking_.push_back(op.index);
@@ -232,7 +238,7 @@ void Builder::fwd_post_norm(int l, Block block, int i) {
   const PostNormOperands p = post_norm_operands(l, block, i);
   const LayerBuffers& b = lb_[size_t(l)];
   Op& op =
-      emit(l, Phase::Forward, block, "post.norm", i, -1, rms_ ? OpCode::RmsNormFwd : OpCode::LayerNormFwd);
+      emit(l, fwd_phase_, block, "post.norm", i, -1, rms_ ? OpCode::RmsNormFwd : OpCode::LayerNormFwd);
   in(op, whole(p.sums));
   in(op, whole(b.param[size_t(p.gamma)]));
   if (layernorm_) in(op, whole(b.param[size_t(p.gamma + 1)]));
@@ -255,7 +261,7 @@ void Builder::fwd_residual(int l, Block block, int i) {
   if (!attn && !pending_attn_adds_.empty()) emit_pending_attn_adds(l, box);
   if (post_norm_) fwd_post_norm(l, block, i);
   for (int c = 0; c < bp.q; ++c) {
-    Op& op = emit(l, Phase::Forward, block, "add", i, bp.q > 1 ? c : -1, OpCode::ResidualAdd);
+    Op& op = emit(l, fwd_phase_, block, "add", i, bp.q > 1 ? c : -1, OpCode::ResidualAdd);
     in(op, rows(src, box, c * cw, (c + 1) * cw));
     if (post_norm_) {
       in(op, rows(b.post_y[attn ? 0 : 1], box));

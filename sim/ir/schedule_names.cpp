@@ -12,8 +12,8 @@ namespace domino {
 
 const char* to_string(Stream s) { return s == Stream::Compute ? "compute" : "comm"; }
 
-constexpr std::array<const char*, 3> kPhaseNames = {"fwd", "bwd", "opt"};
-static_assert(size_t(Phase::Optimizer) + 1 == kPhaseNames.size(), "one name per Phase, in declaration order");
+constexpr std::array<const char*, 4> kPhaseNames = {"fwd", "bwd", "opt", "rc"};
+static_assert(size_t(Phase::Recompute) + 1 == kPhaseNames.size(), "one name per Phase, in declaration order");
 const char* to_string(Phase p) { return enum_name(p, kPhaseNames); }
 
 constexpr std::array<const char*, 5> kBlockNames = {"attn", "mlp", "emb", "head", "none"};
@@ -138,7 +138,7 @@ static_assert(size_t(ParamKind::MlpPostNormBeta) + 1 == kParamKindNames.size(),
               "one name per ParamKind, in declaration order");
 const char* to_string(ParamKind k) { return enum_name(k, kParamKindNames); }
 
-// Layer ops:      L<layer>.<fwd|bwd>.<attn|mlp>.<name>.s<slice>[.c<chunk>]
+// Layer ops:      L<layer>.<fwd|bwd|rc>.<attn|mlp>.<name>.s<slice>[.c<chunk>] (rc: forward ops recomputed)
 // Layer params:   L<layer>.opt.<name>
 // Outside layers: <emb|head>.<fwd|bwd|opt>[.<name>], and "head.loss" for the loss.
 std::string op_id(const Op& op) {

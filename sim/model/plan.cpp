@@ -34,6 +34,7 @@ Plan make_uniform_plan(const ModelSpec& model, const BlockPlan& attn, const Bloc
   p.model_fingerprint = model_fingerprint(model);
   p.tp = model.tp;
   p.strategy = strategy;
+  p.recompute = model.training.recompute;
   p.layers.assign(size_t(std::max(model.layers, 0)), LayerPlan{attn, mlp});
   return p;
 }
@@ -175,6 +176,22 @@ std::string block_problem(const BlockPlan& bp, const ModelSpec& m, std::string* 
   return "";
 }
 
+// Full recomputation re-runs a layer's forward without its sequence-parallel gathers and without the post
+// norms' saved sums; both are refused by name rather than predicted wrong.
+std::string recompute_problem(const Plan& plan, const ModelSpec& m) {
+  if (plan.recompute != Recompute::Full) return "";
+  if (plan.sequence_parallel) {
+    return "recompute: full is not built with sequence parallelism (sequence_parallel: true); use recompute: "
+           "selective or none";
+  }
+  if (m.norm_placement != NormPlacement::Pre) {
+    return fmt::format("recompute: full is not built for model '{}' with {}-norm blocks (norm_placement: {}); "
+                       "use recompute: selective or none",
+                       m.name, to_string(m.norm_placement), to_string(m.norm_placement));
+  }
+  return "";
+}
+
 std::string model_mismatch(const Plan& plan, const ModelSpec& m) {
   const std::string fp = model_fingerprint(m);
   if (plan.model_name == m.name && plan.tp == m.tp && plan.model_fingerprint == fp) return "";
@@ -209,6 +226,7 @@ void validate_plan(const Plan& plan, const ModelSpec& model, bool force) {
     }
   }
   if (const std::string why = detail::sp_problem(plan, model); !why.empty()) throw_bad_input("plan: " + why);
+  if (const std::string why = detail::recompute_problem(plan, model); !why.empty()) throw_bad_input("plan: " + why);
   if (!force) {
     const std::string why = detail::model_mismatch(plan, model);
     if (!why.empty()) throw_bad_input(why);

@@ -58,6 +58,11 @@ struct Plan {
   // residual adds, embedding output, final norm) hold S/tp rows per rank, each AllReduce becomes a
   // ReduceScatter after the row-parallel GEMM and an AllGather before the next column-parallel GEMM.
   bool sequence_parallel = false;
+  // Activation recomputation (docs/plan-format.md, "Activation recomputation"): selective re-runs each
+  // attention core before its backward instead of keeping its probabilities; full keeps only each layer's
+  // input and re-runs the layer's forward at the start of its backward. Plans made for a model take its
+  // training context's mode (make_uniform_plan).
+  Recompute recompute = Recompute::None;
   std::vector<LayerPlan> layers; // exactly one entry per model layer (ranges are expanded on load)
   // Free-form provenance the tuner records (tuner version, search space, predicted figures), kept as
   // ordered key/value text so that plans stay byte-identical for identical inputs.
@@ -68,7 +73,7 @@ struct Plan {
 std::vector<std::string> strategy_names();
 // Expands a named strategy; BadInput for an unknown name (closest suggested) or one the model cannot run.
 Plan make_strategy_plan(const std::string& name, const ModelSpec& model);
-// Uniform plan: every layer gets the same blocks.
+// Uniform plan: every layer gets the same blocks; recompute is the model's training context's.
 Plan make_uniform_plan(const ModelSpec& model, const BlockPlan& attn, const BlockPlan& mlp, const std::string& strategy);
 
 // The group count g of a sequence-parallel plan's sharded layout (SpLayout in sim/ir/schedule.hpp): the

@@ -15,6 +15,10 @@ std::string block_problem(const BlockPlan& bp, const ModelSpec& m, std::string* 
 // parallelism), naming the feature (plan_sp.cpp).
 std::string sp_problem(const Plan& plan, const ModelSpec& m);
 
+// Why the plan's recomputation mode cannot be built with its other settings ("" when it can), naming the
+// combination.
+std::string recompute_problem(const Plan& plan, const ModelSpec& m);
+
 // Why a plan belongs to another model or TP degree ("" when it matches), naming what differs.
 std::string model_mismatch(const Plan& plan, const ModelSpec& m);
 

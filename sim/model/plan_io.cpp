@@ -126,8 +126,8 @@ std::string block_yaml(const BlockPlan& b) {
 
 Plan read_plan(const YAML::Node& root, const std::string& path, const ModelSpec& model, bool force) {
   YamlMap top(root, path, "plan");
-  expect_keys(top, {"format_version", "model", "tp", "profile", "strategy", "comm", "sequence_parallel", "layers",
-                    "provenance"});
+  expect_keys(top, {"format_version", "model", "tp", "profile", "strategy", "comm", "sequence_parallel", "recompute",
+                    "layers", "provenance"});
   Plan p;
   p.format_version = checked_int(top, "format_version", top.get_int("format_version"));
   if (p.format_version != 1) {
@@ -150,6 +150,11 @@ Plan read_plan(const YAML::Node& root, const std::string& path, const ModelSpec&
   p.strategy = top.opt_string("strategy").value_or("custom");
   p.comm_enabled = top.opt_bool("comm").value_or(true);
   p.sequence_parallel = top.opt_bool("sequence_parallel").value_or(false);
+  if (const auto rc = top.opt_string("recompute")) {
+    const auto mode = recompute_from_name(*rc);
+    if (!mode) top.fail("recompute", "'" + *rc + "' is not one of none, selective, full");
+    p.recompute = *mode;
+  }
 
   const YAML::Node layers = top.get_node("layers");
   if (!layers.IsSequence()) top.fail("layers", "expected a list of layer entries");
@@ -201,6 +206,8 @@ Plan read_plan(const YAML::Node& root, const std::string& path, const ModelSpec&
     const std::string why = detail::model_mismatch(p, model);
     if (!why.empty()) top.fail(p.model_name == model.name && p.tp != model.tp ? "tp" : "model", why);
   }
+  if (const std::string why = detail::recompute_problem(p, model); !why.empty())
+    top.fail("recompute", why);
   validate_plan(p, model, force);
   return p;
 }
@@ -226,6 +233,7 @@ std::string plan_to_yaml(const Plan& plan) {
   y += std::string("comm: ") + (plan.comm_enabled ? "true" : "false") + "\n";
   // Written only when on, so that plans without it stay byte-identical.
   if (plan.sequence_parallel) y += "sequence_parallel: true\n";
+  if (plan.recompute != Recompute::None) y += std::string("recompute: ") + to_string(plan.recompute) + "\n";
   y += "layers:\n";
   for (size_t l = 0; l < plan.layers.size();) {
     size_t e = l;

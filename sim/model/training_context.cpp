@@ -16,9 +16,14 @@ const char* to_string(Recompute r) {
   return "?";
 }
 
-Recompute parse_recompute(const std::string& text) {
+std::optional<Recompute> recompute_from_name(const std::string& text) {
   for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
     if (text == to_string(r)) return r;
+  return std::nullopt;
+}
+
+Recompute parse_recompute(const std::string& text) {
+  if (const auto r = recompute_from_name(text)) return *r;
   throw_bad_input(fmt::format("--recompute {}: expected none, selective or full", text));
 }
 
@@ -29,12 +34,6 @@ void validate_training(const TrainingContext& t) {
         "--zero {}: only 0 (no sharding) and 1 (optimizer state and fp32 master weights sharded over the "
         "data-parallel group) are modelled; sharding gradients (2) or parameters (3) is not",
         t.zero));
-  }
-  if (t.recompute != Recompute::None) {
-    throw_bad_input(fmt::format(
-        "--recompute {}: activation recomputation is not modelled (the schedule holds no recomputed forward "
-        "ops, so the predicted iteration time and memory would both be wrong); use --recompute none",
-        to_string(t.recompute)));
   }
 }
 

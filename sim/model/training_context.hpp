@@ -1,10 +1,12 @@
 // training_context.hpp: how a tensor-parallel group is trained beyond its own schedule: the data-parallel
 // degree, whether the optimizer state is sharded over the data-parallel group (ZeRO-1, Megatron-LM's
 // distributed optimizer) and activation recomputation. It changes the memory estimate and the optimizer
-// step's share of the parameters, not the model.
+// step's share of the parameters, not the model; the recomputation mode passes to the plans made for the
+// model (Plan::recompute), whose schedule holds the recomputed ops.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace domino {
@@ -13,6 +15,8 @@ enum class Recompute : uint8_t { None, Selective, Full };
 const char* to_string(Recompute r);
 // "none", "selective" or "full"; BadInput naming the flag otherwise.
 Recompute parse_recompute(const std::string& text);
+// The mode of that name; nullopt for any other text.
+std::optional<Recompute> recompute_from_name(const std::string& text);
 
 struct TrainingContext {
   int dp = 1;    // data-parallel degree: TP groups training replicas of the model on their own micro-batches
@@ -22,8 +26,7 @@ struct TrainingContext {
   int optimizer_shards() const { return zero == 1 ? dp : 1; }
 };
 
-// BadInput naming the flag: dp < 1, zero not 0 or 1, and recomputation (not modelled: the schedule holds no
-// recomputed forward ops, so both the predicted time and the memory would be wrong).
+// BadInput naming the flag: dp < 1, zero not 0 or 1.
 void validate_training(const TrainingContext& t);
 
 // "dp 8, zero 1, recompute none": for reports and provenance.

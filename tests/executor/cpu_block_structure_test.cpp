@@ -12,17 +12,7 @@
 namespace domino {
 namespace {
 
-ModelSpec tiny(bool llama) {
-  ModelSpec m = default_model();
-  m.name = llama ? "tiny-llama" : "tiny-gpt";
-  m.layers = 2, m.hidden = 32, m.heads = 4, m.kv_heads = llama ? 2 : 4, m.ffn_hidden = 48;
-  m.vocab = 40, m.seq_len = 8, m.micro_batch = 4, m.tp = 1;
-  if (llama) {
-    m.family = Family::Llama, m.positions = Positions::Rotary, m.activation = Activation::Swiglu;
-    m.norm = NormKind::RmsNorm, m.set_biases(false);
-  }
-  return m;
-}
+ModelSpec tiny(bool llama) { return tiny_cpu_model(llama, 2); }
 
 ModelSpec parallel(bool llama, bool shared) {
   ModelSpec m = tiny(llama);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -130,6 +131,39 @@ inline std::vector<GradientCheck> check_gradients(const Schedule& s, double eps 
     checks.push_back(c);
   }
   return checks;
+}
+
+// Expects run's gradient buffers to equal ref's of the same names, each within rel of the reference buffer's
+// largest element. Returns how many buffers it compared.
+inline int expect_same_gradients(RankRun& ref, RankRun& run, double rel) {
+  int compared = 0;
+  for (const BufferDesc& b : ref.s->buffers) {
+    if (b.role != BufferRole::Grad) continue;
+    const std::vector<float>& want = ref.buffer(b.name);
+    const std::vector<float>& got = run.buffer(b.name);
+    double max_err = 0, max_ref = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      max_err = std::max(max_err, double(std::abs(got[i] - want[i])));
+      max_ref = std::max(max_ref, double(std::abs(want[i])));
+    }
+    EXPECT_LE(max_err, rel * max_ref) << b.name;
+    ++compared;
+  }
+  return compared;
+}
+
+// A tiny fp32 model for one CPU rank (tp = 1): GPT (LayerNorm, GeLU, learned positions) or Llama (RMSNorm,
+// SwiGLU, rotary, grouped-query attention, no biases).
+inline ModelSpec tiny_cpu_model(bool llama, int layers) {
+  ModelSpec m = default_model();
+  m.name = llama ? "tiny-llama" : "tiny-gpt";
+  m.layers = layers, m.hidden = 32, m.heads = 4, m.kv_heads = llama ? 2 : 4, m.ffn_hidden = 48;
+  m.vocab = 40, m.seq_len = 8, m.micro_batch = 4, m.tp = 1;
+  if (llama) {
+    m.family = Family::Llama, m.positions = Positions::Rotary, m.activation = Activation::Swiglu;
+    m.norm = NormKind::RmsNorm, m.set_biases(false);
+  }
+  return m;
 }
 
 // Builds (model, plan), verifies it, and expects every parameter's gradient to match its finite

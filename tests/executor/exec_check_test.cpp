@@ -1,5 +1,7 @@
 // exec_check_test.cpp: domino-exec --check passes on both model styles for plans with batch, sequence and
-// column splits (and their 2-D combination), and the comparison it rests on detects differences.
+// column splits (and their 2-D combination), with activation recomputation (selective, full: the recomputed
+// ops, AllReduces included, run on both ranks as the plan file says), and the comparison it rests on detects
+// differences.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +21,7 @@ struct CheckCase {
   const char* model;
   BlockPlan attn, mlp;
   bool sequence_parallel = false;
+  Recompute recompute = Recompute::None;
 };
 
 void PrintTo(const CheckCase& c, std::ostream* os) {
@@ -26,7 +29,8 @@ void PrintTo(const CheckCase& c, std::ostream* os) {
     return std::string(to_string(b.dim)) + " p" + std::to_string(b.p) + " q" + std::to_string(b.q) +
            (b.order == SliceOrder::DeepSpeed ? " deepspeed" : "");
   };
-  *os << c.model << " attn " << block(c.attn) << ", mlp " << block(c.mlp) << (c.sequence_parallel ? ", sp" : "");
+  *os << c.model << " attn " << block(c.attn) << ", mlp " << block(c.mlp) << (c.sequence_parallel ? ", sp" : "")
+      << (c.recompute == Recompute::None ? "" : std::string(", recompute ") + to_string(c.recompute));
 }
 
 std::string case_name(const ::testing::TestParamInfo<CheckCase>& info) {
@@ -43,6 +47,7 @@ TEST_P(ExecCheck, PlanMatchesMegatronSyncAndSingleRank) {
   const ModelSpec m = load_model(model_file(c.model), o);
   Plan plan = make_uniform_plan(m, c.attn, c.mlp, "custom");
   plan.sequence_parallel = c.sequence_parallel;
+  plan.recompute = c.recompute;
   save_plan(plan, dir / "plan.yaml");
   const Outcome out = run({dir / "plan.yaml", "--model", model_file(c.model), "--check"}, dir / "log", 240);
   EXPECT_EQ(out.exit_code, 0) << out.output;
@@ -65,7 +70,9 @@ INSTANTIATE_TEST_SUITE_P(Plans, ExecCheck,
                                            CheckCase{"tiny-llama", kSeq2Col2, kBatch2},
                                            CheckCase{"tiny-llama", kCol2, kSeq4},
                                            CheckCase{"tiny-gpt", kBatch2Ds, kBatch2Ds},
-                                           CheckCase{"tiny-llama", kSeq2Col2Ds, kBatch2Ds}),
+                                           CheckCase{"tiny-llama", kSeq2Col2Ds, kBatch2Ds},
+                                           CheckCase{"tiny-gpt", kSeq2Col2, kBatch2, false, Recompute::Selective},
+                                           CheckCase{"tiny-llama", kSeq2Col2, kBatch2, false, Recompute::Full}),
                          case_name);
 
 // Every named strategy on both shipped CPU models, shrunk to a short sequence so that the three runs of a
@@ -144,7 +151,8 @@ INSTANTIATE_TEST_SUITE_P(SequenceParallel, ExecCheck,
                                            CheckCase{"tiny-gpt", kSeq2, kSeq2, true},
                                            CheckCase{"tiny-llama", kBatch2, kCol2, true},
                                            CheckCase{"tiny-gpt", kSeq2Col2, kBatch2, true},
-                                           CheckCase{"tiny-llama", kSeq2Col2, kSeq4, true}),
+                                           CheckCase{"tiny-llama", kSeq2Col2, kSeq4, true},
+                                           CheckCase{"tiny-llama", kSeq2, kBatch2, true, Recompute::Selective}),
                          case_name);
 
 TEST(ExecCheckMetric, RelativeErrorSeesDifferencesAtTheTensorsScale) {

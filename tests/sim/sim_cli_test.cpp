@@ -7,10 +7,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
 
 #include "sim/model/model_spec.hpp"
+#include "sim/model/plan.hpp"
 
 namespace {
 
@@ -119,6 +121,33 @@ TEST_F(DominoSimCli, ZeroOneShardsTheOptimizerStateInTheMemoryFigure) {
   fs::remove(zero);
 }
 
+// A plan's recompute holds unless --recompute is given, which then wins; the figures, the JSON and the trace
+// (op ids in the phase rc) follow the mode that ran.
+TEST_F(DominoSimCli, RecomputeOfAPlanFileAndTheFlag) {
+  domino::ModelOverrides tp8;
+  tp8.tp = 8;
+  domino::ModelSpec model = domino::load_model(std::string(DOMINO_SOURCE_DIR) + "/configs/models/gpt3-2.7b.yaml", tp8);
+  model.training.recompute = domino::Recompute::Selective;
+  const fs::path dir = fs::temp_directory_path();
+  const fs::path plan = dir / "domino_sim_cli_rc_plan.yaml", kept = dir / "domino_sim_cli_rc_kept.json",
+                 flag = dir / "domino_sim_cli_rc_flag.json", trace = dir / "domino_sim_cli_rc_trace.json";
+  domino::save_plan(domino::make_strategy_plan("domino-deep", model), plan.string());
+  const std::string common = "gpt3-2.7b --tp 8 --profile dgx-h100 --plan " + plan.string() + " --json ";
+  const CliResult a = run_sim(common + kept.string() + " --trace " + trace.string());
+  ASSERT_EQ(a.code, 0) << a.output;
+  EXPECT_NE(a.output.find("recompute selective"), std::string::npos) << a.output;
+  const CliResult b = run_sim(common + flag.string() + " --recompute none");
+  ASSERT_EQ(b.code, 0) << b.output;
+  const nlohmann::json ja = nlohmann::json::parse(std::ifstream(kept)), jb = nlohmann::json::parse(std::ifstream(flag));
+  EXPECT_EQ(ja["training"]["recompute"], "selective");
+  EXPECT_EQ(jb["training"]["recompute"], "none");
+  EXPECT_LT(ja["peak_memory_bytes"].get<double>(), jb["peak_memory_bytes"].get<double>());
+  std::ifstream t(trace);
+  const std::string text((std::istreambuf_iterator<char>(t)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\"L31.rc.attn.core.s1\""), std::string::npos);
+  for (const fs::path& p : {plan, kept, flag, trace}) fs::remove(p);
+}
+
 TEST_F(DominoSimCli, SummaryNeedsNoPlan) {
   const CliResult r = run_sim("--summary");
   EXPECT_EQ(r.code, 0) << r.output;
@@ -140,7 +169,9 @@ TEST_F(DominoSimCli, BadUsageExitsTwoWithAMessage) {
       {"gpt3-6.7b --strategy megatron-sync --profile dgx-h100 --tp 16", "inter_node"},
       {"--strategy domino-ds --dp 0", "--dp 0"},
       {"--strategy domino-ds --zero 3", "--zero 3"},
-      {"--strategy domino-ds --recompute full", "not modelled"},
+      {"--strategy domino-ds --recompute partial", "--recompute partial: expected none, selective or full"},
+      {"--strategy domino-ds --recompute auto", "--recompute auto: only domino-tune chooses the mode"},
+      {"--strategy megatron-sp --tp 2 --recompute full", "recompute: full is not built with sequence parallelism"},
       {"--strategy no-comm --profile tests/data/profiles/bad/unknown_key.yaml",
        "unknown_key.yaml:5:5: profile gemm.bf16: unknown key 'peak_tflop'"},
   };

@@ -97,6 +97,31 @@ TEST(TrainingContextTuner, RanksTpDegreesByTokensPerSecondPerGpu) {
   EXPECT_TRUE(j["per_tp"][1]["top"][0]["mfu"].is_number());
 }
 
+// The recomputation mode reaches every plan the tuner simulates: the tuned plan carries it (so domino-exec
+// runs it), its figures are those of the plan with the recomputed ops, its memory is the smaller one, and
+// the JSON and provenance name the mode.
+TEST(TrainingContextTuner, RecomputationReachesTheTunedPlan) {
+  ModelSpec m = test::shipped_model("gpt3-2.7b", 4, 8);
+  const ModelSpec without = m;
+  const CostModel cost = test::shipped_cost("dgx-h100");
+  for (const Recompute mode : {Recompute::Selective, Recompute::Full}) {
+    SCOPED_TRACE(to_string(mode));
+    m.training.recompute = mode;
+    const TuneResult r = tune(m, {}, cost, quiet_options());
+    const Plan plan = tuned_plan(r, quiet_options());
+    EXPECT_EQ(plan.recompute, mode);
+    EXPECT_EQ(plan.provenance.at("recompute"), to_string(mode));
+    EXPECT_EQ(summary_json(r, quiet_options())["training"]["recompute"], to_string(mode));
+    const SimFigures f = simulate_plan(m, plan, cost);
+    EXPECT_EQ(f.iteration_us, r.best().figures.iteration_us);
+    Plan plain = plan;
+    plain.recompute = Recompute::None;
+    const SimFigures p = simulate_plan(without, plain, cost);
+    EXPECT_LT(f.peak_memory_bytes, p.peak_memory_bytes);
+    EXPECT_GT(f.iteration_us, p.iteration_us);
+  }
+}
+
 TEST(Throughput, TokensPerGpuAndMfuFollowTheirDefinitions) {
   ModelSpec m = default_model();
   Profile p = load_profile(test::repo_path("profiles/cpu-dev.yaml"));

@@ -187,6 +187,30 @@ CliRun run_cli(const std::string& args) {
 
 bool have_cli() { return std::filesystem::exists(std::string(DOMINO_BIN_DIR) + "/domino-tune"); }
 
+// --recompute auto takes the cheapest mode whose plans fit --mem-gb: with a limit between the smallest plan's
+// memory without recomputation and with selective recomputation (both from the library), selective.
+TEST(TuneCli, RecomputeAutoTakesTheCheapestModeThatFits) {
+  if (!have_cli()) GTEST_SKIP() << "domino-tune not built";
+  ModelSpec m = test::shipped_model("gpt3-2.7b", 32, 8);
+  const CostModel cost = test::shipped_cost("dgx-h100");
+  const double none = double(tune(m, {}, cost, quiet_options()).per_tp[0].smallest.figures.peak_memory_bytes);
+  m.training.recompute = Recompute::Selective;
+  const double sel = double(tune(m, {}, cost, quiet_options()).per_tp[0].smallest.figures.peak_memory_bytes);
+  ASSERT_LT(sel, none);
+  const TempDir dir("domino-tune-cli-auto");
+  const std::string json = dir.path() + "/auto.json";
+  const CliRun r = run_cli(fmt::format("gpt3-2.7b --tp 8 --profile dgx-h100 --quiet --recompute auto --mem-gb {} --json {}",
+                                       (none + sel) / 2 / kGiB, json));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("recompute auto: selective (the cheapest mode that fits; none: the smallest plan needs"),
+            std::string::npos)
+      << r.out;
+  std::ifstream f(json);
+  std::stringstream text;
+  text << f.rdbuf();
+  EXPECT_NE(text.str().find("\"recompute\": \"selective\""), std::string::npos);
+}
+
 TEST(TuneCli, WritesPlanTraceAndJsonDeterministically) {
   if (!have_cli()) GTEST_SKIP() << "domino-tune not built";
   const TempDir outputs("domino-tune-cli-outputs");
@@ -222,7 +246,7 @@ TEST(TuneCli, BadInputExitsWithTwoAndSaysWhy) {
   EXPECT_EQ(r.code, 2);
   r = run_cli("no-such-model");
   EXPECT_EQ(r.code, 2);
-  for (const char* flag : {"--dp 0", "--zero 2", "--recompute selective", "--recompute sometimes"}) {
+  for (const char* flag : {"--dp 0", "--zero 2", "--recompute sometimes"}) {
     r = run_cli(flag);
     EXPECT_EQ(r.code, 2) << flag;
     EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;

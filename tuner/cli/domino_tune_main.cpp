@@ -59,6 +59,31 @@ void write_best_trace(const std::string& path, const domino::TuneResult& result,
 
 }  // namespace
 
+// --recompute auto: the cheapest mode (none, then selective, then full: each recomputes more) whose best plan
+// fits --mem-gb, and in *why which it chose and why. Without --mem-gb nothing needs recomputing: none.
+domino::TuneResult tune_recompute_auto(domino::ModelSpec model, const std::vector<int>& tps,
+                                       const domino::CostModel& cost, const domino::TuneOptions& options,
+                                       std::string* why) {
+  std::string refused;
+  for (const domino::Recompute mode : {domino::Recompute::None, domino::Recompute::Selective, domino::Recompute::Full}) {
+    model.training.recompute = mode;
+    try {
+      domino::TuneResult r = domino::tune(model, tps, cost, options);
+      *why = fmt::format("recompute auto: {} ({})\n", domino::to_string(mode),
+                         refused.empty() ? "the cheapest mode; no recomputation needed" : "the cheapest mode that fits; " + refused);
+      return r;
+    } catch (const domino::Error& e) {
+      const std::string what = e.what();
+      if (mode == domino::Recompute::Full || what.find("no plan fits") == std::string::npos) throw;
+      const size_t needs = what.find("the smallest needs ");
+      const std::string gib = needs == std::string::npos ? "" : what.substr(needs + 19, what.find(" GiB", needs) - needs - 19);
+      refused += fmt::format("{}{}: the smallest plan needs {} GiB", refused.empty() ? "" : ", ",
+                             domino::to_string(mode), gib);
+    }
+  }
+  return {};  // not reached: full either fits or throws
+}
+
 int main(int argc, char** argv) {
   return domino::run_main("domino-tune", [&]() -> int {
     CLI::App app{"Search per-layer Domino slicing plans (split dim, p, q, overlap, slice order) for the fastest predicted iteration."};
@@ -97,7 +122,7 @@ int main(int argc, char** argv) {
     options.search.orders = domino::parse_orders(orders_arg);
     options.sequence_parallel = domino::parse_sp_search(sp_arg);
     const std::vector<int> tps = tp_arg.empty() ? std::vector<int>{} : parse_tps(tp_arg);
-    const domino::TrainingContext training = domino::training_context(training_args);
+    const domino::TrainingContext training = domino::training_context(training_args, /*allow_auto=*/true);
 
     domino::ModelSpec model;
     if (model_arg.empty()) {
@@ -120,7 +145,11 @@ int main(int argc, char** argv) {
         domino::resolve_profile_path(profile_arg.empty() ? domino::default_profile_name(widest) : profile_arg);
     const domino::CostModel cost(domino::load_profile(profile_path));
 
-    const domino::TuneResult result = domino::tune(model, tps, cost, options);
+    std::string auto_choice;
+    const domino::TuneResult result = domino::recompute_auto(training_args)
+                                          ? tune_recompute_auto(model, tps, cost, options, &auto_choice)
+                                          : domino::tune(model, tps, cost, options);
+    std::fputs(auto_choice.c_str(), stdout);
     std::fputs(domino::format_table(result, options).c_str(), stdout);
 
     const domino::Plan plan = domino::tuned_plan(result, options);
