@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
                    "devices_per_node and the inter-node link from it");
     app.add_option("--fit", o.fit,
                    "with --calibrate: fit only these parts (comma-separated: memory, gemm, attention, allreduce, "
-                   "allgather, reducescatter, sync, interference; default all)");
+                   "allgather, reducescatter, sync, sync_growth, interference; default all, which keeps the arrival "
+                   "skew constant: sync_growth also fits its growth with the compute between collectives)");
     app.add_option("--name", o.name, "profile name (default: the output file's name)");
     app.add_option("--timeout", o.timeout_s, "give up measuring after this many seconds")->check(CLI::PositiveNumber);
     app.set_version_flag("--version", std::string("domino-profile ") + DOMINO_VERSION);
