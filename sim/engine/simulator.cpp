@@ -31,14 +31,19 @@ struct StreamState {
 };
 using Streams = std::array<StreamState, kNumStreams>;
 
-// The state of one simulation between events.
+// The state of one simulation between events. finish and streams live in a per-thread scratch reused by
+// every simulation (the tuner runs tens of thousands back to back): no allocation once they have grown.
 struct EventState {
   const std::vector<Op>& ops;
   const std::vector<double>& duration;  // standalone, from the cost model
-  std::vector<double> finish;    // -1 until the op has finished
-  Streams streams;
+  std::vector<double>& finish;          // -1 until the op has finished
+  Streams& streams;
   double now = 0;
   int32_t done = 0;
+};
+struct EventScratch {
+  std::vector<double> finish;
+  Streams streams;
 };
 
 // Every op's deps checked, and each stream's program order.
@@ -49,7 +54,11 @@ void load_ops(const Schedule& schedule, EventState& st) {
     throw_runtime("simulate: op costs of " + std::to_string(st.duration.size()) + " ops for a schedule of " +
                   std::to_string(n));
   st.finish.assign(n, -1.0);
-  for (auto& s : st.streams) s.order.reserve(ops.size());
+  for (auto& s : st.streams) {
+    s = StreamState{std::move(s.order)};  // a fresh state; the order keeps its capacity
+    s.order.clear();
+    s.order.reserve(ops.size());
+  }
   for (int32_t i = 0; i < n; ++i) {
     const Op& op = ops[i];
     for (int32_t d : op.deps) {
@@ -67,6 +76,9 @@ int ranks(const Schedule& schedule, const SimOptions& options) {
   const int plan_tp = schedule.plan.tp > 0 ? schedule.plan.tp : schedule.model.tp;
   return options.allreduce_ranks > 0 ? options.allreduce_ranks : plan_tp;
 }
+
+// x / rate, without the division at rate 1 (an op running alone, the common case): the same value.
+double at_rate(double x, double rate) { return rate == 1.0 ? x : x / rate; }
 
 bool deps_done(const Op& op, const std::vector<double>& finish) {
   return std::all_of(op.deps.begin(), op.deps.end(), [&](int32_t d) { return finish[d] >= 0; });
@@ -103,7 +115,7 @@ void advance_to_next_end(EventState& st, const Interference& interference, SimRe
   const Rates rate = both ? interference.rates(compute.running, comm.running) : Rates{1.0, 1.0};
   double dt = std::numeric_limits<double>::infinity();
   for (int s = 0; s < kNumStreams; ++s)
-    if (st.streams[s].running != kNone) dt = std::min(dt, st.streams[s].remaining / rate[s]);
+    if (st.streams[s].running != kNone) dt = std::min(dt, at_rate(st.streams[s].remaining, rate[s]));
   if (compute.running != kNone) result.compute_us += dt;
   if (comm.running != kNone) {
     result.comm_us += dt;
@@ -114,7 +126,7 @@ void advance_to_next_end(EventState& st, const Interference& interference, SimRe
     StreamState& ss = st.streams[s];
     if (ss.running == kNone) continue;
     ss.remaining -= rate[s] * dt;
-    if (ss.remaining > kEpsilonUs && ss.remaining / rate[s] > kEpsilonUs) continue;
+    if (ss.remaining > kEpsilonUs && at_rate(ss.remaining, rate[s]) > kEpsilonUs) continue;
     st.finish[ss.running] = st.now;
     if (record_timeline) result.timeline.spans.push_back(OpSpan{ss.running, 0, ss.started, st.now});
     ss.running = kNone;
@@ -150,7 +162,8 @@ SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOpt
 }
 
 SimResult simulate(const Schedule& schedule, const OpCosts& costs, const SimOptions& options) {
-  EventState st{schedule.ops, costs.duration, {}, {}};
+  thread_local EventScratch scratch;
+  EventState st{schedule.ops, costs.duration, scratch.finish, scratch.streams};
   load_ops(schedule, st);
 
   SimResult result;

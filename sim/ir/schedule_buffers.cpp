@@ -180,8 +180,10 @@ int32_t Builder::partial_buffer(bool backward, Block block, int layer, const Blo
   if (it != partials_.end()) return it->second;
   const bool batch = bp.dim == SplitDim::Batch;
   const std::string name =
-      fmt::format("{}ps.{}.{}.p{}.{}{}x{}.s{}.c{}", sharded ? "sp." : "", backward ? "bwd" : "fwd",
-                  to_string(block), parity, batch ? "batch" : "seq", bp.p, bp.q, slice, chunk);
+      options_.buffer_names
+          ? fmt::format("{}ps.{}.{}.p{}.{}{}x{}.s{}.c{}", sharded ? "sp." : "", backward ? "bwd" : "fwd",
+                        to_string(block), parity, batch ? "batch" : "seq", bp.p, bp.q, slice, chunk)
+          : std::string();
   const int64_t seq = (batch ? S_ : S_ / bp.p) / (sharded ? m_.tp : 1);
   const int32_t id = add_buffer(name, BufferRole::Workspace, -1, batch ? B_ / bp.p : B_, seq, h_ / bp.q);
   partials_.emplace(key, id);
@@ -193,7 +195,8 @@ int32_t Builder::saved_partial(Block block, int layer, const BlockPlan& bp, int 
   const auto it = partials_.find(key);
   if (it != partials_.end()) return it->second;
   const bool batch = bp.dim == SplitDim::Batch;
-  const std::string name = fmt::format("L{}.{}.post.norm.x.s{}", layer, to_string(block), slice);
+  const std::string name =
+      options_.buffer_names ? fmt::format("L{}.{}.post.norm.x.s{}", layer, to_string(block), slice) : std::string();
   const int32_t id =
       add_buffer(name, BufferRole::Activation, layer, batch ? B_ / bp.p : B_, batch ? S_ : S_ / bp.p, h_);
   partials_.emplace(key, id);
