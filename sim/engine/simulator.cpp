@@ -28,21 +28,30 @@ struct StreamState {
   int32_t running = kNone;
   double remaining = 0;  // standalone work left of the running op
   double started = 0;
+  int32_t finished = 0;  // ops of this stream finished: the first `finished` of order
 };
 using Streams = std::array<StreamState, kNumStreams>;
 
-// The state of one simulation between events. finish and streams live in a per-thread scratch reused by
-// every simulation (the tuner runs tens of thousands back to back): no allocation once they have grown.
+// Ops finish in program order on each stream, so op i's deps are done once each stream has finished
+// need[i][stream] ops (one past the last dep on it in its program order).
+using Need = std::array<int32_t, kNumStreams>;
+static_assert(kNumStreams == 2, "deps_done reads both streams");
+
+// The state of one simulation between events. need, position and streams live in a per-thread scratch
+// reused by every simulation (the tuner runs tens of thousands back to back): no allocation once they have
+// grown.
 struct EventState {
   const std::vector<Op>& ops;
   const std::vector<double>& duration;  // standalone, from the cost model
-  std::vector<double>& finish;          // -1 until the op has finished
+  std::vector<Need>& need;
+  std::vector<int32_t>& position;       // each op's position in its stream's order
   Streams& streams;
   double now = 0;
   int32_t done = 0;
 };
 struct EventScratch {
-  std::vector<double> finish;
+  std::vector<Need> need;
+  std::vector<int32_t> position;
   Streams streams;
 };
 
@@ -53,12 +62,18 @@ void load_ops(const Schedule& schedule, EventState& st) {
   if (st.duration.size() != ops.size())
     throw_runtime("simulate: op costs of " + std::to_string(st.duration.size()) + " ops for a schedule of " +
                   std::to_string(n));
-  st.finish.assign(n, -1.0);
   for (auto& s : st.streams) {
     s = StreamState{std::move(s.order)};  // a fresh state; the order keeps its capacity
     s.order.clear();
     s.order.reserve(ops.size());
   }
+  st.position.resize(size_t(n));
+  for (int32_t i = 0; i < n; ++i) {
+    std::vector<int32_t>& order = st.streams[static_cast<int>(ops[i].stream)].order;
+    st.position[i] = static_cast<int32_t>(order.size());
+    order.push_back(i);
+  }
+  st.need.assign(size_t(n), Need{});
   for (int32_t i = 0; i < n; ++i) {
     const Op& op = ops[i];
     for (int32_t d : op.deps) {
@@ -66,8 +81,9 @@ void load_ops(const Schedule& schedule, EventState& st) {
         throw_runtime("schedule: op " + op_id(op) + " depends on op index " + std::to_string(d) +
                       ", which is not another op of the schedule");
       }
+      int32_t& need = st.need[i][static_cast<int>(ops[d].stream)];
+      need = std::max(need, st.position[d] + 1);
     }
-    st.streams[static_cast<int>(op.stream)].order.push_back(i);
   }
 }
 
@@ -80,8 +96,9 @@ int ranks(const Schedule& schedule, const SimOptions& options) {
 // x / rate, without the division at rate 1 (an op running alone, the common case): the same value.
 double at_rate(double x, double rate) { return rate == 1.0 ? x : x / rate; }
 
-bool deps_done(const Op& op, const std::vector<double>& finish) {
-  return std::all_of(op.deps.begin(), op.deps.end(), [&](int32_t d) { return finish[d] >= 0; });
+bool deps_done(const EventState& st, int32_t i) {
+  const Need& need = st.need[i];
+  return need[0] <= st.streams[0].finished && need[1] <= st.streams[1].finished;
 }
 
 // Starts every op whose stream is free and whose deps are done. Starting one op can unblock the other
@@ -91,7 +108,7 @@ void start_ready_ops(EventState& st) {
   for (StreamState& s : st.streams) {
     if (s.running != kNone || s.next >= s.order.size()) continue;
     const int32_t i = s.order[s.next];
-    if (!deps_done(st.ops[i], st.finish)) continue;
+    if (!deps_done(st, i)) continue;
     s.running = i;
     s.remaining = st.duration[i];
     s.started = st.now;
@@ -127,9 +144,9 @@ void advance_to_next_end(EventState& st, const Interference& interference, SimRe
     if (ss.running == kNone) continue;
     ss.remaining -= rate[s] * dt;
     if (ss.remaining > kEpsilonUs && at_rate(ss.remaining, rate[s]) > kEpsilonUs) continue;
-    st.finish[ss.running] = st.now;
     if (record_timeline) result.timeline.spans.push_back(OpSpan{ss.running, 0, ss.started, st.now});
     ss.running = kNone;
+    ++ss.finished;
     ++st.done;
   }
 }
@@ -163,7 +180,7 @@ SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOpt
 
 SimResult simulate(const Schedule& schedule, const OpCosts& costs, const SimOptions& options) {
   thread_local EventScratch scratch;
-  EventState st{schedule.ops, costs.duration, scratch.finish, scratch.streams};
+  EventState st{schedule.ops, costs.duration, scratch.need, scratch.position, scratch.streams};
   load_ops(schedule, st);
 
   SimResult result;
