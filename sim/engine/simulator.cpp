@@ -37,43 +37,40 @@ using Streams = std::array<StreamState, kNumStreams>;
 using Need = std::array<int32_t, kNumStreams>;
 static_assert(kNumStreams == 2, "deps_done reads both streams");
 
-// The state of one simulation between events. need, position and streams live in a per-thread scratch
-// reused by every simulation (the tuner runs tens of thousands back to back): no allocation once they have
-// grown.
+// The state of one simulation between events.
 struct EventState {
   const std::vector<Op>& ops;
   const std::vector<double>& duration;  // standalone, from the cost model
-  std::vector<Need>& need;
-  std::vector<int32_t>& position;       // each op's position in its stream's order
-  Streams& streams;
+  const Need* need = nullptr;           // per op
+  Streams streams;
   double now = 0;
   int32_t done = 0;
 };
+// What a simulation fills before its events, kept per thread from one simulation to the next (the tuner runs
+// tens of thousands back to back): no allocation once the vectors have grown.
 struct EventScratch {
   std::vector<Need> need;
-  std::vector<int32_t> position;
-  Streams streams;
+  std::vector<int32_t> place;  // each op's position in its stream's order, times kNumStreams, plus its stream
+  std::array<std::vector<int32_t>, kNumStreams> order;
 };
 
-// Every op's deps checked, and each stream's program order.
-void load_ops(const Schedule& schedule, EventState& st) {
+// Every op's deps checked, each stream's program order (moved into st, back into the scratch after the
+// simulation) and every op's need.
+void load_ops(const Schedule& schedule, EventScratch& scratch, EventState& st) {
   const std::vector<Op>& ops = schedule.ops;
   const int32_t n = static_cast<int32_t>(ops.size());
   if (st.duration.size() != ops.size())
     throw_runtime("simulate: op costs of " + std::to_string(st.duration.size()) + " ops for a schedule of " +
                   std::to_string(n));
-  for (auto& s : st.streams) {
-    s = StreamState{std::move(s.order)};  // a fresh state; the order keeps its capacity
-    s.order.clear();
-    s.order.reserve(ops.size());
-  }
-  st.position.resize(size_t(n));
+  for (auto& order : scratch.order) order.clear();
+  scratch.place.resize(size_t(n));
   for (int32_t i = 0; i < n; ++i) {
-    std::vector<int32_t>& order = st.streams[static_cast<int>(ops[i].stream)].order;
-    st.position[i] = static_cast<int32_t>(order.size());
+    const int stream = static_cast<int>(ops[i].stream);
+    std::vector<int32_t>& order = scratch.order[stream];
+    scratch.place[i] = static_cast<int32_t>(order.size()) * kNumStreams + stream;
     order.push_back(i);
   }
-  st.need.assign(size_t(n), Need{});
+  scratch.need.assign(size_t(n), Need{});
   for (int32_t i = 0; i < n; ++i) {
     const Op& op = ops[i];
     for (int32_t d : op.deps) {
@@ -81,10 +78,13 @@ void load_ops(const Schedule& schedule, EventState& st) {
         throw_runtime("schedule: op " + op_id(op) + " depends on op index " + std::to_string(d) +
                       ", which is not another op of the schedule");
       }
-      int32_t& need = st.need[i][static_cast<int>(ops[d].stream)];
-      need = std::max(need, st.position[d] + 1);
+      const int32_t place = scratch.place[d];
+      int32_t& need = scratch.need[i][place % kNumStreams];
+      need = std::max(need, place / kNumStreams + 1);
     }
   }
+  st.need = scratch.need.data();
+  for (int s = 0; s < kNumStreams; ++s) st.streams[s].order = std::move(scratch.order[s]);
 }
 
 // Ranks in each collective: the plan's TP degree unless the options emulate another.
@@ -180,8 +180,8 @@ SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOpt
 
 SimResult simulate(const Schedule& schedule, const OpCosts& costs, const SimOptions& options) {
   thread_local EventScratch scratch;
-  EventState st{schedule.ops, costs.duration, scratch.need, scratch.position, scratch.streams};
-  load_ops(schedule, st);
+  EventState st{schedule.ops, costs.duration};
+  load_ops(schedule, scratch, st);
 
   SimResult result;
   Timeline& tl = result.timeline;
@@ -197,6 +197,7 @@ SimResult simulate(const Schedule& schedule, const OpCosts& costs, const SimOpti
     if (all_idle(st.streams)) throw_deadlock(st);
     advance_to_next_end(st, interference, result, options.record_timeline);
   }
+  for (int s = 0; s < kNumStreams; ++s) scratch.order[s] = std::move(st.streams[s].order);
 
   result.iteration_us = st.now;
   result.overlap_fraction = result.comm_us > 0 ? 1.0 - result.exposed_comm_us / result.comm_us : 1.0;

@@ -92,8 +92,10 @@ void record(const Op& op, Histories& h) {
 }  // namespace
 
 void add_hazard_deps(Schedule& s) {
-  thread_local Histories histories;
-  thread_local std::vector<int32_t> deps;
+  thread_local Histories per_thread;
+  thread_local std::vector<int32_t> found;
+  Histories& histories = per_thread;
+  std::vector<int32_t>& deps = found;
   histories.reset(s);
   for (Op& op : s.ops) {
     deps.clear();
