@@ -123,13 +123,35 @@ void start_ready_ops(EventState& st) {
                 " waits on an op that can never run (a dep that comes later on its own stream)");
 }
 
+void finish(EventState& st, StreamState& ss, SimResult& result, bool record_timeline) {
+  if (record_timeline) result.timeline.spans.push_back(OpSpan{ss.running, 0, ss.started, st.now});
+  ss.running = kNone;
+  ++ss.finished;
+  ++st.done;
+}
+
+// An op running alone runs at rate 1 until it ends: the general step below, in short (same sums).
+void run_alone(EventState& st, StreamState& ss, bool compute, SimResult& result, bool record_timeline) {
+  const double dt = ss.remaining;
+  if (compute) {
+    result.compute_us += dt;
+  } else {
+    result.comm_us += dt;
+    result.exposed_comm_us += dt;
+  }
+  st.now += dt;
+  ss.remaining = 0;
+  finish(st, ss, result, record_timeline);
+}
+
 // Advances to the next op end at the current rates: books the busy times, finishes the ops that end.
 void advance_to_next_end(EventState& st, const Interference& interference, SimResult& result,
                          bool record_timeline) {
-  const StreamState& compute = st.streams[static_cast<int>(Stream::Compute)];
-  const StreamState& comm = st.streams[static_cast<int>(Stream::Comm)];
-  const bool both = compute.running != kNone && comm.running != kNone;
-  const Rates rate = both ? interference.rates(compute.running, comm.running) : Rates{1.0, 1.0};
+  StreamState& compute = st.streams[static_cast<int>(Stream::Compute)];
+  StreamState& comm = st.streams[static_cast<int>(Stream::Comm)];
+  if (comm.running == kNone) return run_alone(st, compute, true, result, record_timeline);
+  if (compute.running == kNone) return run_alone(st, comm, false, result, record_timeline);
+  const Rates rate = interference.rates(compute.running, comm.running);
   double dt = std::numeric_limits<double>::infinity();
   for (int s = 0; s < kNumStreams; ++s)
     if (st.streams[s].running != kNone) dt = std::min(dt, at_rate(st.streams[s].remaining, rate[s]));
@@ -144,10 +166,7 @@ void advance_to_next_end(EventState& st, const Interference& interference, SimRe
     if (ss.running == kNone) continue;
     ss.remaining -= rate[s] * dt;
     if (ss.remaining > kEpsilonUs && at_rate(ss.remaining, rate[s]) > kEpsilonUs) continue;
-    if (record_timeline) result.timeline.spans.push_back(OpSpan{ss.running, 0, ss.started, st.now});
-    ss.running = kNone;
-    ++ss.finished;
-    ++st.done;
+    finish(st, ss, result, record_timeline);
   }
 }
 
@@ -180,7 +199,7 @@ SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOpt
 
 SimResult simulate(const Schedule& schedule, const OpCosts& costs, const SimOptions& options) {
   thread_local EventScratch scratch;
-  EventState st{schedule.ops, costs.duration};
+  EventState st{schedule.ops, costs.duration, nullptr, {}, 0, 0};
   load_ops(schedule, scratch, st);
 
   SimResult result;
