@@ -3,6 +3,7 @@
 // for earlier writers and readers there. Same-stream order is implicit (streams run in program order),
 // so only cross-stream edges are recorded; only buffers both streams touch can produce one.
 #include <algorithm>
+#include <array>
 
 #include "sim/ir/schedule_builder_internal.hpp"
 
@@ -56,36 +57,35 @@ class Histories {
   std::vector<std::vector<Access>> lists_;
 };
 
-// The ops `op` must wait for on the other stream, appended to deps.
-void conflicts(const Op& op, Histories& h, std::vector<int32_t>& deps) {
-  for (int i = 0; i < op.n_in; ++i) {
-    const Region& r = op.in[size_t(i)];
-    if (const std::vector<Access>* list = h.of(r))
-      for (const Access& a : *list)
-        if (a.write && a.stream != op.stream && overlaps(a.r, r)) deps.push_back(a.op);
-  }
-  for (int i = 0; i < op.n_out; ++i) {
-    const Region& r = op.out[size_t(i)];
-    if (const std::vector<Access>* list = h.of(r))
-      for (const Access& a : *list)
-        if (a.stream != op.stream && overlaps(a.r, r)) deps.push_back(a.op);
+// One region of an op on a buffer both streams touch, with that buffer's history.
+struct Touch {
+  std::vector<Access>* history;
+  const Region* r;
+  bool write;
+};
+
+// The ops `op` must wait for on the other stream, appended to deps: for a read the writers of an
+// overlapping region, for a write every access to one. Then the op's own accesses join the histories.
+void add_conflicts(const Op& op, const std::array<Touch, kMaxIn + kMaxOut>& touches, int n,
+                   std::vector<int32_t>& deps) {
+  for (int t = 0; t < n; ++t) {
+    const Touch& x = touches[size_t(t)];
+    for (const Access& a : *x.history)
+      if ((x.write || a.write) && a.stream != op.stream && overlaps(a.r, *x.r)) deps.push_back(a.op);
   }
 }
 
-void record(const Op& op, Histories& h) {
-  for (int i = 0; i < op.n_in; ++i) {
-    const Region& r = op.in[size_t(i)];
-    if (std::vector<Access>* list = h.of(r)) list->push_back(Access{op.index, op.stream, false, r});
-  }
-  for (int i = 0; i < op.n_out; ++i) {
-    const Region& r = op.out[size_t(i)];
-    std::vector<Access>* list = h.of(r);
-    if (!list) continue;
-    // Accesses inside the newly written region are ordered before this write (by stream order or by the
-    // edges just added), so any later conflict with them is also a conflict with this write: forget them.
-    list->erase(std::remove_if(list->begin(), list->end(), [&](const Access& a) { return contains(r, a.r); }),
-                list->end());
-    list->push_back(Access{op.index, op.stream, true, r});
+void record(const Op& op, const std::array<Touch, kMaxIn + kMaxOut>& touches, int n) {
+  for (int t = 0; t < n; ++t) {
+    const Touch& x = touches[size_t(t)];
+    std::vector<Access>& list = *x.history;
+    if (x.write) {
+      // Accesses inside the newly written region are ordered before this write (by stream order or by the
+      // edges just added), so any later conflict with them is also a conflict with this write: forget them.
+      list.erase(std::remove_if(list.begin(), list.end(), [&](const Access& a) { return contains(*x.r, a.r); }),
+                 list.end());
+    }
+    list.push_back(Access{op.index, op.stream, x.write, *x.r});
   }
 }
 
@@ -97,10 +97,19 @@ void add_hazard_deps(Schedule& s) {
   Histories& histories = per_thread;
   std::vector<int32_t>& deps = found;
   histories.reset(s);
+  std::array<Touch, kMaxIn + kMaxOut> touches;
   for (Op& op : s.ops) {
+    // Reads first, then writes: the order the conflicts are found and the accesses recorded in.
+    int n = 0;
+    for (int i = 0; i < op.n_in; ++i)
+      if (std::vector<Access>* h = histories.of(op.in[size_t(i)])) touches[size_t(n++)] = {h, &op.in[size_t(i)], false};
+    for (int i = 0; i < op.n_out; ++i)
+      if (std::vector<Access>* h = histories.of(op.out[size_t(i)])) touches[size_t(n++)] = {h, &op.out[size_t(i)], true};
     deps.clear();
-    conflicts(op, histories, deps);
-    record(op, histories);
+    if (n > 0) {
+      add_conflicts(op, touches, n, deps);
+      record(op, touches, n);
+    }
     if (deps.empty() && op.deps.empty()) continue;
     op.deps.insert(op.deps.end(), deps.begin(), deps.end());
     std::sort(op.deps.begin(), op.deps.end());
