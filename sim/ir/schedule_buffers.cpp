@@ -12,7 +12,7 @@ namespace domino::detail {
 int32_t Builder::add_buffer(std::string name, BufferRole role, int layer, int64_t batch, int64_t seq,
                             int64_t cols, ParamKind param) {
   BufferDesc b;
-  b.name = std::move(name);
+  if (options_.buffer_names) b.name = std::move(name);
   b.role = role;
   b.param = param;
   b.layer = layer;
