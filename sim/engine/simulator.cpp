@@ -123,7 +123,7 @@ void start_ready_ops(EventState& st) {
                 " waits on an op that can never run (a dep that comes later on its own stream)");
 }
 
-void finish(EventState& st, StreamState& ss, SimResult& result, bool record_timeline) {
+inline void finish(EventState& st, StreamState& ss, SimResult& result, bool record_timeline) {
   if (record_timeline) result.timeline.spans.push_back(OpSpan{ss.running, 0, ss.started, st.now});
   ss.running = kNone;
   ++ss.finished;
@@ -131,7 +131,7 @@ void finish(EventState& st, StreamState& ss, SimResult& result, bool record_time
 }
 
 // An op running alone runs at rate 1 until it ends: the general step below, in short (same sums).
-void run_alone(EventState& st, StreamState& ss, bool compute, SimResult& result, bool record_timeline) {
+inline void run_alone(EventState& st, StreamState& ss, bool compute, SimResult& result, bool record_timeline) {
   const double dt = ss.remaining;
   if (compute) {
     result.compute_us += dt;
