@@ -151,19 +151,15 @@ void advance_to_next_end(EventState& st, const Interference& interference, SimRe
   StreamState& comm = st.streams[static_cast<int>(Stream::Comm)];
   if (comm.running == kNone) return run_alone(st, compute, true, result, record_timeline);
   if (compute.running == kNone) return run_alone(st, comm, false, result, record_timeline);
+  // Both streams busy: at the rates of the two together, no communication exposed.
   const Rates rate = interference.rates(compute.running, comm.running);
   double dt = std::numeric_limits<double>::infinity();
-  for (int s = 0; s < kNumStreams; ++s)
-    if (st.streams[s].running != kNone) dt = std::min(dt, at_rate(st.streams[s].remaining, rate[s]));
-  if (compute.running != kNone) result.compute_us += dt;
-  if (comm.running != kNone) {
-    result.comm_us += dt;
-    if (compute.running == kNone) result.exposed_comm_us += dt;
-  }
+  for (int s = 0; s < kNumStreams; ++s) dt = std::min(dt, at_rate(st.streams[s].remaining, rate[s]));
+  result.compute_us += dt;
+  result.comm_us += dt;
   st.now += dt;
   for (int s = 0; s < kNumStreams; ++s) {
     StreamState& ss = st.streams[s];
-    if (ss.running == kNone) continue;
     ss.remaining -= rate[s] * dt;
     if (ss.remaining > kEpsilonUs && at_rate(ss.remaining, rate[s]) > kEpsilonUs) continue;
     finish(st, ss, result, record_timeline);
