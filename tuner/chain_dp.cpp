@@ -53,8 +53,8 @@ Columns by_column(const double* table, int prev_size, int size) {
 // entry_less, into heads. Predecessors are visited by ascending front (`by_front`); min_w <= every w[p], so
 // (front[p] + min_w) + u bounds the cost of p and of every later one (rounding is monotone), and the scan
 // stops once that bound exceeds the worst of k heads. Infinite costs never enter.
-void best_heads(const std::vector<double>& front, const std::vector<int>& by_front, const double* w, double min_w,
-                double u, int k, std::vector<Entry>& heads) {
+void best_heads(const std::vector<double>& front, const std::vector<int>& by_front, const double* w,
+                double min_w, double u, int k, std::vector<Entry>& heads) {
   heads.clear();
   double worst = std::numeric_limits<double>::infinity();
   for (const int p : by_front) {
@@ -79,7 +79,8 @@ Lists extend(const Lists& prev, const ChainStage& st, const Columns& columns, in
     if (!prev[p].empty()) front[p] = prev[p].front().cost;
   std::vector<int> by_front(prev.size());
   for (int p = 0; p < prev_size; ++p) by_front[size_t(p)] = p;
-  std::stable_sort(by_front.begin(), by_front.end(), [&](int a, int b) { return front[size_t(a)] < front[size_t(b)]; });
+  std::stable_sort(by_front.begin(), by_front.end(),
+                   [&](int a, int b) { return front[size_t(a)] < front[size_t(b)]; });
   Lists out(st.size);
   std::vector<Entry> heads, pool;  // heads: the k best first entries, sorted by entry_less
   heads.reserve(size_t(k) + 1);

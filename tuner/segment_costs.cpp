@@ -163,8 +163,8 @@ void SegmentCosts::run_class(int k, int choice, int right_choice) {
     varying.emplace_back((k + 1) / 2, block_at(k + 1));
   }
   // Every member has the representative's ops, so their durations and interference rates too.
-  Schedule built =
-      build_schedule(probe_, plan_from_blocks(probe_, rep, "probe", space_.sequence_parallel), unnamed_buffers());
+  Schedule built = build_schedule(probe_, plan_from_blocks(probe_, rep, "probe", space_.sequence_parallel),
+                                  unnamed_buffers());
   if (!ProbeVariants::supported(built)) {
     batched_ = false;  // a schedule the class rules do not cover: one build per probe from here on
     run(k, choice, right_choice);

@@ -131,7 +131,8 @@ inline void finish(EventState& st, StreamState& ss, SimResult& result, bool reco
 }
 
 // An op running alone runs at rate 1 until it ends: the general step below, in short (same sums).
-inline void run_alone(EventState& st, StreamState& ss, bool compute, SimResult& result, bool record_timeline) {
+inline void run_alone(EventState& st, StreamState& ss, bool compute, SimResult& result,
+                      bool record_timeline) {
   const double dt = ss.remaining;
   if (compute) {
     result.compute_us += dt;

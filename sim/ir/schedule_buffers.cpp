@@ -195,8 +195,9 @@ int32_t Builder::saved_partial(Block block, int layer, const BlockPlan& bp, int 
   const auto it = partials_.find(key);
   if (it != partials_.end()) return it->second;
   const bool batch = bp.dim == SplitDim::Batch;
-  const std::string name =
-      options_.buffer_names ? fmt::format("L{}.{}.post.norm.x.s{}", layer, to_string(block), slice) : std::string();
+  const std::string name = options_.buffer_names
+                               ? fmt::format("L{}.{}.post.norm.x.s{}", layer, to_string(block), slice)
+                               : std::string();
   const int32_t id =
       add_buffer(name, BufferRole::Activation, layer, batch ? B_ / bp.p : B_, batch ? S_ : S_ / bp.p, h_);
   partials_.emplace(key, id);

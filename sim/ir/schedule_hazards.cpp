@@ -82,8 +82,9 @@ void record(const Op& op, const std::array<Touch, kMaxIn + kMaxOut>& touches, in
     if (x.write) {
       // Accesses inside the newly written region are ordered before this write (by stream order or by the
       // edges just added), so any later conflict with them is also a conflict with this write: forget them.
-      list.erase(std::remove_if(list.begin(), list.end(), [&](const Access& a) { return contains(*x.r, a.r); }),
-                 list.end());
+      list.erase(
+          std::remove_if(list.begin(), list.end(), [&](const Access& a) { return contains(*x.r, a.r); }),
+          list.end());
     }
     list.push_back(Access{op.index, op.stream, x.write, *x.r});
   }
@@ -102,9 +103,11 @@ void add_hazard_deps(Schedule& s) {
     // Reads first, then writes: the order the conflicts are found and the accesses recorded in.
     int n = 0;
     for (int i = 0; i < op.n_in; ++i)
-      if (std::vector<Access>* h = histories.of(op.in[size_t(i)])) touches[size_t(n++)] = {h, &op.in[size_t(i)], false};
+      if (std::vector<Access>* h = histories.of(op.in[size_t(i)]))
+        touches[size_t(n++)] = {h, &op.in[size_t(i)], false};
     for (int i = 0; i < op.n_out; ++i)
-      if (std::vector<Access>* h = histories.of(op.out[size_t(i)])) touches[size_t(n++)] = {h, &op.out[size_t(i)], true};
+      if (std::vector<Access>* h = histories.of(op.out[size_t(i)]))
+        touches[size_t(n++)] = {h, &op.out[size_t(i)], true};
     deps.clear();
     if (n > 0) {
       add_conflicts(op, touches, n, deps);

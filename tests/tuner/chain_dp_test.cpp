@@ -97,7 +97,8 @@ TEST(ChainDp, SparsePairTablesWithNegativeTermsKeepTheKBest) {
     for (size_t i = 0; i < sizes.size(); ++i) {
       for (int c = 0; c < sizes[i]; ++c) t.unary[i].push_back(0.25 * quarter(rng));
       if (i > 0)
-        for (int j = 0; j < sizes[i - 1] * sizes[i]; ++j) t.pair[i].push_back(nonzero(rng) == 0 ? 0.25 * quarter(rng) : 0.0);
+        for (int j = 0; j < sizes[i - 1] * sizes[i]; ++j)
+          t.pair[i].push_back(nonzero(rng) == 0 ? 0.25 * quarter(rng) : 0.0);
     }
     for (size_t i = 0; i < sizes.size(); ++i)
       t.stages.push_back({sizes[i], t.unary[i].data(), i > 0 ? t.pair[i].data() : nullptr});
