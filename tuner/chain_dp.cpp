@@ -31,41 +31,64 @@ constexpr EntryLess entry_less;
 
 using Lists = std::vector<std::vector<Entry>>;  // per option: up to k entries, sorted by entry_less
 
-// A pair table column by column ([this * prev_size + prev]): one option's predecessors side by side.
-std::vector<double> by_column(const double* table, int prev_size, int size) {
-  std::vector<double> out(size_t(prev_size) * size);
+// A pair table column by column ([this * prev_size + prev]): one option's predecessors side by side, with
+// each column's smallest term (NaN ignored).
+struct Columns {
+  std::vector<double> terms;
+  std::vector<double> min;
+};
+Columns by_column(const double* table, int prev_size, int size) {
+  Columns out{std::vector<double>(size_t(prev_size) * size), std::vector<double>(size_t(size))};
   for (int p = 0; p < prev_size; ++p)
-    for (int c = 0; c < size; ++c) out[size_t(c) * prev_size + p] = table[size_t(p) * size + c];
+    for (int c = 0; c < size; ++c) out.terms[size_t(c) * prev_size + p] = table[size_t(p) * size + c];
+  for (int c = 0; c < size; ++c) {
+    double m = std::numeric_limits<double>::infinity();
+    for (int p = 0; p < prev_size; ++p) m = std::min(m, out.terms[size_t(c) * prev_size + p]);
+    out.min[size_t(c)] = m;
+  }
   return out;
+}
+
+// The predecessors with the k best (cost, option) among cost = (front[p] + w[p]) + u, sorted by
+// entry_less, into heads. Predecessors are visited by ascending front (`by_front`); min_w <= every w[p], so
+// (front[p] + min_w) + u bounds the cost of p and of every later one (rounding is monotone), and the scan
+// stops once that bound exceeds the worst of k heads. Infinite costs never enter.
+void best_heads(const std::vector<double>& front, const std::vector<int>& by_front, const double* w,
+                double min_w, double u, int k, std::vector<Entry>& heads) {
+  heads.clear();
+  double worst = std::numeric_limits<double>::infinity();
+  for (const int p : by_front) {
+    if (heads.size() == size_t(k) && (front[size_t(p)] + min_w) + u > worst) break;
+    const double cost = (front[size_t(p)] + w[p]) + u;
+    if (!(cost < std::numeric_limits<double>::infinity())) continue;
+    const Entry e{cost, p, 0};
+    if (heads.size() == size_t(k) && !entry_less(e, heads.back())) continue;
+    heads.insert(std::upper_bound(heads.begin(), heads.end(), e, entry_less), e);
+    if (heads.size() > size_t(k)) heads.pop_back();
+    if (heads.size() == size_t(k)) worst = heads.back().cost;
+  }
 }
 
 // The k best partial paths ending in each option of stage `st`, from those of the stage before. Each
 // predecessor's list is sorted, so its entries extended by (w + u) stay sorted under (cost, option, rank):
 // the k best extensions come from the predecessors with the k best first entries.
-Lists extend(const Lists& prev, const ChainStage& st, const double* columns, int k) {
+Lists extend(const Lists& prev, const ChainStage& st, const Columns& columns, int k) {
   const int prev_size = int(prev.size());
   std::vector<double> front(prev_size, std::numeric_limits<double>::infinity());
   for (int p = 0; p < prev_size; ++p)
     if (!prev[p].empty()) front[p] = prev[p].front().cost;
+  std::vector<int> by_front(prev.size());
+  for (int p = 0; p < prev_size; ++p) by_front[size_t(p)] = p;
+  std::stable_sort(by_front.begin(), by_front.end(),
+                   [&](int a, int b) { return front[size_t(a)] < front[size_t(b)]; });
   Lists out(st.size);
-  std::vector<Entry> heads, pool;  // heads: the k best first entries so far, sorted by entry_less
+  std::vector<Entry> heads, pool;  // heads: the k best first entries, sorted by entry_less
   heads.reserve(size_t(k) + 1);
   for (int c = 0; c < st.size; ++c) {
     const double u = st.unary[c];
     if (!std::isfinite(u)) continue;
-    const double* w = columns + size_t(c) * prev_size;
-    heads.clear();
-    // Predecessors come in ascending order, so a later one ties no earlier entry: it enters the k best
-    // only with a strictly lower cost than the worst of them (an infinite cost never does).
-    double worst = std::numeric_limits<double>::infinity();
-    for (int p = 0; p < prev_size; ++p) {
-      const double cost = (front[p] + w[p]) + u;
-      if (!(cost < worst)) continue;
-      const Entry e{cost, p, 0};
-      heads.insert(std::upper_bound(heads.begin(), heads.end(), e, entry_less), e);
-      if (heads.size() > size_t(k)) heads.pop_back();
-      if (heads.size() == size_t(k)) worst = heads.back().cost;
-    }
+    const double* w = columns.terms.data() + size_t(c) * prev_size;
+    best_heads(front, by_front, w, columns.min[size_t(c)], u, k, heads);
     // Rank r of the h-th best head follows h first entries and r entries of its own: only r < k - h can
     // be among the k best.
     pool.clear();
@@ -96,13 +119,13 @@ std::vector<ChainPath> k_best_paths(const std::vector<ChainStage>& stages, doubl
     if (std::isfinite(u)) best[0][c].push_back({base + u, -1, 0});
   }
   // Stages of one class share their pair table: turn each distinct table into columns once.
-  std::map<std::tuple<const double*, int, int>, std::vector<double>> columns;
+  std::map<std::tuple<const double*, int, int>, Columns> columns;
   for (size_t i = 1; i < stages.size(); ++i) {
     const auto key = std::make_tuple(stages[i].pair_in, stages[i - 1].size, stages[i].size);
     auto it = columns.find(key);
     if (it == columns.end())
       it = columns.emplace(key, by_column(stages[i].pair_in, stages[i - 1].size, stages[i].size)).first;
-    best[i] = extend(best[i - 1], stages[i], it->second.data(), k);
+    best[i] = extend(best[i - 1], stages[i], it->second, k);
   }
   // Gather the final stage's entries and walk back.
   struct Final {

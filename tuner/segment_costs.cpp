@@ -18,6 +18,12 @@ SimOptions figures_only() {
   options.record_timeline = false;
   return options;
 }
+// The schedules here are only timed: their buffers need no readable names.
+BuildOptions unnamed_buffers() {
+  BuildOptions options;
+  options.buffer_names = false;
+  return options;
+}
 }  // namespace
 
 bool blocks_cannot_overlap(const ModelSpec& model, const BlockPlan& left, const BlockPlan& right) {
@@ -47,7 +53,7 @@ SimFigures simulate_schedule(const Schedule& schedule, const OpCosts& costs) {
 }
 
 SimFigures simulate_plan(const ModelSpec& model, const Plan& plan, const CostModel& cost) {
-  return simulate_schedule(build_schedule(model, plan), cost);
+  return simulate_schedule(build_schedule(model, plan, unnamed_buffers()), cost);
 }
 
 Plan plan_from_blocks(const ModelSpec& model, const std::vector<LayerPlan>& layers, const std::string& strategy,
@@ -157,7 +163,8 @@ void SegmentCosts::run_class(int k, int choice, int right_choice) {
     varying.emplace_back((k + 1) / 2, block_at(k + 1));
   }
   // Every member has the representative's ops, so their durations and interference rates too.
-  Schedule built = build_schedule(probe_, plan_from_blocks(probe_, rep, "probe", space_.sequence_parallel));
+  Schedule built = build_schedule(probe_, plan_from_blocks(probe_, rep, "probe", space_.sequence_parallel),
+                                  unnamed_buffers());
   if (!ProbeVariants::supported(built)) {
     batched_ = false;  // a schedule the class rules do not cover: one build per probe from here on
     run(k, choice, right_choice);

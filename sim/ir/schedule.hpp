@@ -300,6 +300,9 @@ enum class OptimizerKind : uint8_t { Adam, SgdMomentum };
 struct BuildOptions {
   OptimizerKind optimizer = OptimizerKind::Adam;
   bool include_optimizer = true;
+  // false: buffers get no names (BufferDesc::name empty), for schedules that are timed, never shown (the
+  // tuner's probes).
+  bool buffer_names = true;
 };
 
 // Builds the IR for one training iteration (forward, backward, optimizer step) on one rank.

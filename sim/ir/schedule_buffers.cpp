@@ -13,7 +13,7 @@ namespace domino::detail {
 int32_t Builder::add_buffer(std::string name, BufferRole role, int layer, int64_t batch, int64_t seq,
                             int64_t cols, ParamKind param) {
   BufferDesc b;
-  b.name = std::move(name);
+  if (options_.buffer_names) b.name = std::move(name);
   b.role = role;
   b.param = param;
   b.layer = layer;
@@ -146,7 +146,10 @@ int32_t Builder::activation_buffer(int layer, const char* what, int64_t seq, int
   const std::string_view w(what);
   const bool recomputed = plan_.recompute == Recompute::Full ||
                           (plan_.recompute == Recompute::Selective && w == "attn.probs");
-  if (!recomputed) return add_buffer(fmt::format("L{}.{}", layer, w), BufferRole::Activation, layer, B_, seq, cols);
+  if (!recomputed) {
+    std::string own = options_.buffer_names ? fmt::format("L{}.{}", layer, w) : std::string();
+    return add_buffer(std::move(own), BufferRole::Activation, layer, B_, seq, cols);
+  }
   const std::string name = fmt::format("rc.p{}.{}", layer & 1, w);
   const auto it = recomputed_acts_.find(name);
   if (it != recomputed_acts_.end()) return it->second;
@@ -194,8 +197,10 @@ int32_t Builder::partial_buffer(bool backward, Block block, int layer, const Blo
   if (it != partials_.end()) return it->second;
   const bool batch = bp.dim == SplitDim::Batch;
   const std::string name =
-      fmt::format("{}ps.{}.{}.p{}.{}{}x{}.s{}.c{}", sharded ? "sp." : "", backward ? "bwd" : "fwd",
-                  to_string(block), parity, batch ? "batch" : "seq", bp.p, bp.q, slice, chunk);
+      options_.buffer_names
+          ? fmt::format("{}ps.{}.{}.p{}.{}{}x{}.s{}.c{}", sharded ? "sp." : "", backward ? "bwd" : "fwd",
+                        to_string(block), parity, batch ? "batch" : "seq", bp.p, bp.q, slice, chunk)
+          : std::string();
   const int64_t seq = (batch ? S_ : S_ / bp.p) / (sharded ? m_.tp : 1);
   const int32_t id = add_buffer(name, BufferRole::Workspace, -1, batch ? B_ / bp.p : B_, seq, h_ / bp.q);
   partials_.emplace(key, id);
@@ -207,7 +212,9 @@ int32_t Builder::saved_partial(Block block, int layer, const BlockPlan& bp, int 
   const auto it = partials_.find(key);
   if (it != partials_.end()) return it->second;
   const bool batch = bp.dim == SplitDim::Batch;
-  const std::string name = fmt::format("L{}.{}.post.norm.x.s{}", layer, to_string(block), slice);
+  const std::string name = options_.buffer_names
+                               ? fmt::format("L{}.{}.post.norm.x.s{}", layer, to_string(block), slice)
+                               : std::string();
   const int32_t id =
       add_buffer(name, BufferRole::Activation, layer, batch ? B_ / bp.p : B_, batch ? S_ : S_ / bp.p, h_);
   partials_.emplace(key, id);

@@ -3,6 +3,7 @@
 // for earlier writers and readers there. Same-stream order is implicit (streams run in program order),
 // so only cross-stream edges are recorded; only buffers both streams touch can produce one.
 #include <algorithm>
+#include <array>
 
 #include "sim/ir/schedule_builder_internal.hpp"
 
@@ -25,48 +26,92 @@ bool contains(const Region& outer, const Region& inner) {
          outer.c0 <= inner.c0 && inner.c1 <= outer.c1;
 }
 
+// The access histories of the buffers both streams touch, one per such buffer. The tuner builds thousands
+// of schedules in a row: the lists keep their capacity from one build to the next (per thread), so a
+// build allocates none once they have grown.
+class Histories {
+ public:
+  // slot[b]: the history of buffer b, -1 for buffers only one stream touches.
+  std::vector<int32_t> slot;
+
+  void reset(const Schedule& s) {
+    std::vector<uint8_t> streams(s.buffers.size(), 0);
+    for (const Op& op : s.ops) {
+      const uint8_t bit = uint8_t(1u << int(op.stream));
+      for (int i = 0; i < op.n_in; ++i) streams[size_t(op.in[size_t(i)].buffer)] |= bit;
+      for (int i = 0; i < op.n_out; ++i) streams[size_t(op.out[size_t(i)].buffer)] |= bit;
+    }
+    slot.assign(streams.size(), -1);
+    size_t shared = 0;
+    for (size_t b = 0; b < streams.size(); ++b)
+      if (streams[b] == 3) slot[b] = int32_t(shared++);
+    if (lists_.size() < shared) lists_.resize(shared);
+    for (size_t i = 0; i < shared; ++i) lists_[i].clear();
+  }
+  std::vector<Access>* of(const Region& r) {
+    const int32_t i = slot[size_t(r.buffer)];
+    return i < 0 ? nullptr : &lists_[size_t(i)];
+  }
+
+ private:
+  std::vector<std::vector<Access>> lists_;
+};
+
+// One region of an op on a buffer both streams touch, with that buffer's history.
+struct Touch {
+  std::vector<Access>* history;
+  const Region* r;
+  bool write;
+};
+
+// The ops `op` must wait for on the other stream, appended to deps: for a read the writers of an
+// overlapping region, for a write every access to one. Then the op's own accesses join the histories.
+void add_conflicts(const Op& op, const std::array<Touch, kMaxIn + kMaxOut>& touches, int n,
+                   std::vector<int32_t>& deps) {
+  for (int t = 0; t < n; ++t) {
+    const Touch& x = touches[size_t(t)];
+    for (const Access& a : *x.history)
+      if ((x.write || a.write) && a.stream != op.stream && overlaps(a.r, *x.r)) deps.push_back(a.op);
+  }
+}
+
+void record(const Op& op, const std::array<Touch, kMaxIn + kMaxOut>& touches, int n) {
+  for (int t = 0; t < n; ++t) {
+    const Touch& x = touches[size_t(t)];
+    std::vector<Access>& list = *x.history;
+    if (x.write) {
+      // Accesses inside the newly written region are ordered before this write (by stream order or by the
+      // edges just added), so any later conflict with them is also a conflict with this write: forget them.
+      list.erase(
+          std::remove_if(list.begin(), list.end(), [&](const Access& a) { return contains(*x.r, a.r); }),
+          list.end());
+    }
+    list.push_back(Access{op.index, op.stream, x.write, *x.r});
+  }
+}
+
 }  // namespace
 
 void add_hazard_deps(Schedule& s) {
-  const size_t nb = s.buffers.size();
-  // Buffers touched by more than one stream; accesses to the others can never need an edge.
-  std::vector<uint8_t> streams(nb, 0);
-  for (const Op& op : s.ops) {
-    const uint8_t bit = uint8_t(1u << int(op.stream));
-    for (int i = 0; i < op.n_in; ++i) streams[size_t(op.in[size_t(i)].buffer)] |= bit;
-    for (int i = 0; i < op.n_out; ++i) streams[size_t(op.out[size_t(i)].buffer)] |= bit;
-  }
-  std::vector<std::vector<Access>> history(nb);
-  std::vector<int32_t> deps;
+  thread_local Histories per_thread;
+  thread_local std::vector<int32_t> found;
+  Histories& histories = per_thread;
+  std::vector<int32_t>& deps = found;
+  histories.reset(s);
+  std::array<Touch, kMaxIn + kMaxOut> touches;
   for (Op& op : s.ops) {
+    // Reads first, then writes: the order the conflicts are found and the accesses recorded in.
+    int n = 0;
+    for (int i = 0; i < op.n_in; ++i)
+      if (std::vector<Access>* h = histories.of(op.in[size_t(i)]))
+        touches[size_t(n++)] = {h, &op.in[size_t(i)], false};
+    for (int i = 0; i < op.n_out; ++i)
+      if (std::vector<Access>* h = histories.of(op.out[size_t(i)]))
+        touches[size_t(n++)] = {h, &op.out[size_t(i)], true};
     deps.clear();
-    const auto shared = [&](const Region& r) { return streams[size_t(r.buffer)] == 3; };
-    for (int i = 0; i < op.n_in; ++i) {
-      const Region& r = op.in[size_t(i)];
-      if (!shared(r)) continue;
-      for (const Access& a : history[size_t(r.buffer)]) {
-        if (a.write && a.stream != op.stream && overlaps(a.r, r)) deps.push_back(a.op);
-      }
-    }
-    for (int i = 0; i < op.n_out; ++i) {
-      const Region& r = op.out[size_t(i)];
-      if (!shared(r)) continue;
-      for (const Access& a : history[size_t(r.buffer)]) {
-        if (a.stream != op.stream && overlaps(a.r, r)) deps.push_back(a.op);
-      }
-    }
-    for (int i = 0; i < op.n_in; ++i) {
-      const Region& r = op.in[size_t(i)];
-      if (shared(r)) history[size_t(r.buffer)].push_back(Access{op.index, op.stream, false, r});
-    }
-    for (int i = 0; i < op.n_out; ++i) {
-      const Region& r = op.out[size_t(i)];
-      if (!shared(r)) continue;
-      // Accesses inside the newly written region are ordered before this write (by stream order or by the
-      // edges just added), so any later conflict with them is also a conflict with this write: forget them.
-      auto& h = history[size_t(r.buffer)];
-      h.erase(std::remove_if(h.begin(), h.end(), [&](const Access& a) { return contains(r, a.r); }), h.end());
-      h.push_back(Access{op.index, op.stream, true, r});
+    if (n > 0) {
+      add_conflicts(op, touches, n, deps);
+      record(op, touches, n);
     }
     if (deps.empty() && op.deps.empty()) continue;
     op.deps.insert(op.deps.end(), deps.begin(), deps.end());

@@ -83,6 +83,35 @@ TEST(ChainDp, WideStagesKeepTheKBestThroughManyPredecessors) {
   }
 }
 
+TEST(ChainDp, SparsePairTablesWithNegativeTermsKeepTheKBest) {
+  // The tuner's tables: most pair terms exactly zero (blocks that cannot overlap), a few negative (overlap
+  // gains) or positive. The DP scans the zero-term predecessors by their best partial cost and stops early;
+  // it must still give the k best paths. Quarter steps keep every sum exact, so costs compare with ==.
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> quarter(-40, 40), nonzero(0, 3);
+  for (int trial = 0; trial < 8; ++trial) {
+    const std::vector<int> sizes = {10, 14, 12, 9};
+    Tables t;
+    t.unary.resize(sizes.size());
+    t.pair.resize(sizes.size());
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      for (int c = 0; c < sizes[i]; ++c) t.unary[i].push_back(0.25 * quarter(rng));
+      if (i > 0)
+        for (int j = 0; j < sizes[i - 1] * sizes[i]; ++j)
+          t.pair[i].push_back(nonzero(rng) == 0 ? 0.25 * quarter(rng) : 0.0);
+    }
+    for (size_t i = 0; i < sizes.size(); ++i)
+      t.stages.push_back({sizes[i], t.unary[i].data(), i > 0 ? t.pair[i].data() : nullptr});
+    const auto all = enumerate(t, 50.0);
+    const auto best = k_best_paths(t.stages, 50.0, 8);
+    ASSERT_EQ(best.size(), 8u);
+    for (size_t j = 0; j < best.size(); ++j) {
+      EXPECT_EQ(best[j].cost, all[j].cost) << "trial " << trial << " rank " << j;
+      EXPECT_EQ(path_cost(t.stages, 50.0, best[j].pick), best[j].cost) << "trial " << trial << " rank " << j;
+    }
+  }
+}
+
 TEST(ChainDp, TiesAreBrokenTheSameWayEveryTime) {
   std::mt19937 rng(11);
   const Tables t = random_tables(rng, {3, 3, 3, 3}, false, true);

@@ -146,6 +146,38 @@ TEST(ProbeVariants, ClassProbesGiveTheTermsOfSeparateProbes) {
   }
 }
 
+// The probes are built without buffer names (BuildOptions::buffer_names = false): the same schedule but for
+// the names, hence the same figures, bit for bit; with sliced blocks (partial-sum buffers) and post norms
+// (their saved partial sums), on a GPU profile.
+TEST(ProbeVariants, UnnamedBuffersChangeOnlyTheNames) {
+  BuildOptions unnamed;
+  unnamed.buffer_names = false;
+  const CostModel cost = shipped_cost("dgx-h100");
+  for (const NormPlacement norms : {NormPlacement::Pre, NormPlacement::Post}) {
+    ModelSpec m = shipped_model("cpu-llama", 2, 2);
+    m.norm_placement = norms;
+    validate_model(m);
+    const BlockPlan sliced{SplitDim::Sequence, 2, 1, OverlapMode::Inter, true, SliceOrder::Deep};
+    const BlockPlan whole{SplitDim::Batch, 1, 1, OverlapMode::None, false, SliceOrder::Deep};
+    const Plan plan = plan_from_blocks(m, {LayerPlan{sliced, whole}, LayerPlan{whole, sliced}}, "probe");
+    const Schedule named = build_schedule(m, plan), bare = build_schedule(m, plan, unnamed);
+    ASSERT_EQ(bare.buffers.size(), named.buffers.size());
+    for (size_t i = 0; i < named.buffers.size(); ++i) {
+      const BufferDesc &x = bare.buffers[i], &y = named.buffers[i];
+      EXPECT_TRUE(x.name.empty()) << y.name;
+      EXPECT_FALSE(y.name.empty());
+      EXPECT_EQ(std::tie(x.role, x.param, x.layer, x.batch, x.seq, x.cols),
+                std::tie(y.role, y.param, y.layer, y.batch, y.seq, y.cols))
+          << y.name;
+    }
+    ASSERT_EQ(bare.ops.size(), named.ops.size());
+    for (size_t i = 0; i < named.ops.size(); ++i) expect_same_op(bare.ops[i], named.ops[i]);
+    const SimFigures a = simulate_schedule(bare, cost), b = simulate_schedule(named, cost);
+    EXPECT_EQ(std::tie(a.iteration_us, a.compute_us, a.comm_us, a.exposed_comm_us, a.peak_memory_bytes),
+              std::tie(b.iteration_us, b.compute_us, b.comm_us, b.exposed_comm_us, b.peak_memory_bytes));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Models, ProbeVariantsMatchTheBuilder,
     ::testing::Values(
