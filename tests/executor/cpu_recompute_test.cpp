@@ -32,7 +32,10 @@ std::vector<Plan> sliced_plans(const ModelSpec& m) {
 }
 
 // The plan with and without recomputation, run one iteration each from identical buffers: the same loss and
-// the same gradients (1e-6 relative to the largest element: the recomputed ops redo the same arithmetic).
+// the same gradients. The recomputed ops redo the same arithmetic, but the two schedules allocate different
+// buffer sets, and the vectorised float32 reductions (norm gains summed over rows) peel by alignment, so the
+// sums may differ in their last bits (seen: 1.3e-6 of the largest element on a QK-norm gain): 5e-5 of the
+// largest element, far below what stale activations from another layer give.
 void expect_same_as_without(const ModelSpec& m, const Plan& plan, Recompute mode) {
   SCOPED_TRACE(m.name + " " + plan.strategy + " recompute " + to_string(mode));
   Plan with = plan;
@@ -48,7 +51,7 @@ void expect_same_as_without(const ModelSpec& m, const Plan& plan, Recompute mode
   const float want = a.iterate(1, false), got = b.iterate(1, false);
   ASSERT_TRUE(std::isfinite(got));
   EXPECT_NEAR(got, want, 1e-6 * std::abs(want));
-  const int compared = expect_same_gradients(a, b, 1e-6);
+  const int compared = expect_same_gradients(a, b, 5e-5);
   EXPECT_GT(compared, 10);
 }
 
