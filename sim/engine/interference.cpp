@@ -3,6 +3,10 @@
 #include "sim/engine/interference.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <unordered_map>
+
+#include "sim/engine/op_cost_key.hpp"
 
 namespace domino {
 
@@ -15,6 +19,29 @@ int32_t slot_of(std::vector<int>& slots, int sms) {
   slots.push_back(sms);
   return static_cast<int32_t>(slots.size() - 1);
 }
+
+// The SMs a collective of this kind and size holds, worked out once per distinct (kind, bytes) of a
+// schedule (its collectives come in few sizes; the cost model tries every algorithm per call).
+class CollectiveSms {
+ public:
+  CollectiveSms(const CostModel& cost, int tp, int devices_per_node) : cost_(cost), tp_(tp), dpn_(devices_per_node) {}
+  int of(const Op& op) {
+    for (const Known& k : known_)
+      if (k.kind == op.kind && std::bit_cast<uint64_t>(k.bytes) == std::bit_cast<uint64_t>(op.bytes)) return k.sms;
+    known_.push_back({op.kind, op.bytes, cost_.collective_sms(op, tp_, dpn_)});
+    return known_.back().sms;
+  }
+
+ private:
+  struct Known {
+    OpKind kind;
+    double bytes;
+    int sms;
+  };
+  const CostModel& cost_;
+  int tp_, dpn_;
+  std::vector<Known> known_;
+};
 
 }  // namespace
 
@@ -32,11 +59,12 @@ Interference::Interference(const Schedule& schedule, const CostModel& cost, int 
   contends_.assign(n, Contends::Nothing);
   hbm_demand_.assign(n, 0.0);
   sms_slot_.assign(n, 0);
+  CollectiveSms collective_sms(cost, tp, devices_per_node);
   for (size_t i = 0; i < n; ++i) {
     const Op& op = ops[i];
     if (collective(op.kind)) {
       contends_[i] = Contends::Collective;
-      sms_slot_[i] = slot_of(slot_sms_, cost.collective_sms(op, tp, devices_per_node));
+      sms_slot_[i] = slot_of(slot_sms_, collective_sms.of(op));
       if (duration[i] > 0) hbm_demand_[i] = cost.collective_hbm_bytes(op, tp) / duration[i];
     } else if (op.kind == OpKind::Gemm || op.kind == OpKind::Attention) {
       contends_[i] = Contends::Sms;
@@ -49,8 +77,15 @@ Interference::Interference(const Schedule& schedule, const CostModel& cost, int 
   // SMs that collective leaves (the remaining work carries over at event boundaries).
   const size_t slots = slot_sms_.size();
   sms_rate_.assign(n * slots, 1.0);
+  std::unordered_map<OpCostKey, size_t, OpCostKeyHash> first_alike;
+  first_alike.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    if (contends_[i] != Contends::Sms || !(duration[i] > 0)) continue;
+    if (contends_[i] != Contends::Sms || !(duration[i] > 0) || slots == 0) continue;
+    const auto [alike, is_new] = first_alike.try_emplace(OpCostKey(ops[i]), i);
+    if (!is_new) {
+      std::copy_n(sms_rate_.begin() + alike->second * slots, slots, sms_rate_.begin() + i * slots);
+      continue;
+    }
     for (size_t s = 0; s < slots; ++s) {
       const double beside = cost.gemm_us_on_sms(ops[i], cost.sms() - slot_sms_[s]);
       if (beside > 0) sms_rate_[i * slots + s] = duration[i] / beside;
