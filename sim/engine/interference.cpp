@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <unordered_map>
 
 #include "sim/engine/op_cost_key.hpp"
 
@@ -43,6 +42,36 @@ class CollectiveSms {
   std::vector<Known> known_;
 };
 
+// The first op of a schedule with the same OpCostKey as a given one: an open-addressing table of op
+// indices, its memory kept from one schedule to the next (one per build of millions of probes).
+class FirstAlike {
+ public:
+  explicit FirstAlike(size_t ops) {
+    size_t size = 16;
+    while (size < 2 * ops) size *= 2;
+    table().assign(size, -1);
+  }
+  // The earliest op added with op i's key, or i itself (then added) when none.
+  int32_t find_or_add(const std::vector<Op>& ops, int32_t i) {
+    std::vector<int32_t>& t = table();
+    const OpCostKey key(ops[size_t(i)]);
+    const size_t mask = t.size() - 1;
+    for (size_t h = OpCostKeyHash()(key) & mask;; h = (h + 1) & mask) {
+      if (t[h] < 0) {
+        t[h] = i;
+        return i;
+      }
+      if (OpCostKey(ops[size_t(t[h])]) == key) return t[h];
+    }
+  }
+
+ private:
+  static std::vector<int32_t>& table() {
+    thread_local std::vector<int32_t> slots;
+    return slots;
+  }
+};
+
 }  // namespace
 
 Interference::Interference(const Schedule& schedule, const CostModel& cost, int tp,
@@ -77,13 +106,12 @@ Interference::Interference(const Schedule& schedule, const CostModel& cost, int 
   // SMs that collective leaves (the remaining work carries over at event boundaries).
   const size_t slots = slot_sms_.size();
   sms_rate_.assign(n * slots, 1.0);
-  std::unordered_map<OpCostKey, size_t, OpCostKeyHash> first_alike;
-  first_alike.reserve(n);
+  FirstAlike first_alike(n);
   for (size_t i = 0; i < n; ++i) {
     if (contends_[i] != Contends::Sms || !(duration[i] > 0) || slots == 0) continue;
-    const auto [alike, is_new] = first_alike.try_emplace(OpCostKey(ops[i]), i);
-    if (!is_new) {
-      std::copy_n(sms_rate_.begin() + alike->second * slots, slots, sms_rate_.begin() + i * slots);
+    const int32_t alike = first_alike.find_or_add(ops, int32_t(i));
+    if (alike != int32_t(i)) {
+      std::copy_n(sms_rate_.begin() + size_t(alike) * slots, slots, sms_rate_.begin() + i * slots);
       continue;
     }
     for (size_t s = 0; s < slots; ++s) {
