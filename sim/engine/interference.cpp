@@ -23,10 +23,12 @@ int32_t slot_of(std::vector<int>& slots, int sms) {
 // schedule (its collectives come in few sizes; the cost model tries every algorithm per call).
 class CollectiveSms {
  public:
-  CollectiveSms(const CostModel& cost, int tp, int devices_per_node) : cost_(cost), tp_(tp), dpn_(devices_per_node) {}
+  CollectiveSms(const CostModel& cost, int tp, int devices_per_node)
+      : cost_(cost), tp_(tp), dpn_(devices_per_node) {}
   int of(const Op& op) {
     for (const Known& k : known_)
-      if (k.kind == op.kind && std::bit_cast<uint64_t>(k.bytes) == std::bit_cast<uint64_t>(op.bytes)) return k.sms;
+      if (k.kind == op.kind && std::bit_cast<uint64_t>(k.bytes) == std::bit_cast<uint64_t>(op.bytes))
+        return k.sms;
     known_.push_back({op.kind, op.bytes, cost_.collective_sms(op, tp_, dpn_)});
     return known_.back().sms;
   }

@@ -22,9 +22,16 @@ struct OpCostKey {
   int64_t heads;
 
   explicit OpCostKey(const Op& op)
-      : kind(op.kind), code(op.code), dtype(op.dtype), m(op.m), n(op.n), k(op.k),
-        flops_bits(std::bit_cast<uint64_t>(op.flops)), bytes_bits(std::bit_cast<uint64_t>(op.bytes)),
-        q_rows(op.n_in > 0 && op.in[0].valid() ? op.in[0].rows() : -1), heads(op.attrs.heads) {}
+      : kind(op.kind),
+        code(op.code),
+        dtype(op.dtype),
+        m(op.m),
+        n(op.n),
+        k(op.k),
+        flops_bits(std::bit_cast<uint64_t>(op.flops)),
+        bytes_bits(std::bit_cast<uint64_t>(op.bytes)),
+        q_rows(op.n_in > 0 && op.in[0].valid() ? op.in[0].rows() : -1),
+        heads(op.attrs.heads) {}
   bool operator==(const OpCostKey&) const = default;
 };
 
