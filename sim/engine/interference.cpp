@@ -3,6 +3,9 @@
 #include "sim/engine/interference.hpp"
 
 #include <algorithm>
+#include <bit>
+
+#include "sim/engine/op_cost_key.hpp"
 
 namespace domino {
 
@@ -15,6 +18,61 @@ int32_t slot_of(std::vector<int>& slots, int sms) {
   slots.push_back(sms);
   return static_cast<int32_t>(slots.size() - 1);
 }
+
+// The SMs a collective of this kind and size holds, worked out once per distinct (kind, bytes) of a
+// schedule (its collectives come in few sizes; the cost model tries every algorithm per call).
+class CollectiveSms {
+ public:
+  CollectiveSms(const CostModel& cost, int tp, int devices_per_node)
+      : cost_(cost), tp_(tp), dpn_(devices_per_node) {}
+  int of(const Op& op) {
+    for (const Known& k : known_)
+      if (k.kind == op.kind && std::bit_cast<uint64_t>(k.bytes) == std::bit_cast<uint64_t>(op.bytes))
+        return k.sms;
+    known_.push_back({op.kind, op.bytes, cost_.collective_sms(op, tp_, dpn_)});
+    return known_.back().sms;
+  }
+
+ private:
+  struct Known {
+    OpKind kind;
+    double bytes;
+    int sms;
+  };
+  const CostModel& cost_;
+  int tp_, dpn_;
+  std::vector<Known> known_;
+};
+
+// The first op of a schedule with the same OpCostKey as a given one: an open-addressing table of op
+// indices, its memory kept from one schedule to the next (one per build of millions of probes).
+class FirstAlike {
+ public:
+  explicit FirstAlike(size_t ops) {
+    size_t size = 16;
+    while (size < 2 * ops) size *= 2;
+    table().assign(size, -1);
+  }
+  // The earliest op added with op i's key, or i itself (then added) when none.
+  int32_t find_or_add(const std::vector<Op>& ops, int32_t i) {
+    std::vector<int32_t>& t = table();
+    const OpCostKey key(ops[size_t(i)]);
+    const size_t mask = t.size() - 1;
+    for (size_t h = OpCostKeyHash()(key) & mask;; h = (h + 1) & mask) {
+      if (t[h] < 0) {
+        t[h] = i;
+        return i;
+      }
+      if (OpCostKey(ops[size_t(t[h])]) == key) return t[h];
+    }
+  }
+
+ private:
+  static std::vector<int32_t>& table() {
+    thread_local std::vector<int32_t> slots;
+    return slots;
+  }
+};
 
 }  // namespace
 
@@ -32,11 +90,12 @@ Interference::Interference(const Schedule& schedule, const CostModel& cost, int 
   contends_.assign(n, Contends::Nothing);
   hbm_demand_.assign(n, 0.0);
   sms_slot_.assign(n, 0);
+  CollectiveSms collective_sms(cost, tp, devices_per_node);
   for (size_t i = 0; i < n; ++i) {
     const Op& op = ops[i];
     if (collective(op.kind)) {
       contends_[i] = Contends::Collective;
-      sms_slot_[i] = slot_of(slot_sms_, cost.collective_sms(op, tp, devices_per_node));
+      sms_slot_[i] = slot_of(slot_sms_, collective_sms.of(op));
       if (duration[i] > 0) hbm_demand_[i] = cost.collective_hbm_bytes(op, tp) / duration[i];
     } else if (op.kind == OpKind::Gemm || op.kind == OpKind::Attention) {
       contends_[i] = Contends::Sms;
@@ -49,8 +108,14 @@ Interference::Interference(const Schedule& schedule, const CostModel& cost, int 
   // SMs that collective leaves (the remaining work carries over at event boundaries).
   const size_t slots = slot_sms_.size();
   sms_rate_.assign(n * slots, 1.0);
+  FirstAlike first_alike(n);
   for (size_t i = 0; i < n; ++i) {
-    if (contends_[i] != Contends::Sms || !(duration[i] > 0)) continue;
+    if (contends_[i] != Contends::Sms || !(duration[i] > 0) || slots == 0) continue;
+    const int32_t alike = first_alike.find_or_add(ops, int32_t(i));
+    if (alike != int32_t(i)) {
+      std::copy_n(sms_rate_.begin() + size_t(alike) * slots, slots, sms_rate_.begin() + i * slots);
+      continue;
+    }
     for (size_t s = 0; s < slots; ++s) {
       const double beside = cost.gemm_us_on_sms(ops[i], cost.sms() - slot_sms_[s]);
       if (beside > 0) sms_rate_[i * slots + s] = duration[i] / beside;
