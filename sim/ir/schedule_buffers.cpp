@@ -40,6 +40,49 @@ void Builder::add_param(std::array<int32_t, kLayerParams>* p, std::array<int32_t
   }
 }
 
+// Layer l's parameters, each with its gradient and optimizer states ("L3.attn.qkv.w", ".grad", ".m", ".v").
+void Builder::add_layer_params(int l, const std::string& pre) {
+  LayerBuffers& b = lb_[size_t(l)];
+  auto* P = &b.param;
+  auto* G = &b.grad;
+  auto* S1 = &b.state1;
+  auto* S2 = &b.state2;
+  if (pre_norm_) {
+    add_param(P, G, S1, S2, N1G, pre + ".attn.norm.g", l, 1, h_, ParamKind::AttnNormGamma);
+    if (layernorm_) add_param(P, G, S1, S2, N1B, pre + ".attn.norm.b", l, 1, h_, ParamKind::AttnNormBeta);
+  }
+  add_param(P, G, S1, S2, QkvW, pre + ".attn.qkv.w", l, h_, qkv_cols_, ParamKind::QkvWeight);
+  if (m_.qkv_bias) add_param(P, G, S1, S2, QkvB, pre + ".attn.qkv.b", l, 1, qkv_cols_, ParamKind::QkvBias);
+  add_param(P, G, S1, S2, ProjW, pre + ".attn.proj.w", l, a_l_ * d_, h_, ParamKind::ProjWeight);
+  if (m_.proj_bias) add_param(P, G, S1, S2, ProjB, pre + ".attn.proj.b", l, 1, h_, ParamKind::ProjBias);
+  const bool mlp_norm = pre_norm_ && !shared_norm_;  // a shared norm is the attention's
+  if (mlp_norm) {
+    add_param(P, G, S1, S2, N2G, pre + ".mlp.norm.g", l, 1, h_, ParamKind::MlpNormGamma);
+    if (layernorm_) add_param(P, G, S1, S2, N2B, pre + ".mlp.norm.b", l, 1, h_, ParamKind::MlpNormBeta);
+  }
+  add_param(P, G, S1, S2, Fc1W, pre + ".mlp.fc1.w", l, h_, fc1_cols_, ParamKind::Fc1Weight);
+  if (m_.mlp_bias) add_param(P, G, S1, S2, Fc1B, pre + ".mlp.fc1.b", l, 1, fc1_cols_, ParamKind::Fc1Bias);
+  add_param(P, G, S1, S2, Fc2W, pre + ".mlp.fc2.w", l, f_l_, h_, ParamKind::Fc2Weight);
+  if (m_.mlp_bias) add_param(P, G, S1, S2, Fc2B, pre + ".mlp.fc2.b", l, 1, h_, ParamKind::Fc2Bias);
+  // QK-norm gains: one per head shared by all heads, or (full, tp = 1) one over the whole projection.
+  const bool per_head = m_.qk_norm == QkNorm::PerHead;
+  if (qk_norm_) {
+    add_param(P, G, S1, S2, QnG, pre + ".attn.qnorm.g", l, 1, per_head ? d_ : a_l_ * d_, ParamKind::QNormGamma);
+    add_param(P, G, S1, S2, KnG, pre + ".attn.knorm.g", l, 1, per_head ? d_ : kv_l_ * d_, ParamKind::KNormGamma);
+  }
+  for (int k = 0; k < 2 && post_norm_; ++k) {
+    const std::string name = pre + (k == 0 ? ".attn" : ".mlp") + ".post.norm";
+    const int g = k == 0 ? P1G : P2G;
+    const bool attn = k == 0;
+    add_param(P, G, S1, S2, g, name + ".g", l, 1, h_,
+              attn ? ParamKind::AttnPostNormGamma : ParamKind::MlpPostNormGamma);
+    if (layernorm_) {
+      add_param(P, G, S1, S2, g + 1, name + ".b", l, 1, h_,
+                attn ? ParamKind::AttnPostNormBeta : ParamKind::MlpPostNormBeta);
+    }
+  }
+}
+
 void Builder::make_buffers() {
   const int L = m_.layers;
   s_.buffers.reserve(size_t(L) * 60 + 64);
@@ -72,44 +115,9 @@ void Builder::make_buffers() {
   for (int l = 0; l < L; ++l) {
     LayerBuffers& b = lb_[size_t(l)];
     const std::string pre = fmt::format("L{}", l);
-    auto* P = &b.param;
-    auto* G = &b.grad;
-    auto* S1 = &b.state1;
-    auto* S2 = &b.state2;
-    if (pre_norm_) {
-      add_param(P, G, S1, S2, N1G, pre + ".attn.norm.g", l, 1, h_, ParamKind::AttnNormGamma);
-      if (layernorm_) add_param(P, G, S1, S2, N1B, pre + ".attn.norm.b", l, 1, h_, ParamKind::AttnNormBeta);
-    }
-    add_param(P, G, S1, S2, QkvW, pre + ".attn.qkv.w", l, h_, qkv_cols_, ParamKind::QkvWeight);
-    if (m_.qkv_bias) add_param(P, G, S1, S2, QkvB, pre + ".attn.qkv.b", l, 1, qkv_cols_, ParamKind::QkvBias);
-    add_param(P, G, S1, S2, ProjW, pre + ".attn.proj.w", l, a_l_ * d_, h_, ParamKind::ProjWeight);
-    if (m_.proj_bias) add_param(P, G, S1, S2, ProjB, pre + ".attn.proj.b", l, 1, h_, ParamKind::ProjBias);
+    add_layer_params(l, pre);
     const bool mlp_norm = pre_norm_ && !shared_norm_;  // a shared norm is the attention's
-    if (mlp_norm) {
-      add_param(P, G, S1, S2, N2G, pre + ".mlp.norm.g", l, 1, h_, ParamKind::MlpNormGamma);
-      if (layernorm_) add_param(P, G, S1, S2, N2B, pre + ".mlp.norm.b", l, 1, h_, ParamKind::MlpNormBeta);
-    }
-    add_param(P, G, S1, S2, Fc1W, pre + ".mlp.fc1.w", l, h_, fc1_cols_, ParamKind::Fc1Weight);
-    if (m_.mlp_bias) add_param(P, G, S1, S2, Fc1B, pre + ".mlp.fc1.b", l, 1, fc1_cols_, ParamKind::Fc1Bias);
-    add_param(P, G, S1, S2, Fc2W, pre + ".mlp.fc2.w", l, f_l_, h_, ParamKind::Fc2Weight);
-    if (m_.mlp_bias) add_param(P, G, S1, S2, Fc2B, pre + ".mlp.fc2.b", l, 1, h_, ParamKind::Fc2Bias);
-    // QK-norm gains: one per head shared by all heads, or (full, tp = 1) one over the whole projection.
     const bool per_head = m_.qk_norm == QkNorm::PerHead;
-    if (qk_norm_) {
-      add_param(P, G, S1, S2, QnG, pre + ".attn.qnorm.g", l, 1, per_head ? d_ : a_l_ * d_, ParamKind::QNormGamma);
-      add_param(P, G, S1, S2, KnG, pre + ".attn.knorm.g", l, 1, per_head ? d_ : kv_l_ * d_, ParamKind::KNormGamma);
-    }
-    for (int k = 0; k < 2 && post_norm_; ++k) {
-      const std::string name = pre + (k == 0 ? ".attn" : ".mlp") + ".post.norm";
-      const int g = k == 0 ? P1G : P2G;
-      const bool attn = k == 0;
-      add_param(P, G, S1, S2, g, name + ".g", l, 1, h_,
-                attn ? ParamKind::AttnPostNormGamma : ParamKind::MlpPostNormGamma);
-      if (layernorm_) {
-        add_param(P, G, S1, S2, g + 1, name + ".b", l, 1, h_,
-                  attn ? ParamKind::AttnPostNormBeta : ParamKind::MlpPostNormBeta);
-      }
-    }
 
     const auto act = [&](const char* what, int64_t cols) { return activation_buffer(l, what, S_, cols); };
     const auto sharded_act = [&](const char* what, int64_t cols) { return activation_buffer(l, what, S_sh, cols); };

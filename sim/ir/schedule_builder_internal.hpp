@@ -100,6 +100,7 @@ class Builder {
   // schedule_buffers.cpp
   void make_buffers();
   void make_head_and_gradient_buffers();
+  void add_layer_params(int l, const std::string& pre);
   int32_t add_buffer(std::string name, BufferRole role, int layer, int64_t batch, int64_t seq, int64_t cols,
                      ParamKind param = ParamKind::None);
   void add_param(std::array<int32_t, kLayerParams>* p, std::array<int32_t, kLayerParams>* g,

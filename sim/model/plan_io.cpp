@@ -124,38 +124,10 @@ std::string block_yaml(const BlockPlan& b) {
          (b.pipeline == 1 ? std::string() : ", pipeline: " + std::to_string(b.pipeline)) + "}";
 }
 
-Plan read_plan(const YAML::Node& root, const std::string& path, const ModelSpec& model, bool force) {
-  YamlMap top(root, path, "plan");
-  expect_keys(top, {"format_version", "model", "tp", "profile", "strategy", "comm", "sequence_parallel", "recompute",
-                    "layers", "provenance"});
-  Plan p;
-  p.format_version = checked_int(top, "format_version", top.get_int("format_version"));
-  if (p.format_version != 1) {
-    top.fail("format_version",
-             "version " + std::to_string(p.format_version) + " is not supported (this build reads 1)");
-  }
-  {
-    YamlMap mm(top.get_node("model"), path, "plan model");
-    expect_keys(mm, {"name", "fingerprint"});
-    p.model_name = mm.get_string("name");
-    p.model_fingerprint = mm.get_string("fingerprint");
-  }
-  p.tp = checked_int(top, "tp", top.get_int("tp"));
-  if (p.tp < 1) top.fail("tp", "must be at least 1");
-  // Before the layers: a plan for another model or TP degree is named as such, not by a layer that model
-  // lacks (a model of this name with another shape is told once the whole plan is read).
-  if (!force && (p.model_name != model.name || p.tp != model.tp))
-    top.fail(p.model_name == model.name ? "tp" : "model", detail::model_mismatch(p, model));
-  p.profile = top.opt_string("profile").value_or("");
-  p.strategy = top.opt_string("strategy").value_or("custom");
-  p.comm_enabled = top.opt_bool("comm").value_or(true);
-  p.sequence_parallel = top.opt_bool("sequence_parallel").value_or(false);
-  if (const auto rc = top.opt_string("recompute")) {
-    const auto mode = recompute_from_name(*rc);
-    if (!mode) top.fail("recompute", "'" + *rc + "' is not one of none, selective, full");
-    p.recompute = *mode;
-  }
-
+// The plan's layer entries: every model layer covered by exactly one (a layer covered twice names both
+// entries' lines, uncovered layers are listed as ranges).
+void read_layer_entries(YamlMap& top, const std::string& path, const ModelSpec& model, Plan* plan) {
+  Plan& p = *plan;
   const YAML::Node layers = top.get_node("layers");
   if (!layers.IsSequence()) top.fail("layers", "expected a list of layer entries");
   std::vector<int> owner_line(size_t(std::max(model.layers, 0)), 0);
@@ -191,6 +163,41 @@ Plan read_plan(const YAML::Node& root, const std::string& path, const ModelSpec&
   }
   if (!missing.empty())
     top.fail("layers", "no entry covers layer(s) " + missing + " (every layer needs exactly one)");
+}
+
+Plan read_plan(const YAML::Node& root, const std::string& path, const ModelSpec& model, bool force) {
+  YamlMap top(root, path, "plan");
+  expect_keys(top, {"format_version", "model", "tp", "profile", "strategy", "comm", "sequence_parallel", "recompute",
+                    "layers", "provenance"});
+  Plan p;
+  p.format_version = checked_int(top, "format_version", top.get_int("format_version"));
+  if (p.format_version != 1) {
+    top.fail("format_version",
+             "version " + std::to_string(p.format_version) + " is not supported (this build reads 1)");
+  }
+  {
+    YamlMap mm(top.get_node("model"), path, "plan model");
+    expect_keys(mm, {"name", "fingerprint"});
+    p.model_name = mm.get_string("name");
+    p.model_fingerprint = mm.get_string("fingerprint");
+  }
+  p.tp = checked_int(top, "tp", top.get_int("tp"));
+  if (p.tp < 1) top.fail("tp", "must be at least 1");
+  // Before the layers: a plan for another model or TP degree is named as such, not by a layer that model
+  // lacks (a model of this name with another shape is told once the whole plan is read).
+  if (!force && (p.model_name != model.name || p.tp != model.tp))
+    top.fail(p.model_name == model.name ? "tp" : "model", detail::model_mismatch(p, model));
+  p.profile = top.opt_string("profile").value_or("");
+  p.strategy = top.opt_string("strategy").value_or("custom");
+  p.comm_enabled = top.opt_bool("comm").value_or(true);
+  p.sequence_parallel = top.opt_bool("sequence_parallel").value_or(false);
+  if (const auto rc = top.opt_string("recompute")) {
+    const auto mode = recompute_from_name(*rc);
+    if (!mode) top.fail("recompute", "'" + *rc + "' is not one of none, selective, full");
+    p.recompute = *mode;
+  }
+
+  read_layer_entries(top, path, model, &p);
 
   if (const auto prov = top.opt_node("provenance")) {
     if (!prov->IsMap()) top.fail("provenance", "expected a mapping of names to text");

@@ -57,10 +57,8 @@ void write_best_trace(const std::string& path, const domino::TuneResult& result,
   std::printf("trace: %s\n", path.c_str());
 }
 
-}  // namespace
-
 // --recompute auto: the cheapest mode (none, then selective, then full: each recomputes more) whose best plan
-// fits --mem-gb, and in *why which it chose and why. Without --mem-gb nothing needs recomputing: none.
+// fits --mem-gb, and in *why which one it chose and why. Without --mem-gb nothing needs recomputing: none.
 domino::TuneResult tune_recompute_auto(domino::ModelSpec model, const std::vector<int>& tps,
                                        const domino::CostModel& cost, const domino::TuneOptions& options,
                                        std::string* why) {
@@ -83,6 +81,28 @@ domino::TuneResult tune_recompute_auto(domino::ModelSpec model, const std::vecto
   }
   return {};  // not reached: full either fits or throws
 }
+
+// The model to tune: the embedded default or MODEL with the overrides, at the first TP degree searched, in
+// the training context.
+domino::ModelSpec load_tuned_model(const std::string& model_arg, const domino::ModelOverrides& overrides,
+                                   const std::vector<int>& tps, const domino::TrainingContext& training) {
+  domino::ModelSpec model;
+  if (model_arg.empty()) {
+    model = domino::default_model();
+    if (overrides.seq_len) model.seq_len = *overrides.seq_len;
+    if (overrides.micro_batch) model.micro_batch = *overrides.micro_batch;
+  } else {
+    model = domino::load_model(model_arg, overrides);
+  }
+  // What the importer chose for the user (a capped sequence length): said once, apart from the results.
+  for (const std::string& note : model.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
+  if (!tps.empty()) model.tp = tps.front();
+  model.training = training;
+  domino::validate_model(model);
+  return model;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   return domino::run_main("domino-tune", [&]() -> int {
@@ -124,19 +144,7 @@ int main(int argc, char** argv) {
     const std::vector<int> tps = tp_arg.empty() ? std::vector<int>{} : parse_tps(tp_arg);
     const domino::TrainingContext training = domino::training_context(training_args, /*allow_auto=*/true);
 
-    domino::ModelSpec model;
-    if (model_arg.empty()) {
-      model = domino::default_model();
-      if (overrides.seq_len) model.seq_len = *overrides.seq_len;
-      if (overrides.micro_batch) model.micro_batch = *overrides.micro_batch;
-    } else {
-      model = domino::load_model(model_arg, overrides);
-    }
-    // What the importer chose for the user (a capped sequence length): said once, apart from the results.
-    for (const std::string& note : model.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
-    if (!tps.empty()) model.tp = tps.front();
-    model.training = training;
-    domino::validate_model(model);
+    const domino::ModelSpec model = load_tuned_model(model_arg, overrides, tps, training);
 
     // One profile for every degree: the default is chosen for the largest degree searched.
     domino::ModelSpec widest = model;
