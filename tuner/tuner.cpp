@@ -286,7 +286,7 @@ TuneResult tune(const ModelSpec& model, const std::vector<int>& tps, const CostM
   }
   progress.finish();
   result.best_tp = best_by_tokens_per_gpu(result.per_tp);
-  if (result.best_tp < 0) throw_nothing_fits(result.per_tp, options);
+  if (result.best_tp < 0 && !options.allow_nothing_fits) throw_nothing_fits(result.per_tp, options);
   result.seconds = seconds_since(t0);
   return result;
 }

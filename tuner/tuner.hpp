@@ -24,6 +24,9 @@ struct TuneOptions {
   int top_k = 5;              // tuned plans reported
   double mem_limit_gib = 0;   // peak memory per device; 0: no limit
   bool progress = true;       // progress line on stderr (only when it is a terminal)
+  // true: when no plan fits mem_limit_gib, tune returns with best_tp -1 (each TpTuning's smallest says what
+  // the leanest plan needed) instead of throwing BadInput.
+  bool allow_nothing_fits = false;
 };
 
 struct EvaluatedPlan {

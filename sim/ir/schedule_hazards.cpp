@@ -65,7 +65,7 @@ struct Touch {
 };
 
 // The ops `op` must wait for on the other stream, appended to deps: for a read the writers of an
-// overlapping region, for a write every access to one. Then the op's own accesses join the histories.
+// overlapping region, for a write every access to one.
 void add_conflicts(const Op& op, const std::array<Touch, kMaxIn + kMaxOut>& touches, int n,
                    std::vector<int32_t>& deps) {
   for (int t = 0; t < n; ++t) {
@@ -75,6 +75,7 @@ void add_conflicts(const Op& op, const std::array<Touch, kMaxIn + kMaxOut>& touc
   }
 }
 
+// The op's own accesses join the histories.
 void record(const Op& op, const std::array<Touch, kMaxIn + kMaxOut>& touches, int n) {
   for (int t = 0; t < n; ++t) {
     const Touch& x = touches[size_t(t)];
@@ -93,10 +94,8 @@ void record(const Op& op, const std::array<Touch, kMaxIn + kMaxOut>& touches, in
 }  // namespace
 
 void add_hazard_deps(Schedule& s) {
-  thread_local Histories per_thread;
-  thread_local std::vector<int32_t> found;
-  Histories& histories = per_thread;
-  std::vector<int32_t>& deps = found;
+  thread_local Histories histories;
+  thread_local std::vector<int32_t> deps;
   histories.reset(s);
   std::array<Touch, kMaxIn + kMaxOut> touches;
   for (Op& op : s.ops) {

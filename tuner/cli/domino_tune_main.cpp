@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,19 +66,18 @@ domino::TuneResult tune_recompute_auto(domino::ModelSpec model, const std::vecto
   std::string refused;
   for (const domino::Recompute mode : {domino::Recompute::None, domino::Recompute::Selective, domino::Recompute::Full}) {
     model.training.recompute = mode;
-    try {
-      domino::TuneResult r = domino::tune(model, tps, cost, options);
+    domino::TuneOptions attempt = options;
+    attempt.allow_nothing_fits = mode != domino::Recompute::Full;  // the last mode says why nothing fits
+    domino::TuneResult r = domino::tune(model, tps, cost, attempt);
+    if (r.best_tp >= 0) {
       *why = fmt::format("recompute auto: {} ({})\n", domino::to_string(mode),
                          refused.empty() ? "the cheapest mode; no recomputation needed" : "the cheapest mode that fits; " + refused);
       return r;
-    } catch (const domino::Error& e) {
-      const std::string what = e.what();
-      if (mode == domino::Recompute::Full || what.find("no plan fits") == std::string::npos) throw;
-      const size_t needs = what.find("the smallest needs ");
-      const std::string gib = needs == std::string::npos ? "" : what.substr(needs + 19, what.find(" GiB", needs) - needs - 19);
-      refused += fmt::format("{}{}: the smallest plan needs {} GiB", refused.empty() ? "" : ", ",
-                             domino::to_string(mode), gib);
     }
+    int64_t smallest = std::numeric_limits<int64_t>::max();
+    for (const domino::TpTuning& t : r.per_tp) smallest = std::min(smallest, t.smallest.figures.peak_memory_bytes);
+    refused += fmt::format("{}{}: the smallest plan needs {:.1f} GiB", refused.empty() ? "" : ", ",
+                           domino::to_string(mode), double(smallest) / double(1LL << 30));
   }
   return {};  // not reached: full either fits or throws
 }
