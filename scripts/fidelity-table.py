@@ -154,11 +154,31 @@ def split_half(ok):
     rounds = min(len(r["measured_samples_ms"]) for r in ok)
     if rounds < 2 or len(ok) < 2:
         return None
-    odd = [median(r["measured_samples_ms"][0:rounds:2]) for r in ok]
-    even = [median(r["measured_samples_ms"][1:rounds:2]) for r in ok]
-    return {"rounds": rounds,
-            "mape_pct": 100.0 * sum(abs(a - b) / b for a, b in zip(odd, even)) / len(ok),
+    out = {"rounds": rounds, **odd_against_even([r["measured_samples_ms"][:rounds] for r in ok])}
+    steady = drift_divided_out([r["measured_samples_ms"][:rounds] for r in ok])
+    if steady:
+        out["drift_divided_out"] = odd_against_even(steady)
+    return out
+
+
+def odd_against_even(samples):
+    odd = [median(s[0::2]) for s in samples]
+    even = [median(s[1::2]) for s in samples]
+    return {"mape_pct": 100.0 * sum(abs(a - b) / b for a, b in zip(odd, even)) / len(samples),
             "kendall_tau": kendall_tau_b(odd, even)}
+
+
+def drift_divided_out(samples):
+    """Every plan's samples with the drift common to a round divided out: round k's samples over that round's
+    geometric mean across plans, rescaled by the mean factor so they stay in ms. A machine slower in one
+    round for every plan alike changes nothing; what remains is what differs between plans of one round.
+    None with fewer than two plans or a non-positive sample."""
+    if len(samples) < 2 or any(v <= 0 for s in samples for v in s):
+        return None
+    rounds = len(samples[0])
+    log_factor = [sum(math.log(s[k]) for s in samples) / len(samples) for k in range(rounds)]
+    mean_log = sum(log_factor) / rounds
+    return [[s[k] / math.exp(log_factor[k] - mean_log) for k in range(rounds)] for s in samples]
 
 
 def speedups(ok):
@@ -258,7 +278,11 @@ def uncertainty_lines(fig):
     half = fig.get("split_half")
     if half:
         lines += [f"Noise floor, split-half (odd against even interleaved rounds, {half['rounds']} rounds): "
-                  f"MAPE {half['mape_pct']:.1f} %, Kendall tau {fmt(half['kendall_tau'], '.2f')}", ""]
+                  f"MAPE {half['mape_pct']:.1f} %, Kendall tau {fmt(half['kendall_tau'], '.2f')}"
+                  + (f"; with the drift common to each round divided out (every sample over its round's geometric "
+                     f"mean across plans): MAPE {half['drift_divided_out']['mape_pct']:.1f} %, Kendall tau "
+                     f"{fmt(half['drift_divided_out']['kendall_tau'], '.2f')}" if "drift_divided_out" in half else ""),
+                  ""]
     near = fig.get("bound")
     if near and "tuned_fraction" in near:
         t = near["tuned_fraction"]

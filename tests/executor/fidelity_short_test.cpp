@@ -262,6 +262,31 @@ TEST_F(FidelitySweep, TableIntervalsSplitHalfAndSpeedupsOfAnInterleavedLaunch) {
   EXPECT_NE(md.find("95 % intervals"), std::string::npos) << md;
 }
 
+// Every plan 20 % slower in the even rounds: the raw split-half sees the drift, the drift-divided one does not;
+// a plan that differs from the others inside a round still counts after the division.
+TEST_F(FidelitySweep, TableSplitHalfDividesOutTheDriftCommonToARound) {
+  const fs::path cfg = dir / "cfg";
+  write_rows(cfg, {{"megatron-async", 100000, {{100000, 120000, 100000, 120000}}},
+                   {"domino-ds", 50000, {{50000, 60000, 50000, 60000}}},
+                   {"tuned", 80000, {{80000, 96000, 80000, 96000}}}});
+  std::ofstream(cfg / "config.json") << nlohmann::json{{"model", "m"}, {"interleaved", true}}.dump();
+  auto half = table()["figures"]["split_half"];
+  EXPECT_NEAR(half["mape_pct"].get<double>(), 100.0 * 20 / 120, 1e-9);
+  EXPECT_NEAR(half["drift_divided_out"]["mape_pct"].get<double>(), 0.0, 1e-9) << half.dump();
+  EXPECT_NEAR(half["drift_divided_out"]["kendall_tau"].get<double>(), 1.0, 1e-9);
+  EXPECT_NE(slurp(dir / "fidelity.md").find("drift common to each round divided out"), std::string::npos);
+
+  // Now only domino-ds is slower in the even rounds (60 against 50 ms): the geometric mean of those rounds
+  // rises by 1.2^(1/3), and every plan's odd median over its even median is what is left of the drift.
+  write_rows(cfg, {{"megatron-async", 100000, {{100000, 100000, 100000, 100000}}},
+                   {"domino-ds", 50000, {{50000, 60000, 50000, 60000}}},
+                   {"tuned", 80000, {{80000, 80000, 80000, 80000}}}});
+  half = table()["figures"]["split_half"];
+  const double f = std::cbrt(1.2);  // even-round factor over odd-round factor
+  const double expected = 100.0 * ((f - 1) + std::abs(f / 1.2 - 1) + (f - 1)) / 3;
+  EXPECT_NEAR(half["drift_divided_out"]["mape_pct"].get<double>(), expected, 1e-9) << half.dump();
+}
+
 // Without the interleaved flag the rounds of different plans are not aligned: no split-half, no speedups.
 TEST_F(FidelitySweep, TableScoresNoRoundsOfSeparateLaunches) {
   write_rows(dir / "cfg", {{"megatron-async", 100000, {{100000, 100000}}}, {"domino-ds", 80000, {{80000, 99000}}}});
