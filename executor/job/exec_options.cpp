@@ -57,6 +57,13 @@ void add_placement_flags(CLI::App& app, PlacementFlags* p) {
                      std::to_string(kSpinBeforeBlockUs) + " us first). Default " + wait_name(kDefaultWait));
 }
 
+void add_realtime_flags(CLI::App& app, RunSettings* r) {
+  app.add_flag("--realtime,!--no-realtime", r->realtime,
+               std::string("run each rank's threads SCHED_FIFO (root): other processes wait while the ranks run, "
+                           "communication preempts compute at once. Default ") +
+                   (kDefaultRealtime ? "on" : "off"));
+}
+
 void apply_placement_flags(const PlacementFlags& p, RunSettings* r) {
   if (!p.placement.empty()) r->placement = parse_placement(p.placement);
   if (!p.wait.empty()) r->wait = parse_wait(p.wait);
@@ -138,6 +145,7 @@ bool parse_exec_options(int argc, const char* const* argv, ExecOptions* out, con
   add_job_flags(app, &o.job, &shape);
   add_run_flags(app, &o.run, &nan);
   add_placement_flags(app, &placement);
+  add_realtime_flags(app, &o.run);
   app.add_option("--backend", o.backend, "cpu (default) or cuda");
   if (backend_flags) backend_flags(app);
   if (parse_command_line(app, argc, argv, "domino-exec")) return false;  // help or version printed

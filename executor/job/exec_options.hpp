@@ -36,6 +36,7 @@ struct JobRequest {
 // noise floor").
 inline constexpr CpuPlacement kDefaultPlacement = CpuPlacement::None;
 inline constexpr WorkerWait kDefaultWait = WorkerWait::Block;
+inline constexpr bool kDefaultRealtime = false;
 
 // How to run it: iterations, training settings, outputs, the link, failure handling.
 struct RunSettings {
@@ -62,6 +63,7 @@ struct RunSettings {
   // --cpu-placement; unset: kDefaultPlacement where the affinity mask has a core per rank, else none
   std::optional<CpuPlacement> placement;
   WorkerWait wait = kDefaultWait;  // --worker-wait
+  bool realtime = kDefaultRealtime;  // --realtime / --no-realtime: SCHED_FIFO for the rank's threads (cpu_placement.hpp)
   int compute_cpu = -1;  // not a flag: set inside each rank process from the placement (rank_placement.hpp)
 };
 

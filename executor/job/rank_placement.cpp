@@ -22,6 +22,7 @@ void check_placement(const RunSettings& run, int ranks) {
 }
 
 void enter_rank_placement(RunSettings* run, int index, int ranks) {
+  if (run->realtime) set_calling_thread_fifo(kRealtimeCommPriority);
   if (ranks < 1) return;  // env mode without the launcher's count of ranks here: placing could stack them
   const RankCores cores = place_rank(request_of(*run), affinity_cpus(), index, ranks);
   pin_calling_thread(cores.process_cpu);

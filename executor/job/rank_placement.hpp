@@ -11,7 +11,8 @@ namespace domino {
 // (BadInput otherwise, naming the mask); a --check run, which times nothing, may share cores.
 void check_placement(const RunSettings& run, int ranks);
 
-// Run inside rank process number `index` of the host's `ranks`: pins the process (placement rank: every
+// Run inside rank process number `index` of the host's `ranks`: with --realtime puts it under SCHED_FIFO
+// (kRealtimeCommPriority: every later thread inherits it; the compute worker steps down), pins the process (placement rank: every
 // thread it starts afterwards, Gloo's device loop included, inherits the core) and sets run->compute_cpu for
 // the stream workers. Throws BadInput as check_placement does, Runtime when the kernel refuses the pin.
 void enter_rank_placement(RunSettings* run, int index, int ranks);

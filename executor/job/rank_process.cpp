@@ -114,6 +114,7 @@ RunnerOptions runner_options(const RunSettings& r, const Backend& backend) {
   ro.dump_dir = r.dump_dir;
   ro.compute_cpu = r.compute_cpu;
   ro.wait = r.wait;
+  ro.compute_fifo_priority = r.realtime ? kRealtimeComputePriority : 0;
   return ro;
 }
 
@@ -122,7 +123,7 @@ nlohmann::json run_meta(const ExecOptions& o) {
   return {{"backend", o.backend}, {"seed", r.seed}, {"threads", r.threads}, {"optimizer", r.optimizer},
           {"link_gbps", r.link_gbps}, {"link_latency_us", r.link_latency_us},
           {"cpu_placement", placement_name(r.placement.value_or(kDefaultPlacement))},
-          {"worker_wait", wait_name(r.wait)}};
+          {"worker_wait", wait_name(r.wait)}, {"realtime", r.realtime}};
 }
 
 bool env_mode() { return read_launch_env(process_env()).has_value(); }

@@ -26,6 +26,14 @@ enum class WorkerWait : uint8_t {
 
 inline constexpr int kSpinBeforeBlockUs = 50;
 
+// Real-time scheduling (SCHED_FIFO) of a rank's threads: other processes on the host then run only when the
+// rank's threads wait (or in the kernel's real-time throttling share, 5 % by default). Communication and the
+// process's other threads (Gloo's loop, the barrier) sit above compute, so that a collective that becomes
+// ready preempts compute at once instead of waiting for a compute op to end, as a GPU runs its communication
+// kernels beside compute.
+inline constexpr int kRealtimeCommPriority = 2;
+inline constexpr int kRealtimeComputePriority = 1;
+
 // "none", "rank", "compute"; "block", "spin".
 std::string placement_name(CpuPlacement p);
 std::string wait_name(WorkerWait w);
@@ -52,6 +60,10 @@ struct PlacementRequest {
   bool share = false;     // fewer cores than ranks: share them round robin instead of pinning nothing
 };
 RankCores place_rank(const PlacementRequest& request, const std::vector<int>& cpus, int index, int ranks);
+
+// Puts the calling thread under SCHED_FIFO at `priority` (threads it starts afterwards inherit it); nothing for
+// priority <= 0. Throws BadInput when the process may not (needs root or CAP_SYS_NICE).
+void set_calling_thread_fifo(int priority);
 
 // Pins the calling thread to `cpu` (threads it starts afterwards inherit it); nothing for cpu < 0. Throws
 // Runtime naming the CPU when the kernel refuses.

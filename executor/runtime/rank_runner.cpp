@@ -86,7 +86,10 @@ class StreamWorkers {
       seen = iteration;
       try {
         if (!attached) {
-          if (lane.stream == Stream::Compute) pin_calling_thread(options_.compute_cpu);
+          if (lane.stream == Stream::Compute) {
+            pin_calling_thread(options_.compute_cpu);
+            set_calling_thread_fifo(options_.compute_fifo_priority);
+          }
           lane.driver->attach_thread();
         }
         attached = true;

@@ -26,6 +26,7 @@ struct RunnerOptions {
   std::string dump_dir;       // files land in dump_dir/rank<r>/
   int compute_cpu = -1;       // >= 0: the compute stream's worker runs on this CPU only (cpu_placement.hpp)
   WorkerWait wait = WorkerWait::Block;  // how workers wait for other streams' ops and the caller for them
+  int compute_fifo_priority = 0;        // > 0: the compute worker runs SCHED_FIFO at this priority
 };
 
 struct IterationRecord {
