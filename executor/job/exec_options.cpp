@@ -46,22 +46,25 @@ struct PlacementFlags {
 };
 
 void add_placement_flags(CLI::App& app, PlacementFlags* p) {
-  app.add_option("--cpu-placement", p->placement,
-                 "where each rank's threads run (CPU backend): none (the kernel places them), rank (rank r's "
-                 "threads, Gloo's included, all on the r-th CPU of the affinity mask), compute (only rank r's "
-                 "compute thread there; communication floats). Default " + placement_name(kDefaultPlacement) +
-                     "; a given placement needs a CPU per rank in the mask (a default one is then dropped, "
-                     "--check shares CPUs)");
+  app.add_option(
+      "--cpu-placement", p->placement,
+      "where each rank's threads run (CPU backend): none (the kernel places them), rank (rank r's "
+      "threads, Gloo's included, all on the r-th CPU of the affinity mask), compute (only rank r's "
+      "compute thread there; communication floats). Default " +
+          placement_name(kDefaultPlacement) +
+          "; a given placement needs a CPU per rank in the mask (a default one is then dropped, "
+          "--check shares CPUs)");
   app.add_option("--worker-wait", p->wait,
                  "how the per-stream workers wait for each other: block (futex at once) or spin (poll " +
                      std::to_string(kSpinBeforeBlockUs) + " us first). Default " + wait_name(kDefaultWait));
 }
 
 void add_realtime_flags(CLI::App& app, RunSettings* r) {
-  app.add_flag("--realtime,!--no-realtime", r->realtime,
-               std::string("run each rank's threads SCHED_FIFO (root): other processes wait while the ranks run, "
-                           "communication preempts compute at once. Default ") +
-                   (kDefaultRealtime ? "on" : "off"));
+  app.add_flag(
+      "--realtime,!--no-realtime", r->realtime,
+      std::string("run each rank's threads SCHED_FIFO (root): other processes wait while the ranks run, "
+                  "communication preempts compute at once. Default ") +
+          (kDefaultRealtime ? "on" : "off"));
 }
 
 void apply_placement_flags(const PlacementFlags& p, RunSettings* r) {

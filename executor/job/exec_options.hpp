@@ -63,7 +63,8 @@ struct RunSettings {
   // --cpu-placement; unset: kDefaultPlacement where the affinity mask has a core per rank, else none
   std::optional<CpuPlacement> placement;
   WorkerWait wait = kDefaultWait;  // --worker-wait
-  bool realtime = kDefaultRealtime;  // --realtime / --no-realtime: SCHED_FIFO for the rank's threads (cpu_placement.hpp)
+  // --realtime / --no-realtime: SCHED_FIFO for the rank's threads (cpu_placement.hpp)
+  bool realtime = kDefaultRealtime;
   int compute_cpu = -1;  // not a flag: set inside each rank process from the placement (rank_placement.hpp)
 };
 

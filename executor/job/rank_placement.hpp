@@ -12,9 +12,10 @@ namespace domino {
 void check_placement(const RunSettings& run, int ranks);
 
 // Run inside rank process number `index` of the host's `ranks`: with --realtime puts it under SCHED_FIFO
-// (kRealtimeCommPriority: every later thread inherits it; the compute worker steps down), pins the process (placement rank: every
-// thread it starts afterwards, Gloo's device loop included, inherits the core) and sets run->compute_cpu for
-// the stream workers. Throws BadInput as check_placement does, Runtime when the kernel refuses the pin.
+// (kRealtimeCommPriority: every later thread inherits it; the compute worker steps down), pins the process
+// (placement rank: every thread it starts afterwards, Gloo's device loop included, inherits the core) and
+// sets run->compute_cpu for the stream workers. Throws BadInput as check_placement does, Runtime when the
+// kernel refuses the pin.
 void enter_rank_placement(RunSettings* run, int index, int ranks);
 
 // Env mode: this rank's index among the host's ranks and their count, as the outside launcher said (a rank

@@ -7,13 +7,13 @@
 #include <string>
 
 #include "executor/job/backends.hpp"
-#include "executor/runtime/gloo_comm.hpp"
 #include "executor/job/job.hpp"
 #include "executor/job/launch_env.hpp"
 #include "executor/job/multi_plan.hpp"
 #include "executor/job/plan_set.hpp"
 #include "executor/job/preflight.hpp"
 #include "executor/job/rank_placement.hpp"
+#include "executor/runtime/gloo_comm.hpp"
 #include "executor/runtime/rank_runner.hpp"
 #include "executor/runtime/results.hpp"
 #include "executor/runtime/tensor_dump.hpp"
@@ -120,10 +120,15 @@ RunnerOptions runner_options(const RunSettings& r, const Backend& backend) {
 
 nlohmann::json run_meta(const ExecOptions& o) {
   const RunSettings& r = o.run;
-  return {{"backend", o.backend}, {"seed", r.seed}, {"threads", r.threads}, {"optimizer", r.optimizer},
-          {"link_gbps", r.link_gbps}, {"link_latency_us", r.link_latency_us},
+  return {{"backend", o.backend},
+          {"seed", r.seed},
+          {"threads", r.threads},
+          {"optimizer", r.optimizer},
+          {"link_gbps", r.link_gbps},
+          {"link_latency_us", r.link_latency_us},
           {"cpu_placement", placement_name(r.placement.value_or(kDefaultPlacement))},
-          {"worker_wait", wait_name(r.wait)}, {"realtime", r.realtime}};
+          {"worker_wait", wait_name(r.wait)},
+          {"realtime", r.realtime}};
 }
 
 bool env_mode() { return read_launch_env(process_env()).has_value(); }

@@ -11,9 +11,12 @@ namespace domino {
 
 std::string placement_name(CpuPlacement p) {
   switch (p) {
-    case CpuPlacement::Rank: return "rank";
-    case CpuPlacement::Compute: return "compute";
-    case CpuPlacement::None: break;
+    case CpuPlacement::Rank:
+      return "rank";
+    case CpuPlacement::Compute:
+      return "compute";
+    case CpuPlacement::None:
+      break;
   }
   return "none";
 }
@@ -46,13 +49,15 @@ RankCores place_rank(const PlacementRequest& request, const std::vector<int>& cp
   RankCores cores;
   if (request.placement == CpuPlacement::None || cpus.empty()) return cores;
   if (index < 0 || ranks < 1 || index >= ranks)
-    throw_bad_input("rank " + std::to_string(index) + " is outside a host of " + std::to_string(ranks) + " ranks");
+    throw_bad_input("rank " + std::to_string(index) + " is outside a host of " + std::to_string(ranks) +
+                    " ranks");
   const size_t n = cpus.size();
   if (size_t(ranks) > n) {
     if (request.required)
-      throw_bad_input("--cpu-placement " + placement_name(request.placement) + " needs a core per rank: " +
-                      std::to_string(ranks) + " ranks, " + std::to_string(n) +
-                      " CPU(s) in this process's affinity mask (--cpu-placement none leaves the threads unpinned)");
+      throw_bad_input(
+          "--cpu-placement " + placement_name(request.placement) +
+          " needs a core per rank: " + std::to_string(ranks) + " ranks, " + std::to_string(n) +
+          " CPU(s) in this process's affinity mask (--cpu-placement none leaves the threads unpinned)");
     if (!request.share) return cores;
   }
   const int cpu = cpus[size_t(index) % n];
@@ -66,8 +71,9 @@ void set_calling_thread_fifo(int priority) {
   sched_param param{};
   param.sched_priority = priority;
   if (::sched_setscheduler(0, SCHED_FIFO, &param) != 0)
-    throw_bad_input(std::string("--realtime: cannot schedule a thread SCHED_FIFO (needs root or CAP_SYS_NICE): ") +
-                    std::strerror(errno));
+    throw_bad_input(
+        std::string("--realtime: cannot schedule a thread SCHED_FIFO (needs root or CAP_SYS_NICE): ") +
+        std::strerror(errno));
 }
 
 void pin_calling_thread(int cpu) {

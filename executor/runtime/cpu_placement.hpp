@@ -50,10 +50,10 @@ struct RankCores {
   int compute_cpu = -1;  // pin the compute workers here (Rank and Compute)
 };
 
-// Rank `index` of `ranks` sharing the CPUs `cpus` (an affinity mask). A placement the mask cannot hold one core
-// per rank for: `required` (the user asked for it, and the run is timed) -> BadInput naming the mask; otherwise
-// (the default placement, or a --check run that only compares numbers) the ranks share cores round robin when
-// `share` is set, and nothing is pinned when it is not. An empty mask pins nothing.
+// Rank `index` of `ranks` sharing the CPUs `cpus` (an affinity mask). A placement the mask cannot hold one
+// core per rank for: `required` (the user asked for it, and the run is timed) -> BadInput naming the mask;
+// otherwise (the default placement, or a --check run that only compares numbers) the ranks share cores round
+// robin when `share` is set, and nothing is pinned when it is not. An empty mask pins nothing.
 struct PlacementRequest {
   CpuPlacement placement = CpuPlacement::None;
   bool required = false;  // explicitly asked for
@@ -61,8 +61,8 @@ struct PlacementRequest {
 };
 RankCores place_rank(const PlacementRequest& request, const std::vector<int>& cpus, int index, int ranks);
 
-// Puts the calling thread under SCHED_FIFO at `priority` (threads it starts afterwards inherit it); nothing for
-// priority <= 0. Throws BadInput when the process may not (needs root or CAP_SYS_NICE).
+// Puts the calling thread under SCHED_FIFO at `priority` (threads it starts afterwards inherit it); nothing
+// for priority <= 0. Throws BadInput when the process may not (needs root or CAP_SYS_NICE).
 void set_calling_thread_fifo(int priority);
 
 // Pins the calling thread to `cpu` (threads it starts afterwards inherit it); nothing for cpu < 0. Throws

@@ -1,8 +1,8 @@
 // rank_runner.hpp: runs the iterations of one rank: one worker thread per stream of the schedule, each
 // taking its stream's ops in program order and waiting for cross-stream deps on per-op completion flags
-// (C++20 atomic wait; with WorkerWait::Spin a short poll first). Every iteration starts right after a barrier across the ranks.
-// IterationRunner runs one iteration at a time (domino-exec --plans alternates several of them in one launch);
-// run_iterations runs a whole single-plan run.
+// (C++20 atomic wait; with WorkerWait::Spin a short poll first). Every iteration starts right after a barrier
+// across the ranks. IterationRunner runs one iteration at a time (domino-exec --plans alternates several of
+// them in one launch); run_iterations runs a whole single-plan run.
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,8 @@
 // (--worker-wait): the names and their refusals, the choice of one core per rank from a given affinity mask
 // (round robin only where sharing is allowed, refused where a placement was asked for and the mask is too
 // small), and end to end: every placement and wait gives bit for bit the tensors (weights, every op output,
-// gradients included) of the unplaced, blocking run, and so does --realtime where the process may use it; a placement the mask cannot hold stops before any rank.
+// gradients included) of the unplaced, blocking run, and so does --realtime where the process may use it; a
+// placement the mask cannot hold stops before any rank.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -75,8 +76,8 @@ ExecOptions parsed(std::vector<std::string> args) {
 }
 
 TEST(CpuPlacement, CommandLine) {
-  const ExecOptions given = parsed({"cpu-gpt", "--strategy", "megatron-sync", "--cpu-placement", "compute",
-                                    "--worker-wait", "spin"});
+  const ExecOptions given = parsed(
+      {"cpu-gpt", "--strategy", "megatron-sync", "--cpu-placement", "compute", "--worker-wait", "spin"});
   EXPECT_EQ(given.run.placement, CpuPlacement::Compute);
   EXPECT_EQ(given.run.wait, WorkerWait::Spin);
   const ExecOptions unset = parsed({"cpu-gpt", "--strategy", "megatron-sync"});
@@ -85,7 +86,8 @@ TEST(CpuPlacement, CommandLine) {
   ExecOptions o;
   const char* bad[] = {"domino-exec", "cpu-gpt", "--strategy", "megatron-sync", "--cpu-placement", "socket"};
   EXPECT_THROW(parse_exec_options(6, bad, &o), Error);
-  const char* bad_wait[] = {"domino-exec", "cpu-gpt", "--strategy", "megatron-sync", "--worker-wait", "yield"};
+  const char* bad_wait[] = {"domino-exec",   "cpu-gpt",       "--strategy",
+                            "megatron-sync", "--worker-wait", "yield"};
   EXPECT_THROW(parse_exec_options(6, bad_wait, &o), Error);
 }
 
@@ -102,10 +104,11 @@ TEST(ExecPlacement, EveryPlacementAndWaitComputesTheSameTensors) {
   const auto run_dumped = [&](const std::string& placement, const std::string& wait, bool realtime = false) {
     const std::string out = dir / (placement + "-" + wait + (realtime ? "-rt" : ""));
     // --no-preflight: a one-core machine still runs the unplaced reference and the others are skipped below.
-    const Outcome o = run({model_file("tiny-gpt"), "--strategy", "domino-ds", "--iters", "1", "--warmup", "1",
-                           "--cpu-placement", placement, "--worker-wait", wait, "--dump-tensors", out,
-                           "--dump-iter", "1", "--quiet", "--no-preflight", realtime ? "--realtime" : "--no-realtime"},
-                          dir / "log");
+    const Outcome o =
+        run({model_file("tiny-gpt"), "--strategy", "domino-ds", "--iters", "1", "--warmup", "1",
+             "--cpu-placement", placement, "--worker-wait", wait, "--dump-tensors", out, "--dump-iter", "1",
+             "--quiet", "--no-preflight", realtime ? "--realtime" : "--no-realtime"},
+            dir / "log");
     EXPECT_EQ(o.exit_code, 0) << o.output;
     return dump_files(out);
   };
@@ -125,8 +128,9 @@ TEST(ExecPlacement, PlacementTheMaskCannotHoldStopsBeforeAnyRank) {
   const std::vector<int> mask = affinity_cpus();
   ASSERT_FALSE(mask.empty());
   TempDir dir;
-  const std::vector<std::string> args{model_file("tiny-gpt"), "--strategy", "domino-ds", "--iters", "1",
-                                      "--warmup", "0", "--no-preflight", "--json", dir / "s.json"};
+  const std::vector<std::string> args{
+      model_file("tiny-gpt"), "--strategy", "domino-ds",   "--iters", "1", "--warmup", "0",
+      "--no-preflight",       "--json",     dir / "s.json"};
   std::vector<std::string> placed = args;
   placed.insert(placed.end(), {"--cpu-placement", "rank"});
   const Outcome refused = finish(start(placed, dir / "log1", {}, {mask[0]}), 60);

@@ -6,8 +6,6 @@
 // a rank; --no-preflight skips the check; env mode checks its own host.
 #include <gtest/gtest.h>
 
-#include <sched.h>
-
 #include <cstdio>
 #include <filesystem>
 

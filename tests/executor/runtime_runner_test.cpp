@@ -1,8 +1,9 @@
 // runtime_runner_test.cpp: the per-rank runtime. With a recording backend whose ops take random time, every
 // op starts only after its cross-stream deps finished and each stream keeps program order; a failing op
 // stops the iteration with its error instead of hanging the other stream; the same with workers that spin
-// before blocking, and with the compute worker pinned to a CPU (only the compute ops run pinned). With the CPU backend on one rank:
-// deterministic losses that fall, NaN detection naming op and rank, and tensor dumps.
+// before blocking, and with the compute worker pinned to a CPU (only the compute ops run pinned). With the
+// CPU backend on one rank: deterministic losses that fall, NaN detection naming op and rank, and tensor
+// dumps.
 #include <gtest/gtest.h>
 
 #include <atomic>
