@@ -121,7 +121,9 @@ TEST(ExecPlacement, EveryPlacementAndWaitComputesTheSameTensors) {
       EXPECT_TRUE(run_dumped(placement, wait) == reference) << placement << " " << wait;
     }
   // SCHED_FIFO needs root (or CAP_SYS_NICE).
-  if (::geteuid() == 0) EXPECT_TRUE(run_dumped("compute", "block", true) == reference) << "--realtime";
+  if (::geteuid() == 0) {
+    EXPECT_TRUE(run_dumped("compute", "block", true) == reference) << "--realtime";
+  }
 }
 
 TEST(ExecPlacement, PlacementTheMaskCannotHoldStopsBeforeAnyRank) {
