@@ -40,6 +40,38 @@ struct NanFlags {
   bool on = false, off = false;  // --nan-check, --no-nan-check; neither: the backend's default
 };
 
+// Placement and wait as given on the command line (names; empty: not given).
+struct PlacementFlags {
+  std::string placement, wait;
+};
+
+void add_placement_flags(CLI::App& app, PlacementFlags* p) {
+  app.add_option(
+      "--cpu-placement", p->placement,
+      "where each rank's threads run (CPU backend): none (the kernel places them), rank (rank r's "
+      "threads, Gloo's included, all on the r-th CPU of the affinity mask), compute (only rank r's "
+      "compute thread there; communication floats). Default " +
+          placement_name(kDefaultPlacement) +
+          "; a given placement needs a CPU per rank in the mask (a default one is then dropped, "
+          "--check shares CPUs)");
+  app.add_option("--worker-wait", p->wait,
+                 "how the per-stream workers wait for each other: block (futex at once) or spin (poll " +
+                     std::to_string(kSpinBeforeBlockUs) + " us first). Default " + wait_name(kDefaultWait));
+}
+
+void add_realtime_flags(CLI::App& app, RunSettings* r) {
+  app.add_flag(
+      "--realtime,!--no-realtime", r->realtime,
+      std::string("run each rank's threads SCHED_FIFO (root): other processes wait while the ranks run, "
+                  "communication preempts compute at once. Default ") +
+          (kDefaultRealtime ? "on" : "off"));
+}
+
+void apply_placement_flags(const PlacementFlags& p, RunSettings* r) {
+  if (!p.placement.empty()) r->placement = parse_placement(p.placement);
+  if (!p.wait.empty()) r->wait = parse_wait(p.wait);
+}
+
 void add_run_flags(CLI::App& app, RunSettings* r, NanFlags* nan) {
   app.add_option("--iters", r->iters, "timed iterations (default 5)");
   app.add_option("--warmup", r->warmup, "warm-up iterations before the timed ones (default 2)");
@@ -112,8 +144,11 @@ bool parse_exec_options(int argc, const char* const* argv, ExecOptions* out, con
   app.set_version_flag("--version", std::string("domino-exec ") + DOMINO_VERSION);
   ShapeFlags shape;
   NanFlags nan;
+  PlacementFlags placement;
   add_job_flags(app, &o.job, &shape);
   add_run_flags(app, &o.run, &nan);
+  add_placement_flags(app, &placement);
+  add_realtime_flags(app, &o.run);
   app.add_option("--backend", o.backend, "cpu (default) or cuda");
   if (backend_flags) backend_flags(app);
   if (parse_command_line(app, argc, argv, "domino-exec")) return false;  // help or version printed
@@ -122,6 +157,7 @@ bool parse_exec_options(int argc, const char* const* argv, ExecOptions* out, con
   if (shape.micro_batch) o.job.overrides.micro_batch = shape.micro_batch;
   if (nan.on && nan.off) throw_bad_input("--nan-check and --no-nan-check contradict each other");
   if (nan.on || nan.off) o.run.nan_check = nan.on;
+  apply_placement_flags(placement, &o.run);
   validate(o);
   *out = o;
   return true;

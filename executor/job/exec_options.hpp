@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "executor/runtime/cpu_placement.hpp"
 #include "sim/model/model_spec.hpp"
 
 namespace CLI {
@@ -30,6 +31,12 @@ struct JobRequest {
   int ranks = 0;  // 0: the TP degree
   bool force = false;
 };
+
+// What domino-exec does when not told: measured on the development machine (docs/fidelity.md, "Lowering the
+// noise floor").
+inline constexpr CpuPlacement kDefaultPlacement = CpuPlacement::None;
+inline constexpr WorkerWait kDefaultWait = WorkerWait::Block;
+inline constexpr bool kDefaultRealtime = false;
 
 // How to run it: iterations, training settings, outputs, the link, failure handling.
 struct RunSettings {
@@ -53,6 +60,12 @@ struct RunSettings {
   std::optional<bool> nan_check;  // --nan-check / --no-nan-check; unset: Backend::scans_for_nan_by_default()
   std::string bind_address;  // env mode: Gloo's TCP device address (default: the one that reaches MASTER_ADDR)
   bool preflight = true;     // --no-preflight: start the ranks without checking memory and cores first
+  // --cpu-placement; unset: kDefaultPlacement where the affinity mask has a core per rank, else none
+  std::optional<CpuPlacement> placement;
+  WorkerWait wait = kDefaultWait;  // --worker-wait
+  // --realtime / --no-realtime: SCHED_FIFO for the rank's threads (cpu_placement.hpp)
+  bool realtime = kDefaultRealtime;
+  int compute_cpu = -1;  // not a flag: set inside each rank process from the placement (rank_placement.hpp)
 };
 
 struct ExecOptions {

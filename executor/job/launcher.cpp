@@ -7,6 +7,7 @@
 #include "executor/job/multi_plan.hpp"
 #include "executor/job/plan_set.hpp"
 #include "executor/job/preflight.hpp"
+#include "executor/job/rank_placement.hpp"
 #include "executor/job/rank_process.hpp"
 #include "executor/runtime/rank_launcher.hpp"
 #include "sim/base/error.hpp"
@@ -20,6 +21,7 @@ namespace {
 void check_before_launch(const ExecOptions& options, const std::vector<const Job*>& jobs, int ranks) {
   const std::unique_ptr<Backend> backend = make_backend(options.backend);
   run_preflight(options, *backend, jobs, launcher_host_ranks(ranks));
+  check_placement(options.run, ranks);
   if (options.run.check) return;
   if ((options.run.link_gbps > 0 || options.run.link_latency_us > 0) && ranks < 2)
     throw_bad_input("--link-gbps/--link-latency-us need at least 2 ranks");
@@ -32,7 +34,7 @@ std::string expand_rank(std::string pattern, int rank) {
 
 }  // namespace
 
-void launch_rank_bodies(const ExecOptions& options, int ranks, const std::function<void(const CommConfig&)>& body) {
+void launch_rank_bodies(const ExecOptions& options, int ranks, const RankBodyWithOptions& body) {
   LaunchOptions lo;
   lo.ranks = ranks;
   lo.link_gbps = options.run.link_gbps;
@@ -45,14 +47,16 @@ void launch_rank_bodies(const ExecOptions& options, int ranks, const std::functi
     comm.store_dir = slot.rendezvous_dir;
     comm.bind_address = slot.bind_address;
     comm.timeout = std::chrono::seconds(options.run.timeout_s);
-    body(comm);
+    ExecOptions placed = options;  // this rank's copy: its cores
+    enter_rank_placement(&placed.run, slot.rank, slot.world);
+    body(placed, comm);
     return std::string();
   });
 }
 
 void launch_job(const ExecOptions& options, const Job& job, const std::string& snapshot_pattern) {
-  launch_rank_bodies(options, job.ranks, [&](const CommConfig& comm) {
-    run_rank(options, job, comm, snapshot_pattern.empty() ? "" : expand_rank(snapshot_pattern, comm.rank));
+  launch_rank_bodies(options, job.ranks, [&](const ExecOptions& placed, const CommConfig& comm) {
+    run_rank(placed, job, comm, snapshot_pattern.empty() ? "" : expand_rank(snapshot_pattern, comm.rank));
   });
 }
 
@@ -62,7 +66,9 @@ int run_exec(const ExecOptions& given) {
   if (runs_several_plans(options.job)) {
     const PlanSet set = resolve_plan_set(options);  // bad input surfaces here, before any process starts
     check_before_launch(options, plan_jobs(set), set.ranks);
-    launch_rank_bodies(options, set.ranks, [&](const CommConfig& comm) { run_several_plans_rank(options, set, comm); });
+    launch_rank_bodies(options, set.ranks, [&](const ExecOptions& placed, const CommConfig& comm) {
+      run_several_plans_rank(placed, set, comm);
+    });
     return 0;
   }
   const Job job = resolve_job(options);  // bad input surfaces here, before any process starts

@@ -17,9 +17,13 @@ namespace domino {
 // it died).
 int run_exec(const ExecOptions& options);
 
-// Forks `ranks` rank processes (inside the emulated link with --link-gbps) and runs body in each with the
-// rank's group configuration; waits. Throws domino::Error naming the first rank that failed.
-void launch_rank_bodies(const ExecOptions& options, int ranks, const std::function<void(const CommConfig&)>& body);
+// A rank's body: the options as this rank holds them (its cores set: rank_placement.hpp) and its group.
+using RankBodyWithOptions = std::function<void(const ExecOptions& placed, const CommConfig& comm)>;
+
+// Forks `ranks` rank processes (inside the emulated link with --link-gbps), places each on the host's cores
+// (--cpu-placement) and runs body in each with the rank's group configuration; waits. Throws domino::Error
+// naming the first rank that failed.
+void launch_rank_bodies(const ExecOptions& options, int ranks, const RankBodyWithOptions& body);
 
 // Runs `job` once on job.ranks forked rank processes and waits. With snapshot_pattern set, every rank writes
 // its buffers after the run to the pattern with "{rank}" replaced by its rank (--check). Throws

@@ -7,12 +7,13 @@
 #include <string>
 
 #include "executor/job/backends.hpp"
-#include "executor/runtime/gloo_comm.hpp"
 #include "executor/job/job.hpp"
 #include "executor/job/launch_env.hpp"
 #include "executor/job/multi_plan.hpp"
 #include "executor/job/plan_set.hpp"
 #include "executor/job/preflight.hpp"
+#include "executor/job/rank_placement.hpp"
+#include "executor/runtime/gloo_comm.hpp"
 #include "executor/runtime/rank_runner.hpp"
 #include "executor/runtime/results.hpp"
 #include "executor/runtime/tensor_dump.hpp"
@@ -111,21 +112,34 @@ RunnerOptions runner_options(const RunSettings& r, const Backend& backend) {
   ro.check_finite = r.nan_check.value_or(backend.scans_for_nan_by_default());
   ro.dump_iter = r.dump_dir.empty() ? -1 : r.dump_iter;
   ro.dump_dir = r.dump_dir;
+  ro.compute_cpu = r.compute_cpu;
+  ro.wait = r.wait;
+  ro.compute_fifo_priority = r.realtime ? kRealtimeComputePriority : 0;
   return ro;
 }
 
 nlohmann::json run_meta(const ExecOptions& o) {
   const RunSettings& r = o.run;
-  return {{"backend", o.backend}, {"seed", r.seed}, {"threads", r.threads}, {"optimizer", r.optimizer},
-          {"link_gbps", r.link_gbps}, {"link_latency_us", r.link_latency_us}};
+  return {{"backend", o.backend},
+          {"seed", r.seed},
+          {"threads", r.threads},
+          {"optimizer", r.optimizer},
+          {"link_gbps", r.link_gbps},
+          {"link_latency_us", r.link_latency_us},
+          {"cpu_placement", placement_name(r.placement.value_or(kDefaultPlacement))},
+          {"worker_wait", wait_name(r.wait)},
+          {"realtime", r.realtime}};
 }
 
 bool env_mode() { return read_launch_env(process_env()).has_value(); }
 
-void run_rank_process(const ExecOptions& o) {
+void run_rank_process(const ExecOptions& given) {
   const std::optional<LaunchEnv> launch = read_launch_env(process_env());
   if (!launch) throw_bad_input("env mode needs a rank and a world size (RANK and WORLD_SIZE, or Open MPI's or srun's)");
   export_torchrun_names(*launch);  // the backends read LOCAL_RANK whichever launcher started us
+  ExecOptions o = given;
+  const HostSlot slot = env_host_slot(*launch);
+  enter_rank_placement(&o.run, slot.index, slot.ranks);
   if (runs_several_plans(o.job)) {
     const PlanSet set = resolve_plan_set(o);
     check_env_rank(o, *launch, plan_jobs(set), set.ranks, "the plans have");

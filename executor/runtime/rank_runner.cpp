@@ -11,6 +11,10 @@
 #include <mutex>
 #include <thread>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 #include "executor/runtime/gloo_comm.hpp"
 #include "executor/runtime/tensor_dump.hpp"
 #include "sim/base/error.hpp"
@@ -20,6 +24,13 @@ namespace domino {
 namespace {
 
 struct Aborted {};  // another worker failed: stop quietly
+
+// Tells the core a spin loop runs here (frees the sibling hyperthread, saves power).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
 
 class StreamWorkers {
  public:
@@ -31,7 +42,7 @@ class StreamWorkers {
       for (const Op& op : s.ops)
         if (int(op.stream) == st) ops.push_back(op.index);
       if (ops.empty()) continue;
-      lanes_.push_back({ops, backend.make_stream_driver(Stream(st)), {}});
+      lanes_.push_back({Stream(st), ops, backend.make_stream_driver(Stream(st)), {}});
     }
     for (Lane& lane : lanes_) threads_.emplace_back([this, &lane] { work(lane); });
   }
@@ -51,7 +62,7 @@ class StreamWorkers {
     go_.notify_all();
     const int64_t target = iteration * int64_t(lanes_.size());
     for (int64_t d = done_.load(std::memory_order_acquire); d < target; d = done_.load(std::memory_order_acquire))
-      done_.wait(d);
+      wait_while(done_, d);
     if (failed_.load()) std::rethrow_exception(error_);
     std::vector<OpTiming> all;
     for (Lane& lane : lanes_) all.insert(all.end(), lane.timings.begin(), lane.timings.end());
@@ -60,6 +71,7 @@ class StreamWorkers {
 
  private:
   struct Lane {
+    Stream stream;
     std::vector<int32_t> ops;
     std::unique_ptr<StreamDriver> driver;
     std::vector<OpTiming> timings;
@@ -73,7 +85,13 @@ class StreamWorkers {
       if (iteration < 0) return;
       seen = iteration;
       try {
-        if (!attached) lane.driver->attach_thread();
+        if (!attached) {
+          if (lane.stream == Stream::Compute) {
+            pin_calling_thread(options_.compute_cpu);
+            set_calling_thread_fifo(options_.compute_fifo_priority);
+          }
+          lane.driver->attach_thread();
+        }
         attached = true;
         run_lane(lane, iteration);
       } catch (const Aborted&) {
@@ -113,8 +131,23 @@ class StreamWorkers {
       if (failed_.load(std::memory_order_acquire)) throw Aborted{};
       const int64_t v = flag.load(std::memory_order_acquire);
       if (v >= iteration) return;
-      flag.wait(v, std::memory_order_acquire);
+      wait_while(flag, v);
     }
+  }
+
+  // Returns once `flag` may differ from `seen` (spurious returns allowed: callers re-check). WorkerWait::Spin
+  // polls first, so that a dependency finishing within microseconds costs no futex wake-up and reschedule.
+  void wait_while(const std::atomic<int64_t>& flag, int64_t seen) const {
+    if (options_.wait == WorkerWait::Spin) {
+      const auto until = SteadyClock::now() + std::chrono::microseconds(kSpinBeforeBlockUs);
+      do {
+        for (int i = 0; i < 64; ++i) {
+          if (flag.load(std::memory_order_acquire) != seen) return;
+          cpu_relax();
+        }
+      } while (SteadyClock::now() < until);
+    }
+    flag.wait(seen, std::memory_order_acquire);
   }
 
   void check_outputs(const Op& op, int64_t iteration) {

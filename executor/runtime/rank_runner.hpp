@@ -1,8 +1,8 @@
 // rank_runner.hpp: runs the iterations of one rank: one worker thread per stream of the schedule, each
 // taking its stream's ops in program order and waiting for cross-stream deps on per-op completion flags
-// (C++20 atomic wait: no spinning). Every iteration starts right after a barrier across the ranks.
-// IterationRunner runs one iteration at a time (domino-exec --plans alternates several of them in one launch);
-// run_iterations runs a whole single-plan run.
+// (C++20 atomic wait; with WorkerWait::Spin a short poll first). Every iteration starts right after a barrier
+// across the ranks. IterationRunner runs one iteration at a time (domino-exec --plans alternates several of
+// them in one launch); run_iterations runs a whole single-plan run.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "executor/runtime/backend.hpp"
+#include "executor/runtime/cpu_placement.hpp"
 
 namespace domino {
 
@@ -23,6 +24,9 @@ struct RunnerOptions {
   bool check_finite = true;   // scan every op's outputs for NaN/Inf after it ran (outside its span)
   int dump_iter = -1;         // iteration (0-based, warm-up included) whose tensors go to dump_dir
   std::string dump_dir;       // files land in dump_dir/rank<r>/
+  int compute_cpu = -1;       // >= 0: the compute stream's worker runs on this CPU only (cpu_placement.hpp)
+  WorkerWait wait = WorkerWait::Block;  // how workers wait for other streams' ops and the caller for them
+  int compute_fifo_priority = 0;        // > 0: the compute worker runs SCHED_FIFO at this priority
 };
 
 struct IterationRecord {

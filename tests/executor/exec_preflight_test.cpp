@@ -6,14 +6,13 @@
 // a rank; --no-preflight skips the check; env mode checks its own host.
 #include <gtest/gtest.h>
 
-#include <sched.h>
-
 #include <cstdio>
 #include <filesystem>
 
 #include "exec_test_util.hpp"
 #include "executor/cpu/cpu_backend.hpp"
 #include "executor/job/preflight.hpp"
+#include "executor/runtime/cpu_placement.hpp"
 
 namespace domino {
 namespace {
@@ -171,15 +170,7 @@ TEST(Preflight, PlanSetTooBigIsRefusedWithEveryPlansBytesStartingNoRank) {
 }
 
 // The CPUs of this process, in order (the children are pinned to some of them).
-std::vector<int> own_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (::sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  return cpus;
-}
+std::vector<int> own_cpus() { return affinity_cpus(); }
 
 TEST(Preflight, TwoRanksOnOneCpuAreRefusedUnlessTold) {
   const std::vector<int> one{own_cpus().at(0)};

@@ -1,7 +1,9 @@
 // runtime_runner_test.cpp: the per-rank runtime. With a recording backend whose ops take random time, every
 // op starts only after its cross-stream deps finished and each stream keeps program order; a failing op
-// stops the iteration with its error instead of hanging the other stream. With the CPU backend on one rank:
-// deterministic losses that fall, NaN detection naming op and rank, and tensor dumps.
+// stops the iteration with its error instead of hanging the other stream; the same with workers that spin
+// before blocking, and with the compute worker pinned to a CPU (only the compute ops run pinned). With the
+// CPU backend on one rank: deterministic losses that fall, NaN detection naming op and rank, and tensor
+// dumps.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -11,6 +13,7 @@
 #include <thread>
 
 #include "executor/job/backends.hpp"
+#include "executor/runtime/cpu_placement.hpp"
 #include "executor/runtime/rank_runner.hpp"
 #include "executor/runtime/tensor_dump.hpp"
 #include "sim/base/error.hpp"
@@ -52,6 +55,8 @@ class RecordingBackend final : public Backend {
 
   std::atomic<int> violations{0};
   std::atomic<int> ran{0};
+  // The CPUs the issuing thread may run on, per stream (written by that stream's one worker).
+  std::vector<int> cpus_of_stream[kNumStreams];
 
  private:
   class Driver final : public StreamDriver {
@@ -67,6 +72,7 @@ class RecordingBackend final : public Backend {
       for (int32_t d : op.deps)
         if (b_.done_[size_t(d)].load() != b_.step_) ++b_.violations;
       if (op.index == b_.fail_at_) throw_runtime("injected failure in " + op_id(op));
+      b_.cpus_of_stream[int(op.stream)] = affinity_cpus();
       std::this_thread::sleep_for(std::chrono::microseconds(rng_() % 50));
       b_.done_[size_t(op.index)].store(b_.step_);
       ++b_.ran;
@@ -87,7 +93,9 @@ class RecordingBackend final : public Backend {
   int fail_at_;
 };
 
-TEST(RankRunner, HonoursDepsAndStreamOrder) {
+// Runs 1 warm-up + 3 timed iterations of tiny-gpt domino-ds on the recording backend with `o`'s waits and
+// pinning; expects every promise kept.
+void expect_deps_and_order_kept(RunnerOptions o, RecordingBackend* backend) {
   const Schedule s = tiny_schedule("tiny-gpt", 2, "domino-ds");
   size_t comm_ops = 0, cross_deps = 0;
   for (const Op& op : s.ops) {
@@ -96,19 +104,41 @@ TEST(RankRunner, HonoursDepsAndStreamOrder) {
   }
   ASSERT_GT(comm_ops, 0u);
   ASSERT_GT(cross_deps, 0u);
-  RecordingBackend backend;
-  backend.prepare(s, {});
-  RunnerOptions o;
+  backend->prepare(s, {});
   o.warmup = 1;
   o.iters = 3;
   o.check_finite = false;
-  const RankResult r = run_iterations(s, backend, nullptr, 0, o);
-  EXPECT_EQ(backend.violations.load(), 0);
-  EXPECT_EQ(backend.ran.load(), int(s.ops.size()) * 4);
+  const RankResult r = run_iterations(s, *backend, nullptr, 0, o);
+  EXPECT_EQ(backend->violations.load(), 0);
+  EXPECT_EQ(backend->ran.load(), int(s.ops.size()) * 4);
   ASSERT_EQ(r.iterations.size(), 4u);
   EXPECT_FALSE(r.iterations[0].timed);
   EXPECT_TRUE(r.iterations[3].timed);
   for (const auto& it : r.iterations) EXPECT_EQ(it.spans.size(), s.ops.size());
+}
+
+TEST(RankRunner, HonoursDepsAndStreamOrder) {
+  RecordingBackend backend;
+  expect_deps_and_order_kept({}, &backend);
+}
+
+TEST(RankRunner, SpinningWorkersHonourDepsAndStreamOrder) {
+  RecordingBackend backend;
+  RunnerOptions o;
+  o.wait = WorkerWait::Spin;
+  expect_deps_and_order_kept(o, &backend);
+}
+
+// The compute worker runs on the CPU it is given; the communication worker keeps the whole mask.
+TEST(RankRunner, ComputeWorkerRunsOnItsCpuOnly) {
+  const std::vector<int> mask = affinity_cpus();
+  ASSERT_FALSE(mask.empty());
+  RecordingBackend backend;
+  RunnerOptions o;
+  o.compute_cpu = mask.back();
+  expect_deps_and_order_kept(o, &backend);
+  EXPECT_EQ(backend.cpus_of_stream[int(Stream::Compute)], std::vector<int>{mask.back()});
+  EXPECT_EQ(backend.cpus_of_stream[int(Stream::Comm)], mask);
 }
 
 // The runner verifies what it is handed: a dependency on a later op (which would wait forever) is a

@@ -1,0 +1,72 @@
+// cpu_placement.hpp: where a rank's threads run on the host's cores, and how its workers wait for each other.
+// Placement picks one core per rank from this process's affinity mask (rank r: the mask's (r mod N)-th CPU)
+// and pins either the whole rank process (every thread it starts afterwards inherits the core: its stream
+// workers and Gloo's device-loop thread) or only its compute workers. Any launcher that forks rank
+// processes (domino-exec, domino-profile) can place its ranks with place_rank + pin_process / the runner's
+// compute_cpu.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace domino {
+
+enum class CpuPlacement : uint8_t {
+  None,     // nothing pinned: the kernel places every thread (the behaviour before placement existed)
+  Rank,     // every thread of rank r on the rank's core: compute, communication, Gloo's loop, main
+  Compute,  // only rank r's compute workers on its core; communication, Gloo's loop and main float
+};
+
+// How a stream worker waits for an op of another stream (and the main thread for the workers).
+enum class WorkerWait : uint8_t {
+  Block,  // futex (std::atomic::wait) at once
+  Spin,   // poll with a pause instruction for kSpinBeforeBlockUs, then block
+};
+
+inline constexpr int kSpinBeforeBlockUs = 50;
+
+// Real-time scheduling (SCHED_FIFO) of a rank's threads: other processes on the host then run only when the
+// rank's threads wait (or in the kernel's real-time throttling share, 5 % by default). Communication and the
+// process's other threads (Gloo's loop, the barrier) sit above compute, so that a collective that becomes
+// ready preempts compute at once instead of waiting for a compute op to end, as a GPU runs its communication
+// kernels beside compute.
+inline constexpr int kRealtimeCommPriority = 2;
+inline constexpr int kRealtimeComputePriority = 1;
+
+// "none", "rank", "compute"; "block", "spin".
+std::string placement_name(CpuPlacement p);
+std::string wait_name(WorkerWait w);
+// The value a name stands for; BadInput naming the accepted names otherwise.
+CpuPlacement parse_placement(const std::string& name);
+WorkerWait parse_wait(const std::string& name);
+
+// The CPUs of this process's affinity mask, ascending (empty when it cannot be read).
+std::vector<int> affinity_cpus();
+
+// Where one rank's threads go: -1 = not pinned.
+struct RankCores {
+  int process_cpu = -1;  // pin the whole process here (Rank)
+  int compute_cpu = -1;  // pin the compute workers here (Rank and Compute)
+};
+
+// Rank `index` of `ranks` sharing the CPUs `cpus` (an affinity mask). A placement the mask cannot hold one
+// core per rank for: `required` (the user asked for it, and the run is timed) -> BadInput naming the mask;
+// otherwise (the default placement, or a --check run that only compares numbers) the ranks share cores round
+// robin when `share` is set, and nothing is pinned when it is not. An empty mask pins nothing.
+struct PlacementRequest {
+  CpuPlacement placement = CpuPlacement::None;
+  bool required = false;  // explicitly asked for
+  bool share = false;     // fewer cores than ranks: share them round robin instead of pinning nothing
+};
+RankCores place_rank(const PlacementRequest& request, const std::vector<int>& cpus, int index, int ranks);
+
+// Puts the calling thread under SCHED_FIFO at `priority` (threads it starts afterwards inherit it); nothing
+// for priority <= 0. Throws BadInput when the process may not (needs root or CAP_SYS_NICE).
+void set_calling_thread_fifo(int priority);
+
+// Pins the calling thread to `cpu` (threads it starts afterwards inherit it); nothing for cpu < 0. Throws
+// Runtime naming the CPU when the kernel refuses.
+void pin_calling_thread(int cpu);
+
+}  // namespace domino

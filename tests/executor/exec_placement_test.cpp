@@ -1,0 +1,149 @@
+// exec_placement_test.cpp: where domino-exec puts a rank's threads (--cpu-placement) and how its workers wait
+// (--worker-wait): the names and their refusals, the choice of one core per rank from a given affinity mask
+// (round robin only where sharing is allowed, refused where a placement was asked for and the mask is too
+// small), and end to end: every placement and wait gives bit for bit the tensors (weights, every op output,
+// gradients included) of the unplaced, blocking run, and so does --realtime where the process may use it; a
+// placement the mask cannot hold stops before any rank.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <vector>
+
+#include "exec_test_util.hpp"
+#include "executor/job/exec_options.hpp"
+#include "executor/runtime/cpu_placement.hpp"
+#include "sim/base/error.hpp"
+
+namespace domino {
+namespace {
+
+using namespace exectest;
+namespace fs = std::filesystem;
+
+TEST(CpuPlacement, NamesRoundTripAndUnknownNamesAreRefused) {
+  for (CpuPlacement p : {CpuPlacement::None, CpuPlacement::Rank, CpuPlacement::Compute})
+    EXPECT_EQ(parse_placement(placement_name(p)), p);
+  for (WorkerWait w : {WorkerWait::Block, WorkerWait::Spin}) EXPECT_EQ(parse_wait(wait_name(w)), w);
+  EXPECT_THROW(parse_placement("core"), Error);
+  EXPECT_THROW(parse_placement(""), Error);
+  EXPECT_THROW(parse_wait("poll"), Error);
+}
+
+TEST(CpuPlacement, EachRankGetsItsOwnCpuOfTheMask) {
+  const std::vector<int> mask{3, 5};
+  const RankCores r0 = place_rank({CpuPlacement::Rank, true, false}, mask, 0, 2);
+  const RankCores r1 = place_rank({CpuPlacement::Rank, true, false}, mask, 1, 2);
+  EXPECT_EQ(r0.process_cpu, 3);
+  EXPECT_EQ(r0.compute_cpu, 3);
+  EXPECT_EQ(r1.process_cpu, 5);
+  EXPECT_EQ(r1.compute_cpu, 5);
+  // compute: only the compute worker is pinned; the rest of the process keeps the mask.
+  const RankCores c1 = place_rank({CpuPlacement::Compute, true, false}, mask, 1, 2);
+  EXPECT_EQ(c1.process_cpu, -1);
+  EXPECT_EQ(c1.compute_cpu, 5);
+  const RankCores none = place_rank({CpuPlacement::None, true, false}, mask, 1, 2);
+  EXPECT_EQ(none.process_cpu, -1);
+  EXPECT_EQ(none.compute_cpu, -1);
+  // A single rank on a single-core mask is placed on that core.
+  EXPECT_EQ(place_rank({CpuPlacement::Rank, true, false}, {7}, 0, 1).process_cpu, 7);
+}
+
+TEST(CpuPlacement, MaskWithFewerCpusThanRanks) {
+  const std::vector<int> one{4};
+  // Asked for: refused, naming what is missing.
+  try {
+    place_rank({CpuPlacement::Rank, true, false}, one, 0, 2);
+    FAIL() << "a placement the mask cannot hold was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+    EXPECT_NE(std::string(e.what()).find("2 ranks, 1 CPU(s)"), std::string::npos) << e.what();
+  }
+  // The default placement: nothing pinned rather than two ranks stacked on one core.
+  EXPECT_EQ(place_rank({CpuPlacement::Rank, false, false}, one, 1, 2).process_cpu, -1);
+  // --check (numbers only): the ranks share the cores round robin.
+  EXPECT_EQ(place_rank({CpuPlacement::Compute, false, true}, {1, 2}, 2, 3).compute_cpu, 1);
+  // An unreadable (empty) mask pins nothing.
+  EXPECT_EQ(place_rank({CpuPlacement::Rank, true, false}, {}, 0, 2).process_cpu, -1);
+}
+
+ExecOptions parsed(std::vector<std::string> args) {
+  args.insert(args.begin(), "domino-exec");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  ExecOptions o;
+  EXPECT_TRUE(parse_exec_options(int(argv.size()), argv.data(), &o));
+  return o;
+}
+
+TEST(CpuPlacement, CommandLine) {
+  const ExecOptions given = parsed(
+      {"cpu-gpt", "--strategy", "megatron-sync", "--cpu-placement", "compute", "--worker-wait", "spin"});
+  EXPECT_EQ(given.run.placement, CpuPlacement::Compute);
+  EXPECT_EQ(given.run.wait, WorkerWait::Spin);
+  const ExecOptions unset = parsed({"cpu-gpt", "--strategy", "megatron-sync"});
+  EXPECT_FALSE(unset.run.placement.has_value());
+  EXPECT_EQ(unset.run.wait, kDefaultWait);
+  ExecOptions o;
+  const char* bad[] = {"domino-exec", "cpu-gpt", "--strategy", "megatron-sync", "--cpu-placement", "socket"};
+  EXPECT_THROW(parse_exec_options(6, bad, &o), Error);
+  const char* bad_wait[] = {"domino-exec",   "cpu-gpt",       "--strategy",
+                            "megatron-sync", "--worker-wait", "yield"};
+  EXPECT_THROW(parse_exec_options(6, bad_wait, &o), Error);
+}
+
+// Every file of a tensor dump (weights, inputs, every op output of the iteration: gradients included), bytes.
+std::map<std::string, std::string> dump_files(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = read_text(e.path().string());
+  return out;
+}
+
+TEST(ExecPlacement, EveryPlacementAndWaitComputesTheSameTensors) {
+  TempDir dir;
+  const auto run_dumped = [&](const std::string& placement, const std::string& wait, bool realtime = false) {
+    const std::string out = dir / (placement + "-" + wait + (realtime ? "-rt" : ""));
+    // --no-preflight: a one-core machine still runs the unplaced reference and the others are skipped below.
+    const Outcome o =
+        run({model_file("tiny-gpt"), "--strategy", "domino-ds", "--iters", "1", "--warmup", "1",
+             "--cpu-placement", placement, "--worker-wait", wait, "--dump-tensors", out, "--dump-iter", "1",
+             "--quiet", "--no-preflight", realtime ? "--realtime" : "--no-realtime"},
+            dir / "log");
+    EXPECT_EQ(o.exit_code, 0) << o.output;
+    return dump_files(out);
+  };
+  const auto reference = run_dumped("none", "block");
+  ASSERT_GT(reference.size(), 10u);
+  if (affinity_cpus().size() < 2) GTEST_SKIP() << "placing 2 ranks needs 2 CPUs in the affinity mask";
+  for (const char* placement : {"none", "rank", "compute"})
+    for (const char* wait : {"block", "spin"}) {
+      if (std::string(placement) == "none" && std::string(wait) == "block") continue;
+      EXPECT_TRUE(run_dumped(placement, wait) == reference) << placement << " " << wait;
+    }
+  // SCHED_FIFO needs root (or CAP_SYS_NICE).
+  if (::geteuid() == 0) {
+    EXPECT_TRUE(run_dumped("compute", "block", true) == reference) << "--realtime";
+  }
+}
+
+TEST(ExecPlacement, PlacementTheMaskCannotHoldStopsBeforeAnyRank) {
+  const std::vector<int> mask = affinity_cpus();
+  ASSERT_FALSE(mask.empty());
+  TempDir dir;
+  const std::vector<std::string> args{
+      model_file("tiny-gpt"), "--strategy", "domino-ds",   "--iters", "1", "--warmup", "0",
+      "--no-preflight",       "--json",     dir / "s.json"};
+  std::vector<std::string> placed = args;
+  placed.insert(placed.end(), {"--cpu-placement", "rank"});
+  const Outcome refused = finish(start(placed, dir / "log1", {}, {mask[0]}), 60);
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("needs a core per rank"), std::string::npos) << refused.output;
+  EXPECT_FALSE(fs::exists(dir / "s.json"));
+  // The default placement on the same one-core mask runs, unplaced.
+  const Outcome ran = finish(start(args, dir / "log2", {}, {mask[0]}), 60);
+  EXPECT_EQ(ran.exit_code, 0) << ran.output;
+  EXPECT_TRUE(fs::exists(dir / "s.json"));
+}
+
+}  // namespace
+}  // namespace domino
