@@ -3,6 +3,7 @@
 
 #include <sched.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "sim/base/error.hpp"
