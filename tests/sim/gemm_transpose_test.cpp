@@ -49,8 +49,8 @@ TEST(GemmTranspose, OpcodesMapToTheOperandsTheExecutorTransposes) {
 }
 
 TEST(GemmTranspose, EachPairTakesItsOwnRowOfTheShape) {
-  const CostModel cm(fp32_profile({{256, 256, 256, 100, kNone}, {256, 256, 256, 300, kWgrad},
-                                   {256, 256, 256, 200, kDgrad}}));
+  const CostModel cm(fp32_profile({{256, 256, 256, 100, kNone}, {256, 256, 256, 200, kDgrad},
+                                   {256, 256, 256, 300, kWgrad}}));
   EXPECT_DOUBLE_EQ(cm.op_us(gemm(256, 256, 256, OpCode::MatMul), 2, 4), 100);
   EXPECT_DOUBLE_EQ(cm.op_us(gemm(256, 256, 256, OpCode::MatMulDgrad), 2, 4), 200);
   EXPECT_DOUBLE_EQ(cm.op_us(gemm(256, 256, 256, OpCode::MatMulWgrad), 2, 4), 300);
