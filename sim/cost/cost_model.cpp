@@ -1,6 +1,7 @@
-// cost_model.cpp: op durations from a profile. GEMMs: a measured table (exact shape, else the throughput
-// of the nearest measured shapes in log space) or the roofline max(flops / (peak x efficiency(size)),
-// bytes / memory bandwidth); memory-bound ops: bytes / bandwidth; collectives (AllReduce, AllGather,
+// cost_model.cpp: op durations from a profile. GEMMs: a measured table (exact shape and transpose pair, else
+// the throughput of the nearest measured shapes of the pair in log space) or the roofline
+// max(flops / (peak x efficiency(size)), bytes / memory bandwidth); memory-bound ops: bytes / bandwidth (the
+// opcode's, else the kind's, else the general figures); collectives (AllReduce, AllGather,
 // ReduceScatter): arrival skew + the latency and bandwidth of the fastest eligible algorithm (ring, NVLS) of
 // the kind's curves, or the pinned one.
 #include "sim/cost/cost_model.hpp"

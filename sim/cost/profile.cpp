@@ -1,6 +1,6 @@
 // profile.cpp: strict reading of hardware profiles (every problem located as file:line:col) and
-// validation of profiles built in code. Collective levels live in profile_collectives.cpp, writing in
-// profile_writer.cpp.
+// validation of profiles built in code. Collective levels live in profile_collectives.cpp, the GEMM table in
+// profile_gemm_table.cpp, writing in profile_writer.cpp.
 #include "sim/cost/profile.hpp"
 
 #include <fmt/format.h>
