@@ -35,7 +35,7 @@ GemmTranspose gemm_transpose(OpCode code);  // non-GEMM codes: neither
 struct GemmTiming {
   int64_t m = 0, n = 0, k = 0;
   double time_us = 0;
-  std::optional<GemmTranspose> transpose;
+  std::optional<GemmTranspose> transpose = std::nullopt;
 };
 // The table's order: (m, n, k), then rows without a transpose before those with one, then (a, b).
 bool gemm_row_less(const GemmTiming& x, const GemmTiming& y);
@@ -60,7 +60,7 @@ struct MemoryProfile {
   std::map<std::string, MemoryCost> per_kind;
   // Optional: one opcode's own figures (key: to_string(OpCode), e.g. "LayerNormFwd"), replacing its kind's.
   // The opcodes of one kind differ by up to 10x in time per byte (a norm's forward against its backward).
-  std::map<std::string, MemoryCost> per_code;
+  std::map<std::string, MemoryCost> per_code = {};
 };
 
 // The op kinds that are costed as memory-bound (memory.per_kind keys), and their opcodes (per_code keys).
