@@ -39,7 +39,8 @@ class Builder {
   }
 
   void add_gemm(const Schedule& s, const Op& op) {
-    const auto key = std::make_tuple(op.m, op.n, op.k);
+    // Each transpose pair separately: the executor calls Eigen with transposed operands for dgrad and wgrad.
+    const auto key = std::make_tuple(op.m, op.n, op.k, op.code);
     if (!gemm_seen_.insert(key).second) return;
     Schedule mini = extract_op(s, op);
     if (mini_bytes(mini) > kMaxProbeBytes) return;
@@ -48,17 +49,19 @@ class Builder {
   }
 
   void add_synthetic_gemm(int64_t m, int64_t n, int64_t k, DType dtype) {
-    if (!gemm_seen_.insert(std::make_tuple(m, n, k)).second) return;
+    if (!gemm_seen_.insert(std::make_tuple(m, n, k, OpCode::MatMul)).second) return;
     w_.gemms.push_back({fmt::format("gemm {}x{}x{} MatMul", m, n, k), keep(synthetic_gemm(m, n, k, dtype))});
   }
 
-  // One op per (opcode, bytes): optimizer steps differ only by parameter size, so a few sizes suffice.
+  // One op per (opcode, bytes), at most max_per_code new ones of a schedule; every parameter size of the
+  // optimizer and the embedding (their sizes are few and each is paid once per step).
   void add_memory_ops(const Schedule& s, int max_per_code) {
     std::map<OpCode, int> taken;
     for (const Op& op : s.ops) {
       if (!memory_bound(op.kind)) continue;
+      const bool per_parameter = op.kind == OpKind::Optimizer || op.kind == OpKind::Embedding;
+      if (!per_parameter && taken[op.code] >= max_per_code) continue;
       if (!mem_seen_.insert({op.code, int64_t(op.bytes)}).second) continue;
-      if (taken[op.code] >= max_per_code) continue;
       Schedule mini = extract_op(s, op);
       if (mini_bytes(mini) > kMaxProbeBytes) continue;
       ++taken[op.code];
@@ -81,7 +84,7 @@ class Builder {
 
  private:
   Workload& w_;
-  std::set<std::tuple<int64_t, int64_t, int64_t>> gemm_seen_;
+  std::set<std::tuple<int64_t, int64_t, int64_t, OpCode>> gemm_seen_;
   std::set<std::pair<OpCode, int64_t>> mem_seen_;
 };
 
@@ -187,12 +190,21 @@ Workload plan_workload(const WorkloadOptions& opt) {
     if (!opt.quick) add.add_synthetic_gemm(2048, 1024, 1024, opt.grid_dtype);
   }
 
-  // Memory-bound ops at several token counts (activations scale with micro_batch; parameters do not).
-  const std::vector<int> batches = opt.quick ? std::vector<int>{1, 8} : std::vector<int>{1, 4, 16};
-  for (int mb : batches) {
-    ModelSpec m = base;
-    m.micro_batch = mb;
-    if (const auto s = try_build(m, 1, 1, SplitDim::Batch)) add.add_memory_ops(*s, opt.quick ? 1 : 3);
+  // Memory-bound ops as every --for model's plans run them: at its TP degree (optimizer steps and the
+  // embedding on the real parameter shards), its micro-batch split 1, 2 and 4 ways by batch and by
+  // sequence, and at other token counts (activations scale with the tokens; parameters do not).
+  const std::vector<ModelSpec> memory_models = opt.models.empty() ? std::vector<ModelSpec>{base} : opt.models;
+  for (const ModelSpec& model : memory_models) {
+    std::vector<std::pair<ModelSpec, int>> shapes;  // (model at a micro-batch, slices p)
+    for (int p : opt.quick ? std::vector<int>{1} : std::vector<int>{1, 2, 4}) shapes.push_back({model, p});
+    for (int mb : opt.quick ? std::vector<int>{1, 8} : std::vector<int>{1, 4, 16}) {
+      ModelSpec m = model;
+      m.micro_batch = mb;
+      shapes.push_back({m, 1});
+    }
+    for (const auto& [m, p] : shapes)
+      for (SplitDim dim : {SplitDim::Batch, SplitDim::Sequence})
+        if (const auto s = try_build(m, p, 1, dim)) add.add_memory_ops(*s, opt.quick ? 1 : 4);
   }
 
   // Attention over sequence length and heads per rank (the TP degree divides the heads).

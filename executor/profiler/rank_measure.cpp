@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "executor/job/backends.hpp"
+#include "executor/profiler/cold_cache.hpp"
 #include "executor/profiler/probe_runner.hpp"
 #include "executor/profiler/probe_schedule.hpp"
 #include "executor/profiler/progress_line.hpp"
@@ -67,18 +68,19 @@ RepeatPolicy compute_policy(const ProfilingTraits& traits, bool quick, int ops) 
   return p;
 }
 
-// Copies of a probe's op per iteration: memory-bound probes rotate over buffer sets larger than the caches
-// together (their data comes out of cache, as in a training step); a queueing device needs a chain.
-int chain_length(const Op& op, const ProfilingTraits& traits) {
-  constexpr double kColdBytes = 64.0 * 1024 * 1024;
-  const int cold = memory_bound(op.kind) ? std::clamp(int(std::ceil(kColdBytes / std::max(1.0, op.bytes))), 1, 32) : 1;
+// Copies of a probe's op per iteration: memory-bound probes rotate over buffer sets twice the last-level
+// cache together (their data comes out of cache, as in a training step: cold_cache.hpp); a queueing device
+// needs a chain.
+int chain_length(const Schedule& mini, const ProfilingTraits& traits) {
+  const Op& op = mini.ops.front();
+  const int cold = memory_bound(op.kind) ? cold_buffer_sets(mini_bytes(mini), probe_cache_bytes()) : 1;
   return std::max(traits.min_chain, cold);
 }
 
 // Prepares the probe, waits for the other ranks (they compute side by side, as in a training step), times.
 std::vector<double> time_compute(const RankBench& b, const Schedule& mini, uint64_t seed, bool quick) {
   const Op& op = mini.ops.front();
-  const int copies = chain_length(op, b.traits);
+  const int copies = chain_length(mini, b.traits);
   Schedule chain = chain_of(mini, copies, memory_bound(op.kind));
   fill_with_values(chain, b.comm.world());
   PreparedProbe probe(b.options.backend, std::move(chain), b.compute_ctx(seed));

@@ -1,12 +1,14 @@
-// cost_model.cpp: op durations from a profile. GEMMs: a measured table (exact shape, else the throughput
-// of the nearest measured shapes in log space) or the roofline max(flops / (peak x efficiency(size)),
-// bytes / memory bandwidth); memory-bound ops: bytes / bandwidth; collectives (AllReduce, AllGather,
+// cost_model.cpp: op durations from a profile. GEMMs: a measured table (exact shape and transpose pair, else
+// the throughput of the nearest measured shapes of the pair in log space) or the roofline
+// max(flops / (peak x efficiency(size)), bytes / memory bandwidth); memory-bound ops: bytes / bandwidth (the
+// opcode's, else the kind's, else the general figures); collectives (AllReduce, AllGather,
 // ReduceScatter): arrival skew + the latency and bandwidth of the fastest eligible algorithm (ring, NVLS) of
 // the kind's curves, or the pinned one.
 #include "sim/cost/cost_model.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "sim/base/error.hpp"
 
@@ -20,6 +22,15 @@ constexpr double kBytesPerUsPerGbps = 1e3;     // 1 GB/s = 1e3 bytes per microse
 // reliable about a shape: the roofline is used instead.
 const double kTableRadius = std::log(4.0);
 constexpr int kNeighbours = 4;
+
+// Orders table rows (sorted by gemm_row_less: shape first) against a shape.
+struct ShapeOrder {
+  using Shape = std::tuple<int64_t, int64_t, int64_t>;
+  template <class Row>
+  bool operator()(const Row& r, const Shape& s) const { return std::make_tuple(r.m, r.n, r.k) < s; }
+  template <class Row>
+  bool operator()(const Shape& s, const Row& r) const { return s < std::make_tuple(r.m, r.n, r.k); }
+};
 
 }  // namespace
 
@@ -87,7 +98,7 @@ CostModel::CostModel(Profile profile) : profile_(std::move(profile)) {
     for (const auto& r : g->table) {
       const double flops = 2.0 * double(r.m) * double(r.n) * double(r.k);
       c.table.push_back({std::log(double(r.m)), std::log(double(r.n)), std::log(double(r.k)), flops / r.time_us, r.m,
-                         r.n, r.k, r.time_us});
+                         r.n, r.k, r.time_us, r.transpose});
     }
   }
   for (const auto& p : profile_.attention.efficiency) {
@@ -101,6 +112,11 @@ CostModel::CostModel(Profile profile) : profile_(std::move(profile)) {
     kind_memory_[k] = own == profile_.memory.per_kind.end()
                           ? KindMemory{mem_bytes_per_us_, launch_us_}
                           : KindMemory{own->second.bandwidth_gbps * kBytesPerUsPerGbps, own->second.launch_overhead_us};
+  }
+  for (size_t c = 0; c < code_memory_.size(); ++c) {
+    const auto own = profile_.memory.per_code.find(to_string(OpCode(c)));
+    if (own != profile_.memory.per_code.end())
+      code_memory_[c] = KindMemory{own->second.bandwidth_gbps * kBytesPerUsPerGbps, own->second.launch_overhead_us};
   }
   fill_collective(intra_, profile_.intra_node, "intra_node");
   if (profile_.inter_node) fill_collective(inter_, *profile_.inter_node, "inter_node");
@@ -128,16 +144,17 @@ double CostModel::roofline_us(double flops, double peak_flops_per_us, double eff
 
 double CostModel::gemm_efficiency(DType dtype, double flops) const { return costs(dtype).efficiency.at(flops); }
 
-// Exact shape: its time. Otherwise the inverse-square-distance weighted throughput of up to kNeighbours
-// rows within kTableRadius, applied to this GEMM's flops. -1 when no row is close enough.
-double CostModel::table_us(const DTypeCosts& c, int64_t m, int64_t n, int64_t k, double flops) const {
-  const GemmTiming probe{m, n, k, 0};
-  const auto it = std::lower_bound(c.table.begin(), c.table.end(), probe, [](const TableRow& r, const GemmTiming& p) {
-    if (r.m != p.m) return r.m < p.m;
-    if (r.n != p.n) return r.n < p.n;
-    return r.k < p.k;
-  });
-  if (it != c.table.end() && it->m == m && it->n == n && it->k == k) return it->time_us;
+// Exact shape: the row of its transpose pair, else its 4-column row. Otherwise the inverse-square-distance
+// weighted throughput of up to kNeighbours rows of the same pair (or 4-column rows) within kTableRadius,
+// applied to this GEMM's flops. -1 when no row is close enough.
+double CostModel::table_us(const DTypeCosts& c, int64_t m, int64_t n, int64_t k, GemmTranspose t, double flops) const {
+  const auto same_shape = std::equal_range(c.table.begin(), c.table.end(), std::make_tuple(m, n, k), ShapeOrder{});
+  double any_pair = -1;
+  for (auto it = same_shape.first; it != same_shape.second; ++it) {
+    if (it->transpose == t) return it->time_us;
+    if (!it->transpose) any_pair = it->time_us;
+  }
+  if (any_pair >= 0) return any_pair;
   if (m <= 0 || n <= 0 || k <= 0) return -1;
   const double lm = std::log(double(m)), ln = std::log(double(n)), lk = std::log(double(k));
   double best_d2[kNeighbours];
@@ -145,6 +162,7 @@ double CostModel::table_us(const DTypeCosts& c, int64_t m, int64_t n, int64_t k,
   int found = 0;
   const double r2 = kTableRadius * kTableRadius;
   for (const TableRow& r : c.table) {
+    if (r.transpose && *r.transpose != t) continue;
     const double dm = r.log_m - lm, dn = r.log_n - ln, dk = r.log_k - lk;
     const double d2 = dm * dm + dn * dn + dk * dk;
     if (d2 > r2) continue;
@@ -172,11 +190,12 @@ double CostModel::table_us(const DTypeCosts& c, int64_t m, int64_t n, int64_t k,
   return flops / (tsum / wsum);
 }
 
-double CostModel::gemm_us(DType dtype, int64_t m, int64_t n, int64_t k, double flops, double bytes) const {
+double CostModel::gemm_us(DType dtype, int64_t m, int64_t n, int64_t k, double flops, double bytes,
+                          GemmTranspose transpose) const {
   const DTypeCosts& c = costs(dtype);
   if (flops <= 0) flops = 2.0 * double(m) * double(n) * double(k);
   if (!c.table.empty()) {
-    const double t = table_us(c, m, n, k, flops);
+    const double t = table_us(c, m, n, k, transpose, flops);
     if (t >= 0) return t;
   }
   if (flops <= 0) return launch_us_ + bytes / mem_bytes_per_us_;
@@ -196,6 +215,11 @@ double CostModel::memory_us(double bytes) const { return launch_us_ + bytes / me
 double CostModel::memory_us(OpKind kind, double bytes) const {
   const KindMemory& m = kind_memory_[static_cast<int>(kind)];
   return m.launch_us + bytes / m.bytes_per_us;
+}
+
+double CostModel::memory_us(const Op& op) const {
+  const std::optional<KindMemory>& own = code_memory_[static_cast<size_t>(op.code)];
+  return own ? own->launch_us + op.bytes / own->bytes_per_us : memory_us(op.kind, op.bytes);
 }
 
 double ring_traffic(OpKind kind, double bytes, int ranks) {
@@ -294,7 +318,7 @@ double CostModel::op_us(const Op& op, int tp, int devices_per_node) const {
   switch (op.kind) {
     case OpKind::Gemm:
       if (profile_.gpu) return gemm_us_on_sms(op, profile_.gpu->sms);
-      return gemm_us(op.dtype, op.m, op.n, op.k, op.flops, op.bytes);
+      return gemm_us(op.dtype, op.m, op.n, op.k, op.flops, op.bytes, gemm_transpose(op.code));
     case OpKind::Attention: return attention_us(op.dtype, op.flops, op.bytes);
     case OpKind::AllReduce:
     case OpKind::AllGather:
@@ -305,7 +329,7 @@ double CostModel::op_us(const Op& op, int tp, int devices_per_node) const {
     case OpKind::Copy:
     case OpKind::Optimizer:
     case OpKind::Embedding:
-    case OpKind::Loss: return memory_us(op.kind, op.bytes);
+    case OpKind::Loss: return memory_us(op);
   }
   return memory_us(op.bytes);
 }

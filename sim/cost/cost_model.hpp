@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <vector>
 
 #include "sim/cost/profile.hpp"
@@ -38,10 +39,14 @@ class CostModel {
   double op_us(const Op& op, int tp, int devices_per_node) const;
 
   // Pieces of op_us, exposed for tests and reports.
-  double gemm_us(DType dtype, int64_t m, int64_t n, int64_t k, double flops, double bytes) const;
+  // t: the operands the GEMM reads transposed (gemm_transpose of its opcode); the table's rows of that
+  // pair (and its 4-column rows) time it.
+  double gemm_us(DType dtype, int64_t m, int64_t n, int64_t k, double flops, double bytes,
+                 GemmTranspose t = {}) const;
   double attention_us(DType dtype, double flops, double bytes) const;
   double memory_us(double bytes) const;                // the profile's general memory figures
   double memory_us(OpKind kind, double bytes) const;   // the kind's own figures when it has them
+  double memory_us(const Op& op) const;                // the opcode's own figures, else its kind's
   double allreduce_us(double bytes, int tp, int devices_per_node) const { return allreduce(bytes, tp, devices_per_node).us; }
   CollectiveCost allreduce(double bytes, int tp, int devices_per_node) const;
   // A collective of `kind` of S bytes (AllGather, ReduceScatter: the gathered buffer, nccl-tests' "size"):
@@ -96,6 +101,7 @@ class CostModel {
     double flops_per_us;  // the measured row's throughput
     int64_t m, n, k;
     double time_us;
+    std::optional<GemmTranspose> transpose;  // none: the row times every transpose pair
   };
   struct DTypeCosts {
     bool present = false;
@@ -142,7 +148,7 @@ class CostModel {
   };
   TileChoice gemm_tile(const Op& op) const;
   double roofline_us(double flops, double peak_flops_per_us, double efficiency, double bytes) const;
-  double table_us(const DTypeCosts& c, int64_t m, int64_t n, int64_t k, double flops) const;
+  double table_us(const DTypeCosts& c, int64_t m, int64_t n, int64_t k, GemmTranspose t, double flops) const;
   static void fill_collective(CollectiveCosts& c, const CollectiveProfile& p, const char* level);
   static int collective_index(OpKind kind);  // 0 AllReduce, 1 AllGather, 2 ReduceScatter
   const CollectiveCosts& level_for(int tp, int devices_per_node) const;
@@ -157,6 +163,8 @@ class CostModel {
     double bytes_per_us = 0, launch_us = 0;
   };
   std::array<KindMemory, kNumOpKinds> kind_memory_{};
+  // Per opcode: its own figures (memory.per_code), if it has them.
+  std::array<std::optional<KindMemory>, size_t(OpCode::ReduceScatter) + 1> code_memory_{};
   double launch_us_ = 0;
   CollectiveCosts intra_, inter_;
   GpuCosts gpu_;

@@ -80,10 +80,10 @@ double CostModel::gemm_us_on_sms(const Op& op, int sms_available) const {
   };
   if (op.kind == OpKind::Attention) return rescaled(attention_us(op.dtype, op.flops, op.bytes));
   const DTypeCosts& c = costs(op.dtype);
-  if (op.m <= 0 || op.n <= 0 || op.k <= 0) return gemm_us(op.dtype, op.m, op.n, op.k, op.flops, op.bytes);
+  if (op.m <= 0 || op.n <= 0 || op.k <= 0) return gemm_us(op.dtype, op.m, op.n, op.k, op.flops, op.bytes, gemm_transpose(op.code));
   if (!c.table.empty()) {
     const double flops = op.flops > 0 ? op.flops : 2.0 * double(op.m) * double(op.n) * double(op.k);
-    const double measured = table_us(c, op.m, op.n, op.k, flops);
+    const double measured = table_us(c, op.m, op.n, op.k, gemm_transpose(op.code), flops);
     if (measured >= 0) return rescaled(measured);
   }
   const TileChoice choice = gemm_tile(op);

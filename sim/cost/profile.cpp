@@ -1,6 +1,6 @@
 // profile.cpp: strict reading of hardware profiles (every problem located as file:line:col) and
-// validation of profiles built in code. Collective levels live in profile_collectives.cpp, writing in
-// profile_writer.cpp.
+// validation of profiles built in code. Collective levels live in profile_collectives.cpp, the GEMM table in
+// profile_gemm_table.cpp, writing in profile_writer.cpp.
 #include "sim/cost/profile.hpp"
 
 #include <fmt/format.h>
@@ -64,11 +64,12 @@ double scalar_number(const std::string& file, const YAML::Node& n, const std::st
 }  // namespace
 
 std::vector<std::vector<double>> read_rows(const std::string& file, const YAML::Node& list, const std::string& what,
-                                           size_t width, const char* row_form, std::vector<SourceLoc>& locs) {
+                                           size_t width, const char* row_form, std::vector<SourceLoc>& locs,
+                                           size_t other_width) {
   if (!list.IsSequence()) throw_bad_input(loc_of(file, list), what + ": expected a list of " + row_form + " rows");
   std::vector<std::vector<double>> rows;
   for (const YAML::Node& row : list) {
-    if (!row.IsSequence() || row.size() != width) {
+    if (!row.IsSequence() || (row.size() != width && (other_width == 0 || row.size() != other_width))) {
       throw_bad_input(loc_of(file, row), what + ": each row must be a list " + row_form);
     }
     std::vector<double> values;
@@ -116,27 +117,6 @@ void check_curve(const std::vector<EfficiencyPoint>& curve, const std::string& w
   }
 }
 
-bool shape_less(const GemmTiming& a, const GemmTiming& b) {
-  if (a.m != b.m) return a.m < b.m;
-  if (a.n != b.n) return a.n < b.n;
-  return a.k < b.k;
-}
-
-void check_gemm_table(const std::vector<GemmTiming>& table, const std::string& what, const std::vector<SourceLoc>& at) {
-  for (size_t i = 0; i < table.size(); ++i) {
-    const SourceLoc& where = at.size() > i ? at[i] : (at.empty() ? SourceLoc{} : at.back());
-    const GemmTiming& r = table[i];
-    if (r.m <= 0 || r.n <= 0 || r.k <= 0) {
-      throw_bad_input(where, what + ": row [" + std::to_string(r.m) + ", " + std::to_string(r.n) + ", " +
-                                 std::to_string(r.k) + "]: m, n and k must be positive");
-    }
-    require_positive(where, what + ": time_us", r.time_us);
-    if (i > 0 && !shape_less(table[i - 1], r)) {
-      throw_bad_input(where, what + ": not sorted: rows must be in increasing (m, n, k) order without duplicates");
-    }
-  }
-}
-
 // --- YAML reading ---
 
 std::vector<EfficiencyPoint> read_curve(YamlMap& m, const std::string& key, const std::string& what) {
@@ -155,19 +135,36 @@ GemmProfile read_gemm(const std::string& file, const YAML::Node& node, const std
   GemmProfile g;
   g.peak_tflops = positive(m, "peak_tflops");
   g.efficiency = read_curve(m, "efficiency", ctx + ".efficiency");
-  if (auto t = m.opt_node("table")) {
-    std::vector<SourceLoc> locs;
-    for (const auto& r : read_rows(file, *t, ctx + ".table", 4, "[m, n, k, time_us]", locs)) {
-      for (int i = 0; i < 3; ++i) {
-        if (!is_whole_in_range(r[i], -kMaxExactWholeDouble, kMaxExactWholeDouble)) {
-          throw_bad_input(locs.back(), ctx + ".table: m, n and k must be integers, got " + num(r[i]));
-        }
-      }
-      g.table.push_back({static_cast<int64_t>(r[0]), static_cast<int64_t>(r[1]), static_cast<int64_t>(r[2]), r[3]});
-    }
-    check_gemm_table(g.table, ctx + ".table", locs);
-  }
+  if (auto t = m.opt_node("table")) g.table = read_gemm_table(file, *t, ctx + ".table");
   return g;
+}
+
+// memory.per_kind or memory.per_code: {bandwidth_gbps, launch_overhead_us} under each of `names` present.
+std::map<std::string, MemoryCost> read_memory_costs(YamlMap& mem, const std::string& key,
+                                                    const std::vector<std::string>& names) {
+  std::map<std::string, MemoryCost> out;
+  const auto node = mem.opt_node(key);
+  if (!node) return out;
+  YamlMap entries(*node, mem.file(), "profile memory." + key);
+  for (const std::string& name : names) {
+    if (auto entry = entries.opt_node(name)) {
+      YamlMap e(*entry, mem.file(), "profile memory." + key + "." + name);
+      out[name] = MemoryCost{positive(e, "bandwidth_gbps"), non_negative(e, "launch_overhead_us")};
+      e.finish();
+    }
+  }
+  entries.finish();
+  return out;
+}
+
+void check_memory_costs(const SourceLoc& at, const std::map<std::string, MemoryCost>& costs, const std::string& key,
+                        const std::vector<std::string>& names, const char* what) {
+  for (const auto& [name, c] : costs) {
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      throw_bad_input(at, "profile memory." + key + ": '" + name + "' is not " + what);
+    require_positive(at, "memory." + key + "." + name + ".bandwidth_gbps", c.bandwidth_gbps);
+    require_non_negative(at, "memory." + key + "." + name + ".launch_overhead_us", c.launch_overhead_us);
+  }
 }
 
 ProfileMetadata read_metadata(const std::string& file, const YAML::Node& node) {
@@ -227,18 +224,8 @@ Profile read_profile(const YAML::Node& root, const std::string& file) {
   YamlMap mem(m.get_node("memory"), file, "profile memory");
   p.memory.bandwidth_gbps = positive(mem, "bandwidth_gbps");
   p.memory.launch_overhead_us = non_negative(mem, "launch_overhead_us");
-  if (auto per_kind = mem.opt_node("per_kind")) {
-    YamlMap kinds(*per_kind, file, "profile memory.per_kind");
-    for (const std::string& kind : memory_bound_kinds()) {
-      if (auto node = kinds.opt_node(kind)) {
-        YamlMap k(*node, file, "profile memory.per_kind." + kind);
-        MemoryCost c{positive(k, "bandwidth_gbps"), non_negative(k, "launch_overhead_us")};
-        k.finish();
-        p.memory.per_kind[kind] = c;
-      }
-    }
-    kinds.finish();
-  }
+  p.memory.per_kind = read_memory_costs(mem, "per_kind", memory_bound_kinds());
+  p.memory.per_code = read_memory_costs(mem, "per_code", memory_bound_codes());
   mem.finish();
 
   YamlMap attn(m.get_node("attention"), file, "profile attention");
@@ -279,6 +266,16 @@ const std::vector<std::string>& memory_bound_kinds() {
   return kinds;
 }
 
+const std::vector<std::string>& memory_bound_codes() {
+  static const std::vector<std::string> codes = [] {
+    std::vector<std::string> out;
+    for (int c = 0; c <= int(OpCode::ReduceScatter); ++c)
+      if (memory_bound(kind_of(OpCode(c)))) out.push_back(to_string(OpCode(c)));
+    return out;
+  }();
+  return codes;
+}
+
 Profile load_profile(const std::string& path) { return read_profile(load_yaml_file(path), path); }
 
 Profile load_profile_string(const std::string& yaml, const std::string& name) {
@@ -303,12 +300,8 @@ void validate_profile(const Profile& p) {
   if (!any) throw_bad_input(at, "gemm needs figures for at least one of bf16, fp16, fp32");
   require_positive(at, "memory.bandwidth_gbps", p.memory.bandwidth_gbps);
   require_non_negative(at, "memory.launch_overhead_us", p.memory.launch_overhead_us);
-  for (const auto& [kind, c] : p.memory.per_kind) {
-    if (std::find(memory_bound_kinds().begin(), memory_bound_kinds().end(), kind) == memory_bound_kinds().end())
-      throw_bad_input(at, "profile memory.per_kind: '" + kind + "' is not a memory-bound op kind");
-    require_positive(at, "memory.per_kind." + kind + ".bandwidth_gbps", c.bandwidth_gbps);
-    require_non_negative(at, "memory.per_kind." + kind + ".launch_overhead_us", c.launch_overhead_us);
-  }
+  check_memory_costs(at, p.memory.per_kind, "per_kind", memory_bound_kinds(), "a memory-bound op kind");
+  check_memory_costs(at, p.memory.per_code, "per_code", memory_bound_codes(), "an opcode of a memory-bound op kind");
   if (p.attention.efficiency.empty()) {
     require_fraction(at, "attention.relative_efficiency", p.attention.relative_efficiency);
   } else {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/ir/schedule.hpp"
 #include "sim/model/model_spec.hpp"
 
 namespace domino {
@@ -20,16 +21,29 @@ struct EfficiencyPoint {
   double efficiency = 0;
 };
 
-// A measured GEMM: C[m,n] = A[m,k] B[k,n] took time_us (launch included).
+// Which operands a GEMM reads transposed from their row-major storage, as the executor calls it: the
+// forward MatMul A·B neither, the input gradient MatMulDgrad A·B^T b, the weight gradient MatMulWgrad
+// A^T·B a. A BLAS runs each pair with its own kernel, at its own speed.
+struct GemmTranspose {
+  bool a = false, b = false;
+  auto operator<=>(const GemmTranspose&) const = default;
+};
+GemmTranspose gemm_transpose(OpCode code);  // non-GEMM codes: neither
+
+// A measured GEMM: C[m,n] = op(A)[m,k] op(B)[k,n] took time_us (launch included). A row without a
+// transpose (the 4-column form) gives its time to every transpose pair of the shape.
 struct GemmTiming {
   int64_t m = 0, n = 0, k = 0;
   double time_us = 0;
+  std::optional<GemmTranspose> transpose = std::nullopt;
 };
+// The table's order: (m, n, k), then rows without a transpose before those with one, then (a, b).
+bool gemm_row_less(const GemmTiming& x, const GemmTiming& y);
 
 struct GemmProfile {
   double peak_tflops = 0;
   std::vector<EfficiencyPoint> efficiency;  // gflop strictly increasing, at least one point
-  std::vector<GemmTiming> table;            // optional; sorted by (m, n, k), no duplicates
+  std::vector<GemmTiming> table;            // optional; sorted by gemm_row_less, no duplicates
 };
 
 // Memory-bound ops (norm, activation, elementwise, copy, optimizer, embedding, loss) and the launch
@@ -44,10 +58,14 @@ struct MemoryProfile {
   // Optional: a memory-bound op kind's own figures (key: to_string(OpKind), e.g. "norm"), replacing the two
   // above for that kind. Norms, optimizer steps and the loss stream through memory differently.
   std::map<std::string, MemoryCost> per_kind;
+  // Optional: one opcode's own figures (key: to_string(OpCode), e.g. "LayerNormFwd"), replacing its kind's.
+  // The opcodes of one kind differ by up to 10x in time per byte (a norm's forward against its backward).
+  std::map<std::string, MemoryCost> per_code = {};
 };
 
-// The op kinds that are costed as memory-bound (memory.per_kind keys).
+// The op kinds that are costed as memory-bound (memory.per_kind keys), and their opcodes (per_code keys).
 const std::vector<std::string>& memory_bound_kinds();
+const std::vector<std::string>& memory_bound_codes();
 
 // Attention runs at relative_efficiency x the GEMM efficiency at the same size, unless it has its own curve.
 struct AttentionProfile {

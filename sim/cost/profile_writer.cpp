@@ -2,6 +2,8 @@
 // output path). Numbers use the shortest text that round-trips, so saved profiles are byte-stable.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "sim/cost/profile.hpp"
 #include "sim/trace/timeline.hpp"
 #include "sim/base/files.hpp"
@@ -102,16 +104,26 @@ std::string profile_to_yaml(const Profile& p) {
     out += fmt::format("  {}:\n    peak_tflops: {}\n", profile_dtype_key(static_cast<DType>(d)), num(g->peak_tflops));
     write_curve(out, "    ", g->efficiency);
     if (!g->table.empty()) {
-      out += "    table:  # [m, n, k, time_us]\n";
-      for (const auto& r : g->table) out += fmt::format("      - [{}, {}, {}, {}]\n", r.m, r.n, r.k, num(r.time_us));
+      const bool transposes = std::any_of(g->table.begin(), g->table.end(), [](const GemmTiming& r) { return r.transpose.has_value(); });
+      out += transposes ? "    table:  # [m, n, k, time_us] or [m, n, k, transpose_a, transpose_b, time_us]\n"
+                        : "    table:  # [m, n, k, time_us]\n";
+      for (const auto& r : g->table) {
+        if (r.transpose)
+          out += fmt::format("      - [{}, {}, {}, {}, {}, {}]\n", r.m, r.n, r.k, int(r.transpose->a), int(r.transpose->b),
+                             num(r.time_us));
+        else
+          out += fmt::format("      - [{}, {}, {}, {}]\n", r.m, r.n, r.k, num(r.time_us));
+      }
     }
   }
   out += fmt::format("memory:\n  bandwidth_gbps: {}\n  launch_overhead_us: {}\n", num(p.memory.bandwidth_gbps),
                      num(p.memory.launch_overhead_us));
-  if (!p.memory.per_kind.empty()) out += "  per_kind:\n";
-  for (const auto& [kind, c] : p.memory.per_kind)
-    out += fmt::format("    {}: {{bandwidth_gbps: {}, launch_overhead_us: {}}}\n", kind, num(c.bandwidth_gbps),
-                       num(c.launch_overhead_us));
+  for (const auto& [key, costs] : {std::pair{"per_kind", &p.memory.per_kind}, std::pair{"per_code", &p.memory.per_code}}) {
+    if (!costs->empty()) out += fmt::format("  {}:\n", key);
+    for (const auto& [name, c] : *costs)
+      out += fmt::format("    {}: {{bandwidth_gbps: {}, launch_overhead_us: {}}}\n", name, num(c.bandwidth_gbps),
+                         num(c.launch_overhead_us));
+  }
   out += "attention:\n";
   if (p.attention.efficiency.empty()) {
     out += fmt::format("  relative_efficiency: {}\n", num(p.attention.relative_efficiency));

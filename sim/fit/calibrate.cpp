@@ -102,6 +102,7 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
   if (scope.memory) {
     fit_memory_general(in, p, report);
     fit_memory_per_kind(in, p, report);
+    fit_memory_per_code(in, p, report);
   }
   const CostModel after_memory(p);  // GEMM and attention both scale against the costs before either changed
   if (scope.gemm) fit_gemm_scales(in, after_memory, p, report);

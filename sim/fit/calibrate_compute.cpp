@@ -117,6 +117,21 @@ void fit_memory_per_kind(const TraceSamples& in, Profile& p, std::string& report
   }
 }
 
+// memory.per_code, for each opcode the base profile has figures for and the trace has enough ops of (an
+// opcode without figures of its own keeps following its kind's, fitted above).
+void fit_memory_per_code(const TraceSamples& in, Profile& p, std::string& report) {
+  for (const auto& [name, old] : in.base.memory.per_code) {
+    std::vector<const Sample*> of_code;
+    for (const Sample* s : in.select([](OpKind k) { return memory_bound(k); }))
+      if (name == to_string(s->op.code)) of_code.push_back(s);
+    if (of_code.size() < 3) continue;
+    if (auto c = fit_memory(in, of_code, old)) {
+      p.memory.per_code[name] = *c;
+      report += memory_line("  " + name, of_code.size(), old, *c);
+    }
+  }
+}
+
 void fit_gemm_scales(const TraceSamples& in, const CostModel& cm, Profile& p, std::string& report) {
   const auto bands = fit_bands(in, cm, OpKind::Gemm, report);
   auto& g = p.gemm[static_cast<int>(in.dtype)];

@@ -79,9 +79,19 @@ struct PerOp {
   double first_start = 1e300, last_start = -1e300;
 };
 
+// The opcode a trace event names (args.code): GEMM table rows and memory.per_code figures are per opcode.
+// An event without one (older traces) keeps the Op's default.
+void read_code(const TraceEvent& e, Op& op) {
+  const auto it = e.args.find("code");
+  if (it == e.args.end() || !it->is_string()) return;
+  for (int c = 0; c <= int(OpCode::ReduceScatter); ++c)
+    if (*it == to_string(OpCode(c))) op.code = OpCode(c);
+}
+
 void add_event(const TraceFile& trace, PerOp& po, OpKind kind, const TraceEvent& e, DType dtype,
                const Intervals& other_stream) {
   po.op.kind = kind;
+  read_code(e, po.op);
   po.op.m = arg_dimension(trace, e, "m");
   po.op.n = arg_dimension(trace, e, "n");
   po.op.k = arg_dimension(trace, e, "k");

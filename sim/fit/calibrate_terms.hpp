@@ -45,6 +45,7 @@ struct TraceSamples {
 // The terms, in the order calibrate_profile applies them (a later one fits against the earlier results).
 void fit_memory_general(const TraceSamples& in, Profile& p, std::string& report);
 void fit_memory_per_kind(const TraceSamples& in, Profile& p, std::string& report);
+void fit_memory_per_code(const TraceSamples& in, Profile& p, std::string& report);
 // GEMM and attention scale against `cm`: the costs after the memory fit, before either of them.
 void fit_gemm_scales(const TraceSamples& in, const CostModel& cm, Profile& p, std::string& report);
 void fit_attention_scales(const TraceSamples& in, const CostModel& cm, Profile& p, std::string& report);

@@ -35,6 +35,14 @@ double compute_part(double t, double launch) { return std::max(t - launch, 0.5 *
 
 bool is_gemm(const Point& pt) { return pt.entry.at("kind") == "gemm"; }
 
+// The transpose pair of a measured GEMM, from the opcode the probe ran (a probe without one: the forward).
+GemmTranspose measured_transpose(const Point& pt) {
+  const std::string code = pt.entry.value("code", std::string(to_string(OpCode::MatMul)));
+  for (OpCode c : {OpCode::MatMulDgrad, OpCode::MatMulWgrad})
+    if (code == to_string(c)) return gemm_transpose(c);
+  return {};
+}
+
 // The best throughput of any GEMM (FLOP/us), and the dtype the GEMMs ran in: the CPU backend computes in
 // fp32; other backends' probes carry the model's dtype (FitInput::gemms_in_op_dtype).
 std::pair<double, DType> gemm_peak(const FitInput& in, const std::vector<Point>& compute, double launch) {
@@ -75,24 +83,33 @@ void fit_memory_general(const std::vector<Point>& compute, FitOutput out) {
                              mx.size(), out.p.memory.bandwidth_gbps, out.p.memory.launch_overhead_us, 100 * p90(res_mem));
 }
 
-// A single bandwidth cannot fit every kind: each kind also gets its own (memory.per_kind).
-void fit_memory_per_kind(const std::vector<Point>& compute, FitOutput out) {
-  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> per_kind;
+// The memory-bound points grouped by an entry field ("kind" or "code"), each group's own fixed cost and
+// bandwidth; returns the report text.
+static std::string fit_memory_groups(const std::vector<Point>& compute, const char* field,
+                                     std::map<std::string, MemoryCost>& into) {
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> groups;
   for (const Point& pt : compute) {
-    const std::string kind = pt.entry.at("kind");
-    if (!is_memory_kind(kind)) continue;
-    per_kind[kind].first.push_back(pt.entry.at("bytes").get<double>());
-    per_kind[kind].second.push_back(pt.t.median_us);
+    if (!is_memory_kind(pt.entry.at("kind").get<std::string>()) || !pt.entry.contains(field)) continue;
+    auto& xy = groups[pt.entry.at(field).get<std::string>()];
+    xy.first.push_back(pt.entry.at("bytes").get<double>());
+    xy.second.push_back(pt.t.median_us);
   }
-  std::string kinds;
-  for (auto& [kind, xy] : per_kind) {
+  std::string text;
+  for (auto& [name, xy] : groups) {
     LineFit f = fit_line(xy.first, xy.second, relative_weights(xy.second));
     if (!f.ok || f.a < 0 || !(f.b > 0)) f = fit_slope(xy.first, xy.second, relative_weights(xy.second), 0);
     if (!f.ok || !(f.b > 0)) continue;
-    out.p.memory.per_kind[kind] = MemoryCost{1 / f.b / 1e3, f.a};
-    kinds += fmt::format("{}{} {:.3g} GB/s + {:.3g} us", kinds.empty() ? "" : ", ", kind, 1 / f.b / 1e3, f.a);
+    into[name] = MemoryCost{1 / f.b / 1e3, f.a};
+    text += fmt::format("{}{} {:.3g} GB/s + {:.3g} us", text.empty() ? "" : ", ", name, 1 / f.b / 1e3, f.a);
   }
-  out.summary += "  per kind: " + kinds + "\n";
+  return text;
+}
+
+// A single bandwidth cannot fit every kind, nor one per kind every opcode of it (a norm's forward and
+// backward differ 3x per byte): each kind and each opcode also gets its own (memory.per_kind, per_code).
+void fit_memory_per_kind(const std::vector<Point>& compute, FitOutput out) {
+  out.summary += "  per kind: " + fit_memory_groups(compute, "kind", out.p.memory.per_kind) + "\n";
+  out.summary += "  per opcode: " + fit_memory_groups(compute, "code", out.p.memory.per_code) + "\n";
 }
 
 // The measured table, peak = best throughput, efficiency curve over size.
@@ -101,19 +118,22 @@ double fit_gemm(const FitInput& in, const std::vector<Point>& compute, FitOutput
   const auto [peak, gemm_dtype] = gemm_peak(in, compute, launch);
   GemmProfile g;
   std::vector<double> gflops, geff, gspread;
+  // Forward GEMMs alone (the size grid) say nothing of the other pairs: their rows time every pair.
+  const bool pairs_measured = std::any_of(compute.begin(), compute.end(), [](const Point& pt) {
+    return is_gemm(pt) && measured_transpose(pt) != GemmTranspose{};
+  });
   for (const Point& pt : compute) {
     if (!is_gemm(pt)) continue;
     const double flops = pt.entry.at("flops");
     const int64_t m = pt.entry.at("m"), n = pt.entry.at("n"), k = pt.entry.at("k");
-    g.table.push_back({m, n, k, pt.t.median_us});
+    const GemmTranspose t = measured_transpose(pt);
+    g.table.push_back({m, n, k, pt.t.median_us, pairs_measured ? std::optional(t) : std::nullopt});
     gflops.push_back(flops);
     geff.push_back(flops / (peak * compute_part(pt.t.median_us, launch)));
     gspread.push_back(pt.t.spread());
-    out.p.metadata.spread[fmt::format("gemm {}x{}x{}", m, n, k)] = pt.t.spread();
+    out.p.metadata.spread[fmt::format("gemm {}x{}x{}{}{}", m, n, k, t.a ? " Ta" : "", t.b ? " Tb" : "")] = pt.t.spread();
   }
-  std::sort(g.table.begin(), g.table.end(), [](const GemmTiming& a, const GemmTiming& b) {
-    return std::tie(a.m, a.n, a.k) < std::tie(b.m, b.n, b.k);
-  });
+  std::sort(g.table.begin(), g.table.end(), gemm_row_less);
   g.peak_tflops = peak / 1e6;
   g.efficiency = efficiency_curve(gflops, geff);
   out.p.metadata.spread["gemm"] = median_of(gspread);
