@@ -68,7 +68,7 @@ Plan plan_from_blocks(const ModelSpec& model, const std::vector<LayerPlan>& laye
 
 SegmentCosts::SegmentCosts(const ModelSpec& model, const CostModel& cost, const SearchSpace& space, int ref_attn,
                            int ref_mlp, Progress* progress)
-    : probe_(model), model_layers_(model.layers), cost_(cost), space_(space), ref_attn_(ref_attn),
+    : probe_(model), model_layers_(model.layers), cost_(cost), op_cost_cache_(cost, model.tp), space_(space), ref_attn_(ref_attn),
       ref_mlp_(ref_mlp), progress_(progress) {
   if (model.layers < 1) throw_bad_input(fmt::format("model {} has no layers to tune", model.name));
   // Two layers hold every kind of block position (first attn, interior attn and mlp, last mlp) and
@@ -170,7 +170,7 @@ void SegmentCosts::run_class(int k, int choice, int right_choice) {
     run(k, choice, right_choice);
     return;
   }
-  const OpCosts costs = op_costs(built, cost_, figures_only());
+  const OpCosts costs = op_cost_cache_.op_costs(built, figures_only());
   ProbeVariants variants(std::move(built), varying);
   for (int a : lefts) {
     for (int b : rights) {

@@ -41,6 +41,10 @@ struct OpCosts {
   double sync_per_compute = 0;  // the profile's, at the schedule's level; 0 when the plan communicates nothing
 };
 OpCosts op_costs(const Schedule& schedule, const CostModel& cost, const SimOptions& options = {});
+// Ranks in each collective: the plan's TP degree unless the options emulate another.
+int collective_ranks(const Schedule& schedule, const SimOptions& options);
+// `us`, the cost model's duration of `op`; an error naming the op when it is negative, infinite or NaN.
+double checked_duration(const Op& op, double us);
 SimResult simulate(const Schedule& schedule, const OpCosts& costs, const SimOptions& options);
 
 }  // namespace domino
