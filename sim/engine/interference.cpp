@@ -3,6 +3,7 @@
 #include "sim/engine/interference.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 
 #include "sim/engine/op_cost_key.hpp"
@@ -94,16 +95,23 @@ Interference::Interference(const Schedule& schedule, const CostModel& cost, cons
   contends_.assign(n, Contends::Nothing);
   hbm_demand_.assign(n, 0.0);
   sms_slot_.assign(n, 0);
+  // What each kind contends for, looked up per op (the tuner builds millions of these).
+  std::array<Contends, kNumOpKinds> of_kind{};
+  for (int k = 0; k < kNumOpKinds; ++k) {
+    const OpKind kind = static_cast<OpKind>(k);
+    of_kind[size_t(k)] = collective(kind)                                       ? Contends::Collective
+                         : kind == OpKind::Gemm || kind == OpKind::Attention ? Contends::Sms
+                         : memory_bound(kind)                                   ? Contends::Hbm
+                                                                                : Contends::Nothing;
+  }
   for (size_t i = 0; i < n; ++i) {
     const Op& op = ops[i];
-    if (collective(op.kind)) {
-      contends_[i] = Contends::Collective;
+    const Contends c = of_kind[static_cast<size_t>(op.kind)];
+    contends_[i] = c;
+    if (c == Contends::Collective) {
       sms_slot_[i] = slot_of(slot_sms_, facts.collective_sms(int32_t(i)));
       if (duration[i] > 0) hbm_demand_[i] = facts.collective_hbm_bytes(int32_t(i)) / duration[i];
-    } else if (op.kind == OpKind::Gemm || op.kind == OpKind::Attention) {
-      contends_[i] = Contends::Sms;
-    } else if (memory_bound(op.kind)) {
-      contends_[i] = Contends::Hbm;
+    } else if (c == Contends::Hbm) {
       if (duration[i] > 0) hbm_demand_[i] = op.bytes / duration[i];
     }
   }
