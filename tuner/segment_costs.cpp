@@ -24,6 +24,15 @@ BuildOptions unnamed_buffers() {
   options.buffer_names = false;
   return options;
 }
+SimFigures figures_of(const SimResult& r) {
+  SimFigures f;
+  f.iteration_us = r.iteration_us;
+  f.compute_us = r.compute_us;
+  f.comm_us = r.comm_us;
+  f.exposed_comm_us = r.exposed_comm_us;
+  f.peak_memory_bytes = r.peak_memory_bytes;
+  return f;
+}
 }  // namespace
 
 bool blocks_cannot_overlap(const ModelSpec& model, const BlockPlan& left, const BlockPlan& right) {
@@ -42,14 +51,7 @@ SimFigures simulate_schedule(const Schedule& schedule, const CostModel& cost) {
 }
 
 SimFigures simulate_schedule(const Schedule& schedule, const OpCosts& costs) {
-  const SimResult r = simulate(schedule, costs, figures_only());
-  SimFigures f;
-  f.iteration_us = r.iteration_us;
-  f.compute_us = r.compute_us;
-  f.comm_us = r.comm_us;
-  f.exposed_comm_us = r.exposed_comm_us;
-  f.peak_memory_bytes = r.peak_memory_bytes;
-  return f;
+  return figures_of(simulate(schedule, costs, figures_only()));
 }
 
 SimFigures simulate_plan(const ModelSpec& model, const Plan& plan, const CostModel& cost) {
@@ -171,6 +173,10 @@ void SegmentCosts::run_class(int k, int choice, int right_choice) {
     return;
   }
   const OpCosts costs = op_cost_cache_.op_costs(built, figures_only());
+  // Members differ from the representative in dependencies only; the buffers, hence the memory, are its own.
+  const int64_t memory = schedule_memory_bytes(built);
+  SimOptions timing_only = figures_only();
+  timing_only.memory = false;
   ProbeVariants variants(std::move(built), varying);
   for (int a : lefts) {
     for (int b : rights) {
@@ -178,7 +184,8 @@ void SegmentCosts::run_class(int k, int choice, int right_choice) {
       if (!asked && (is_ref(k, a) || (pair && (is_ref(k + 1, b) || independent_pair(k, a, b))))) continue;
       Cell& c = cell(k, a, b);
       if (c.done) continue;
-      c.fig = simulate_schedule(variants.with_layers(probe_layers(k, a, b)), costs);
+      c.fig = figures_of(simulate(variants.with_layers(probe_layers(k, a, b)), costs, timing_only));
+      c.fig.peak_memory_bytes = memory;
       c.done = true;
       count_simulation();
     }

@@ -223,7 +223,7 @@ SimResult simulate(const Schedule& schedule, const OpCosts& costs, const SimOpti
 
   result.iteration_us = st.now;
   result.overlap_fraction = result.comm_us > 0 ? 1.0 - result.exposed_comm_us / result.comm_us : 1.0;
-  result.peak_memory_bytes = schedule_memory_bytes(schedule);
+  result.peak_memory_bytes = options.memory ? schedule_memory_bytes(schedule) : 0;
   if (options.record_timeline) {
     tl.iteration_us = st.now;
     tl.peak_memory_bytes = {result.peak_memory_bytes};

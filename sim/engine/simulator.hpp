@@ -16,6 +16,9 @@ struct SimOptions {
   // TP degree, to predict a one-GPU `domino-exec --emulate-comm --emulate-tp N` run (TP 1 shapes, TP N ring
   // traffic; the caller pins the profile's collectives to ring).
   int allreduce_ranks = 0;
+  // false: peak_memory_bytes is left 0, for a caller that has it already (the tuner's probes of one class
+  // share their buffers, which alone decide it).
+  bool memory = true;
 };
 
 struct SimResult {
