@@ -24,6 +24,15 @@ BuildOptions unnamed_buffers() {
   options.buffer_names = false;
   return options;
 }
+SimFigures figures_of(const SimResult& r) {
+  SimFigures f;
+  f.iteration_us = r.iteration_us;
+  f.compute_us = r.compute_us;
+  f.comm_us = r.comm_us;
+  f.exposed_comm_us = r.exposed_comm_us;
+  f.peak_memory_bytes = r.peak_memory_bytes;
+  return f;
+}
 }  // namespace
 
 bool blocks_cannot_overlap(const ModelSpec& model, const BlockPlan& left, const BlockPlan& right) {
@@ -42,14 +51,7 @@ SimFigures simulate_schedule(const Schedule& schedule, const CostModel& cost) {
 }
 
 SimFigures simulate_schedule(const Schedule& schedule, const OpCosts& costs) {
-  const SimResult r = simulate(schedule, costs, figures_only());
-  SimFigures f;
-  f.iteration_us = r.iteration_us;
-  f.compute_us = r.compute_us;
-  f.comm_us = r.comm_us;
-  f.exposed_comm_us = r.exposed_comm_us;
-  f.peak_memory_bytes = r.peak_memory_bytes;
-  return f;
+  return figures_of(simulate(schedule, costs, figures_only()));
 }
 
 SimFigures simulate_plan(const ModelSpec& model, const Plan& plan, const CostModel& cost) {
@@ -68,7 +70,7 @@ Plan plan_from_blocks(const ModelSpec& model, const std::vector<LayerPlan>& laye
 
 SegmentCosts::SegmentCosts(const ModelSpec& model, const CostModel& cost, const SearchSpace& space, int ref_attn,
                            int ref_mlp, Progress* progress)
-    : probe_(model), model_layers_(model.layers), cost_(cost), space_(space), ref_attn_(ref_attn),
+    : probe_(model), model_layers_(model.layers), cost_(cost), op_cost_cache_(cost, model.tp), space_(space), ref_attn_(ref_attn),
       ref_mlp_(ref_mlp), progress_(progress) {
   if (model.layers < 1) throw_bad_input(fmt::format("model {} has no layers to tune", model.name));
   // Two layers hold every kind of block position (first attn, interior attn and mlp, last mlp) and
@@ -170,7 +172,11 @@ void SegmentCosts::run_class(int k, int choice, int right_choice) {
     run(k, choice, right_choice);
     return;
   }
-  const OpCosts costs = op_costs(built, cost_, figures_only());
+  const OpCosts costs = op_cost_cache_.op_costs(built, figures_only());
+  // Members differ from the representative in dependencies only; the buffers, hence the memory, are its own.
+  const int64_t memory = schedule_memory_bytes(built);
+  SimOptions timing_only = figures_only();
+  timing_only.memory = false;
   ProbeVariants variants(std::move(built), varying);
   for (int a : lefts) {
     for (int b : rights) {
@@ -178,7 +184,8 @@ void SegmentCosts::run_class(int k, int choice, int right_choice) {
       if (!asked && (is_ref(k, a) || (pair && (is_ref(k + 1, b) || independent_pair(k, a, b))))) continue;
       Cell& c = cell(k, a, b);
       if (c.done) continue;
-      c.fig = simulate_schedule(variants.with_layers(probe_layers(k, a, b)), costs);
+      c.fig = figures_of(simulate(variants.with_layers(probe_layers(k, a, b)), costs, timing_only));
+      c.fig.peak_memory_bytes = memory;
       c.done = true;
       count_simulation();
     }

@@ -19,6 +19,7 @@
 
 #include "sim/cost/cost_model.hpp"
 #include "sim/model/plan.hpp"
+#include "sim/engine/op_cost_cache.hpp"
 #include "sim/engine/simulator.hpp"
 #include "tuner/search_space.hpp"
 
@@ -105,6 +106,7 @@ class SegmentCosts {
   ModelSpec probe_;
   int model_layers_ = 0;
   const CostModel& cost_;
+  OpCostCache op_cost_cache_;  // the probe builds' op costs, shared by every class build
   const SearchSpace& space_;
   int ref_attn_, ref_mlp_;
   Progress* progress_;

@@ -3,6 +3,7 @@
 #include "sim/engine/interference.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 
 #include "sim/engine/op_cost_key.hpp"
@@ -19,65 +20,70 @@ int32_t slot_of(std::vector<int>& slots, int sms) {
   return static_cast<int32_t>(slots.size() - 1);
 }
 
-// The SMs a collective of this kind and size holds, worked out once per distinct (kind, bytes) of a
-// schedule (its collectives come in few sizes; the cost model tries every algorithm per call).
-class CollectiveSms {
+// The SMs a collective holds, worked out once per distinct (kind, bytes) of a schedule (its collectives come
+// in few sizes; the cost model tries every algorithm per call), and the first alike of each SM-bound op.
+class ScheduleFacts final : public ContentionFacts {
  public:
-  CollectiveSms(const CostModel& cost, int tp, int devices_per_node)
-      : cost_(cost), tp_(tp), dpn_(devices_per_node) {}
-  int of(const Op& op) {
+  ScheduleFacts(const Schedule& schedule, const CostModel& cost, int tp)
+      : ops_(schedule.ops), cost_(cost), tp_(tp), dpn_(cost.profile().devices_per_node) {}
+  int collective_sms(int32_t i) override {
+    const Op& op = ops_[size_t(i)];
     for (const Known& k : known_)
       if (k.kind == op.kind && std::bit_cast<uint64_t>(k.bytes) == std::bit_cast<uint64_t>(op.bytes))
         return k.sms;
     known_.push_back({op.kind, op.bytes, cost_.collective_sms(op, tp_, dpn_)});
     return known_.back().sms;
   }
-
- private:
-  struct Known {
-    OpKind kind;
-    double bytes;
-    int sms;
-  };
-  const CostModel& cost_;
-  int tp_, dpn_;
-  std::vector<Known> known_;
-};
-
-// The first op of a schedule with the same OpCostKey as a given one: an open-addressing table of op
-// indices, its memory kept from one schedule to the next (one per build of millions of probes).
-class FirstAlike {
- public:
-  explicit FirstAlike(size_t ops) {
-    size_t size = 16;
-    while (size < 2 * ops) size *= 2;
-    table().assign(size, -1);
-  }
-  // The earliest op added with op i's key, or i itself (then added) when none.
-  int32_t find_or_add(const std::vector<Op>& ops, int32_t i) {
+  double collective_hbm_bytes(int32_t i) override { return cost_.collective_hbm_bytes(ops_[size_t(i)], tp_); }
+  // An open-addressing table of op indices by OpCostKey, its memory kept from one schedule to the next (one
+  // per build of millions of probes).
+  int32_t alike(int32_t i) override {
     std::vector<int32_t>& t = table();
-    const OpCostKey key(ops[size_t(i)]);
+    if (!table_ready_) {
+      size_t size = 16;
+      while (size < 2 * ops_.size()) size *= 2;
+      t.assign(size, -1);
+      table_ready_ = true;
+    }
+    const OpCostKey key(ops_[size_t(i)]);
     const size_t mask = t.size() - 1;
     for (size_t h = OpCostKeyHash()(key) & mask;; h = (h + 1) & mask) {
       if (t[h] < 0) {
         t[h] = i;
         return i;
       }
-      if (OpCostKey(ops[size_t(t[h])]) == key) return t[h];
+      if (OpCostKey(ops_[size_t(t[h])]) == key) return t[h];
     }
   }
+  double us_on_sms(int32_t i, int sms_available) override { return cost_.gemm_us_on_sms(ops_[size_t(i)], sms_available); }
 
  private:
   static std::vector<int32_t>& table() {
     thread_local std::vector<int32_t> slots;
     return slots;
   }
+  struct Known {
+    OpKind kind;
+    double bytes;
+    int sms;
+  };
+  const std::vector<Op>& ops_;
+  const CostModel& cost_;
+  int tp_, dpn_;
+  std::vector<Known> known_;
+  bool table_ready_ = false;
 };
 
 }  // namespace
 
 Interference::Interference(const Schedule& schedule, const CostModel& cost, int tp,
                            const std::vector<double>& duration) {
+  ScheduleFacts facts(schedule, cost, tp);
+  *this = Interference(schedule, cost, duration, facts);
+}
+
+Interference::Interference(const Schedule& schedule, const CostModel& cost, const std::vector<double>& duration,
+                           ContentionFacts& facts) {
   if (!cost.models_sharing()) {
     flat_ = {1.0 / (1.0 + cost.compute_slowdown()), 1.0 / (1.0 + cost.comm_slowdown())};
     return;
@@ -86,21 +92,26 @@ Interference::Interference(const Schedule& schedule, const CostModel& cost, int 
   hbm_bytes_per_us_ = cost.hbm_bytes_per_us();
   const std::vector<Op>& ops = schedule.ops;
   const size_t n = ops.size();
-  const int devices_per_node = cost.profile().devices_per_node;
   contends_.assign(n, Contends::Nothing);
   hbm_demand_.assign(n, 0.0);
   sms_slot_.assign(n, 0);
-  CollectiveSms collective_sms(cost, tp, devices_per_node);
+  // What each kind contends for, looked up per op (the tuner builds millions of these).
+  std::array<Contends, kNumOpKinds> of_kind{};
+  for (int k = 0; k < kNumOpKinds; ++k) {
+    const OpKind kind = static_cast<OpKind>(k);
+    of_kind[size_t(k)] = collective(kind)                                       ? Contends::Collective
+                         : kind == OpKind::Gemm || kind == OpKind::Attention ? Contends::Sms
+                         : memory_bound(kind)                                   ? Contends::Hbm
+                                                                                : Contends::Nothing;
+  }
   for (size_t i = 0; i < n; ++i) {
     const Op& op = ops[i];
-    if (collective(op.kind)) {
-      contends_[i] = Contends::Collective;
-      sms_slot_[i] = slot_of(slot_sms_, collective_sms.of(op));
-      if (duration[i] > 0) hbm_demand_[i] = cost.collective_hbm_bytes(op, tp) / duration[i];
-    } else if (op.kind == OpKind::Gemm || op.kind == OpKind::Attention) {
-      contends_[i] = Contends::Sms;
-    } else if (memory_bound(op.kind)) {
-      contends_[i] = Contends::Hbm;
+    const Contends c = of_kind[static_cast<size_t>(op.kind)];
+    contends_[i] = c;
+    if (c == Contends::Collective) {
+      sms_slot_[i] = slot_of(slot_sms_, facts.collective_sms(int32_t(i)));
+      if (duration[i] > 0) hbm_demand_[i] = facts.collective_hbm_bytes(int32_t(i)) / duration[i];
+    } else if (c == Contends::Hbm) {
       if (duration[i] > 0) hbm_demand_[i] = op.bytes / duration[i];
     }
   }
@@ -108,16 +119,15 @@ Interference::Interference(const Schedule& schedule, const CostModel& cost, int 
   // SMs that collective leaves (the remaining work carries over at event boundaries).
   const size_t slots = slot_sms_.size();
   sms_rate_.assign(n * slots, 1.0);
-  FirstAlike first_alike(n);
   for (size_t i = 0; i < n; ++i) {
     if (contends_[i] != Contends::Sms || !(duration[i] > 0) || slots == 0) continue;
-    const int32_t alike = first_alike.find_or_add(ops, int32_t(i));
+    const int32_t alike = facts.alike(int32_t(i));
     if (alike != int32_t(i)) {
       std::copy_n(sms_rate_.begin() + size_t(alike) * slots, slots, sms_rate_.begin() + i * slots);
       continue;
     }
     for (size_t s = 0; s < slots; ++s) {
-      const double beside = cost.gemm_us_on_sms(ops[i], cost.sms() - slot_sms_[s]);
+      const double beside = facts.us_on_sms(int32_t(i), cost.sms() - slot_sms_[s]);
       if (beside > 0) sms_rate_[i * slots + s] = duration[i] / beside;
     }
   }

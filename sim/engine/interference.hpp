@@ -18,10 +18,25 @@ namespace domino {
 // Work done per microsecond, in microseconds of the op's standalone duration, per stream.
 using Rates = std::array<double, kNumStreams>;
 
+// What the rates need of a schedule's ops beyond their durations, as the cost model gives it: worked out per
+// schedule (Interference's own), or kept across schedules (OpCostCache).
+class ContentionFacts {
+ public:
+  virtual ~ContentionFacts() = default;
+  virtual int collective_sms(int32_t op) = 0;          // CostModel::collective_sms
+  virtual double collective_hbm_bytes(int32_t op) = 0; // CostModel::collective_hbm_bytes
+  // An earlier op of the schedule that costs the same as `op` on any SM count (its rates are copied), or op.
+  virtual int32_t alike(int32_t op) = 0;
+  virtual double us_on_sms(int32_t op, int sms_available) = 0;  // CostModel::gemm_us_on_sms
+};
+
 class Interference {
  public:
   // duration: every op's standalone duration (the simulator's); tp: ranks of each collective.
   Interference(const Schedule& schedule, const CostModel& cost, int tp, const std::vector<double>& duration);
+  // The same rates from facts given elsewhere (those of this schedule's ops under this cost model and tp).
+  Interference(const Schedule& schedule, const CostModel& cost, const std::vector<double>& duration,
+               ContentionFacts& facts);
 
   // Rates of the compute-stream op and the comm-stream op running together.
   Rates rates(int32_t compute_op, int32_t comm_op) const;

@@ -1,7 +1,11 @@
 // op_cost_key.hpp: the fields of an op that the cost model reads (op_us, gemm_us_on_sms, op_tiles,
-// collective costs), as a hash key. Two ops of one schedule with equal keys cost the same under one cost
-// model and rank count, so Interference works each distinct SM-bound op out once (a schedule's layers
-// repeat the same GEMMs).
+// collective_sms, collective_hbm_bytes), as a hash key. Two ops with equal keys cost the same under one cost
+// model and rank count, so Interference works each distinct SM-bound op of a schedule out once (a schedule's
+// layers repeat the same GEMMs) and OpCostCache each distinct op of many schedules (the tuner's probes).
+// What reads what (sim/cost/cost_model*.cpp): every kind its kind and bytes; GEMMs dtype, m, n, k, flops and
+// code (a transposed operand's rate); attention dtype, flops, bytes, m, heads and its query region's batch and
+// sequence extents (FlashAttention's grid of query blocks per batch entry). A field the cost model starts to
+// read belongs here, with a case in tests/sim/op_cost_cache_test.cpp.
 #pragma once
 
 #include <bit>
@@ -18,7 +22,7 @@ struct OpCostKey {
   DType dtype;
   int64_t m, n, k;
   uint64_t flops_bits, bytes_bits;  // compared by bits: equal keys must give bit-identical costs
-  int64_t q_rows;                   // attention's query rows (-1 without a valid first input)
+  int64_t q_batch, q_seq;           // the first input's batch and sequence extents (-1 without a valid one)
   int64_t heads;
 
   explicit OpCostKey(const Op& op)
@@ -30,7 +34,8 @@ struct OpCostKey {
         k(op.k),
         flops_bits(std::bit_cast<uint64_t>(op.flops)),
         bytes_bits(std::bit_cast<uint64_t>(op.bytes)),
-        q_rows(op.n_in > 0 && op.in[0].valid() ? op.in[0].rows() : -1),
+        q_batch(op.n_in > 0 && op.in[0].valid() ? op.in[0].b1 - op.in[0].b0 : -1),
+        q_seq(op.n_in > 0 && op.in[0].valid() ? op.in[0].s1 - op.in[0].s0 : -1),
         heads(op.attrs.heads) {}
   bool operator==(const OpCostKey&) const = default;
 };
@@ -38,7 +43,8 @@ struct OpCostKey {
 struct OpCostKeyHash {
   size_t operator()(const OpCostKey& key) const {
     uint64_t h = uint64_t(key.m);
-    for (uint64_t v : {uint64_t(key.n), uint64_t(key.k), key.bytes_bits, key.flops_bits, uint64_t(key.code)})
+    for (uint64_t v : {uint64_t(key.n), uint64_t(key.k), key.bytes_bits, key.flops_bits, uint64_t(key.code),
+                       uint64_t(key.q_seq)})
       h = (h ^ v) * 0x9e3779b97f4a7c15ULL;
     return size_t(h ^ (h >> 29));
   }

@@ -88,12 +88,6 @@ void load_ops(const Schedule& schedule, EventScratch& scratch, EventState& st) {
   for (int s = 0; s < kNumStreams; ++s) st.streams[s].order = std::move(scratch.order[s]);
 }
 
-// Ranks in each collective: the plan's TP degree unless the options emulate another.
-int ranks(const Schedule& schedule, const SimOptions& options) {
-  const int plan_tp = schedule.plan.tp > 0 ? schedule.plan.tp : schedule.model.tp;
-  return options.allreduce_ranks > 0 ? options.allreduce_ranks : plan_tp;
-}
-
 // x / rate, without the division at rate 1 (an op running alone, the common case): the same value.
 double at_rate(double x, double rate) { return rate == 1.0 ? x : x / rate; }
 
@@ -174,18 +168,27 @@ bool all_idle(const Streams& streams) {
 
 }  // namespace
 
+int collective_ranks(const Schedule& schedule, const SimOptions& options) {
+  const int plan_tp = schedule.plan.tp > 0 ? schedule.plan.tp : schedule.model.tp;
+  return options.allreduce_ranks > 0 ? options.allreduce_ranks : plan_tp;
+}
+
+double checked_duration(const Op& op, double us) {
+  if (!(us >= 0 && us < std::numeric_limits<double>::infinity())) {
+    throw_runtime("cost model gives op " + op_id(op) + " a duration of " + std::to_string(us) + " us (flops " +
+                  std::to_string(op.flops) + ", bytes " + std::to_string(op.bytes) + ")");
+  }
+  return us;
+}
+
 OpCosts op_costs(const Schedule& schedule, const CostModel& cost, const SimOptions& options) {
-  const int tp = ranks(schedule, options);
+  const int tp = collective_ranks(schedule, options);
   const int devices_per_node = cost.profile().devices_per_node;
   std::vector<double> duration(schedule.ops.size());
   for (size_t i = 0; i < duration.size(); ++i) {
     const Op& op = schedule.ops[i];
     const bool silent = collective(op.kind) && !schedule.plan.comm_enabled;
-    duration[i] = silent ? 0.0 : cost.op_us(op, tp, devices_per_node);
-    if (!(duration[i] >= 0 && duration[i] < std::numeric_limits<double>::infinity())) {
-      throw_runtime("cost model gives op " + op_id(op) + " a duration of " + std::to_string(duration[i]) +
-                    " us (flops " + std::to_string(op.flops) + ", bytes " + std::to_string(op.bytes) + ")");
-    }
+    duration[i] = checked_duration(op, silent ? 0.0 : cost.op_us(op, tp, devices_per_node));
   }
   Interference interference(schedule, cost, tp, duration);
   const double sync_per_compute = schedule.plan.comm_enabled ? cost.sync_per_compute(tp, devices_per_node) : 0;
@@ -220,7 +223,7 @@ SimResult simulate(const Schedule& schedule, const OpCosts& costs, const SimOpti
 
   result.iteration_us = st.now;
   result.overlap_fraction = result.comm_us > 0 ? 1.0 - result.exposed_comm_us / result.comm_us : 1.0;
-  result.peak_memory_bytes = schedule_memory_bytes(schedule);
+  result.peak_memory_bytes = options.memory ? schedule_memory_bytes(schedule) : 0;
   if (options.record_timeline) {
     tl.iteration_us = st.now;
     tl.peak_memory_bytes = {result.peak_memory_bytes};

@@ -16,6 +16,9 @@ struct SimOptions {
   // TP degree, to predict a one-GPU `domino-exec --emulate-comm --emulate-tp N` run (TP 1 shapes, TP N ring
   // traffic; the caller pins the profile's collectives to ring).
   int allreduce_ranks = 0;
+  // false: peak_memory_bytes is left 0, for a caller that has it already (the tuner's probes of one class
+  // share their buffers, which alone decide it).
+  bool memory = true;
 };
 
 struct SimResult {
@@ -41,6 +44,10 @@ struct OpCosts {
   double sync_per_compute = 0;  // the profile's, at the schedule's level; 0 when the plan communicates nothing
 };
 OpCosts op_costs(const Schedule& schedule, const CostModel& cost, const SimOptions& options = {});
+// Ranks in each collective: the plan's TP degree unless the options emulate another.
+int collective_ranks(const Schedule& schedule, const SimOptions& options);
+// `us`, the cost model's duration of `op`; an error naming the op when it is negative, infinite or NaN.
+double checked_duration(const Op& op, double us);
 SimResult simulate(const Schedule& schedule, const OpCosts& costs, const SimOptions& options);
 
 }  // namespace domino

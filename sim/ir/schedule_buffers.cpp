@@ -29,14 +29,16 @@ int32_t Builder::add_buffer(std::string name, BufferRole role, int layer, int64_
 void Builder::add_param(std::array<int32_t, kLayerParams>* p, std::array<int32_t, kLayerParams>* g,
                         std::array<int32_t, kLayerParams>* s1, std::array<int32_t, kLayerParams>* s2, int idx,
                         const std::string& prefix, int layer, int64_t rows, int64_t cols, ParamKind kind) {
-  (*p)[idx] = add_buffer(prefix, BufferRole::Param, layer, 1, rows, cols, kind);
-  (*g)[idx] = add_buffer(prefix + ".grad", BufferRole::Grad, layer, 1, rows, cols, kind);
+  // The names only where they are kept (the tuner's probes build thousands of schedules without).
+  const auto named = [&](const char* suffix) { return options_.buffer_names ? prefix + suffix : std::string(); };
+  (*p)[idx] = add_buffer(named(""), BufferRole::Param, layer, 1, rows, cols, kind);
+  (*g)[idx] = add_buffer(named(".grad"), BufferRole::Grad, layer, 1, rows, cols, kind);
   if (!options_.include_optimizer) return;
   if (options_.optimizer == OptimizerKind::Adam) {
-    (*s1)[idx] = add_buffer(prefix + ".m", BufferRole::OptState, layer, 1, rows, cols, kind);
-    (*s2)[idx] = add_buffer(prefix + ".v", BufferRole::OptState, layer, 1, rows, cols, kind);
+    (*s1)[idx] = add_buffer(named(".m"), BufferRole::OptState, layer, 1, rows, cols, kind);
+    (*s2)[idx] = add_buffer(named(".v"), BufferRole::OptState, layer, 1, rows, cols, kind);
   } else {
-    (*s1)[idx] = add_buffer(prefix + ".mom", BufferRole::OptState, layer, 1, rows, cols, kind);
+    (*s1)[idx] = add_buffer(named(".mom"), BufferRole::OptState, layer, 1, rows, cols, kind);
   }
 }
 
