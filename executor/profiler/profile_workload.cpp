@@ -154,6 +154,29 @@ int64_t mini_bytes(const Schedule& s) {
   return total;
 }
 
+namespace {
+
+// Memory-bound ops as every --for model's plans run them: at its TP degree (optimizer steps and the embedding
+// on the real parameter shards), its micro-batch split 1, 2 and 4 ways by batch and by sequence, and at other
+// token counts (activations scale with the tokens; parameters do not).
+void add_memory_probes(Builder& add, const WorkloadOptions& opt, const ModelSpec& base) {
+  const std::vector<ModelSpec> memory_models = opt.models.empty() ? std::vector<ModelSpec>{base} : opt.models;
+  for (const ModelSpec& model : memory_models) {
+    std::vector<std::pair<ModelSpec, int>> shapes;  // (model at a micro-batch, slices p)
+    for (int p : opt.quick ? std::vector<int>{1} : std::vector<int>{1, 2, 4}) shapes.push_back({model, p});
+    for (int mb : opt.quick ? std::vector<int>{1, 8} : std::vector<int>{1, 4, 16}) {
+      ModelSpec m = model;
+      m.micro_batch = mb;
+      shapes.push_back({m, 1});
+    }
+    for (const auto& [m, p] : shapes)
+      for (SplitDim dim : {SplitDim::Batch, SplitDim::Sequence})
+        if (const auto s = try_build(m, p, 1, dim)) add.add_memory_ops(*s, opt.quick ? 1 : 4);
+  }
+}
+
+}  // namespace
+
 Workload plan_workload(const WorkloadOptions& opt) {
   Workload w;
   Builder add(w);
@@ -190,22 +213,7 @@ Workload plan_workload(const WorkloadOptions& opt) {
     if (!opt.quick) add.add_synthetic_gemm(2048, 1024, 1024, opt.grid_dtype);
   }
 
-  // Memory-bound ops as every --for model's plans run them: at its TP degree (optimizer steps and the
-  // embedding on the real parameter shards), its micro-batch split 1, 2 and 4 ways by batch and by
-  // sequence, and at other token counts (activations scale with the tokens; parameters do not).
-  const std::vector<ModelSpec> memory_models = opt.models.empty() ? std::vector<ModelSpec>{base} : opt.models;
-  for (const ModelSpec& model : memory_models) {
-    std::vector<std::pair<ModelSpec, int>> shapes;  // (model at a micro-batch, slices p)
-    for (int p : opt.quick ? std::vector<int>{1} : std::vector<int>{1, 2, 4}) shapes.push_back({model, p});
-    for (int mb : opt.quick ? std::vector<int>{1, 8} : std::vector<int>{1, 4, 16}) {
-      ModelSpec m = model;
-      m.micro_batch = mb;
-      shapes.push_back({m, 1});
-    }
-    for (const auto& [m, p] : shapes)
-      for (SplitDim dim : {SplitDim::Batch, SplitDim::Sequence})
-        if (const auto s = try_build(m, p, 1, dim)) add.add_memory_ops(*s, opt.quick ? 1 : 4);
-  }
+  add_memory_probes(add, opt, base);
 
   // Attention over sequence length and heads per rank (the TP degree divides the heads).
   const std::vector<int> seqs = opt.quick ? std::vector<int>{64, 128} : std::vector<int>{64, 128, 256};
