@@ -111,7 +111,9 @@ TEST(SequenceParallel, RegionsBetweenTheGemmsHoldSeqOverTpRows) {
       }
       ++sharded;
       EXPECT_EQ(b.seq, m.seq_len / m.tp) << b.name;
-      if (full_seq.count(b.name)) EXPECT_EQ(full_seq.at(b.name), m.seq_len) << b.name;
+      if (full_seq.count(b.name)) {
+        EXPECT_EQ(full_seq.at(b.name), m.seq_len) << b.name;
+      }
     }
     // x0, x_mid/x_out and two norms (y, stats) per layer, the final norm, two gradients, two reduced ones.
     EXPECT_EQ(sharded, 1 + 6 * m.layers + 2 + 2 + 4);
@@ -155,10 +157,13 @@ TEST(SequenceParallel, NormGradientsAreAllReducedAfterTheirLastWriterBeforeTheOp
         ++reduced;
         for (const Op& op : s.ops) {
           for (int j = 0; j < op.n_out; ++j) {
-            if (op.out[size_t(j)].buffer == grad && op.index != ar.index)
+            if (op.out[size_t(j)].buffer == grad && op.index != ar.index) {
               EXPECT_LT(op.index, ar.index) << op_id(op);
+            }
           }
-          if (op.kind == OpKind::Optimizer && op.in[0].buffer == grad) EXPECT_GT(op.index, ar.index);
+          if (op.kind == OpKind::Optimizer && op.in[0].buffer == grad) {
+            EXPECT_GT(op.index, ar.index);
+          }
         }
       }
       EXPECT_EQ(reduced, (m.norm == NormKind::LayerNorm ? 2 : 1) * (2 * m.layers + 1));
