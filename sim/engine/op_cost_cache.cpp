@@ -58,7 +58,7 @@ int32_t OpCostCache::entry_of(const Op& op) {
     if (entries_[size_t(table_[h])].key == key) return table_[h];
   const double us = checked_duration(op, cost_.op_us(op, tp_, cost_.profile().devices_per_node));
   table_[h] = int32_t(entries_.size());
-  entries_.push_back(Entry{key, us});
+  entries_.push_back(Entry{key, us, -1, -1, {}, 0, 0});  // contention facts unknown until asked
   return table_[h];
 }
 
