@@ -1,5 +1,6 @@
 // calibrate_samples.cpp: the per-op samples of a measured trace (see calibrate_terms.hpp): one sample per
-// op index, from the slowest rank (the fastest for a collective), with its overlap with the other stream.
+// op index, the median over the ranks (as domino-compare scores it; the fastest rank for a collective, which
+// waited least for the others), with its overlap with the other stream.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "sim/base/error.hpp"
 #include "sim/base/whole_number.hpp"
 #include "sim/fit/calibrate_terms.hpp"
+#include "sim/fit/stats.hpp"
 
 namespace domino::prof::calibration {
 
@@ -103,6 +105,22 @@ void add_event(const TraceFile& trace, PerOp& po, OpKind kind, const TraceEvent&
   po.last_start = std::max(po.last_start, e.start_us);
 }
 
+// A collective's duration on the rank that arrived last: the transfer alone, without waiting for a peer.
+std::pair<double, double> fastest(const std::vector<std::pair<double, double>>& dur_overlap) {
+  return *std::min_element(dur_overlap.begin(), dur_overlap.end());
+}
+
+// A compute op's median duration and median overlap over the ranks. The ranks' difference is the arrival
+// skew's to model; taking the slowest rank's durations would count it twice.
+std::pair<double, double> median_over_ranks(const std::vector<std::pair<double, double>>& dur_overlap) {
+  std::vector<double> dur, overlap;
+  for (const auto& [d, o] : dur_overlap) {
+    dur.push_back(d);
+    overlap.push_back(o);
+  }
+  return {median_of(std::move(dur)), median_of(std::move(overlap))};
+}
+
 // Per collective op index: Sample::compute_between. Each rank's collectives in the order they started
 // (the communication stream runs them in program order); the first counts from the iteration's start.
 std::map<int, double> compute_between_collectives(const TraceFile& trace,
@@ -142,11 +160,9 @@ std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
   }
   std::vector<Sample> out;
   for (auto& [index, po] : ops) {
-    auto& v = po.dur_overlap;
-    std::sort(v.begin(), v.end());
     const bool comm = collective(po.op.kind);
-    const auto& pick = comm ? v.front() : v.back();
-    const double skew = comm && v.size() > 1 ? po.last_start - po.first_start : -1;
+    const std::pair<double, double> pick = comm ? fastest(po.dur_overlap) : median_over_ranks(po.dur_overlap);
+    const double skew = comm && po.dur_overlap.size() > 1 ? po.last_start - po.first_start : -1;
     const auto compute = between.find(index);
     const double compute_between = skew >= 0 && compute != between.end() ? compute->second : -1;
     if (pick.first > 0) out.push_back({po.op, pick.first, pick.second, skew, compute_between});
