@@ -2,11 +2,9 @@
 // (see preflight.hpp).
 #include "executor/job/preflight.hpp"
 
-#include <sched.h>
-#include <unistd.h>
-
 #include <cstdio>
 
+#include "executor/runtime/cpu_placement.hpp"
 #include "sim/base/error.hpp"
 
 namespace domino {
@@ -59,14 +57,9 @@ struct CpuMask {
 };
 
 CpuMask cpu_mask() {
-  CpuMask m;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof set, &set) != 0) return m;
-  m.cpus = CPU_COUNT(&set);
-  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
-  m.bound = online > 0 && m.cpus < online;
-  return m;
+  const std::vector<int> cpus = affinity_cpus();
+  if (cpus.empty()) return {};
+  return {int(cpus.size()), bound_by_launcher(cpus)};
 }
 
 // One rank holds every job's buffers; the pools and the busy threads are the backend's, whichever the job.

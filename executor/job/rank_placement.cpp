@@ -1,8 +1,6 @@
 // rank_placement.cpp: domino-exec's use of cpu_placement.hpp (see rank_placement.hpp).
 #include "executor/job/rank_placement.hpp"
 
-#include <unistd.h>
-
 namespace domino {
 namespace {
 
@@ -30,8 +28,7 @@ void enter_rank_placement(RunSettings* run, int index, int ranks) {
 }
 
 HostSlot env_host_slot(const LaunchEnv& launch) {
-  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
-  if (online > 0 && long(affinity_cpus().size()) < online) return {};  // bound by the launcher: alone
+  if (bound_by_launcher(affinity_cpus())) return {};  // alone on the cores the launcher gave it
   if (launch.local_world > 0 && launch.local_rank >= 0 && launch.local_rank < launch.local_world)
     return {launch.local_rank, launch.local_world};
   return {0, 0};

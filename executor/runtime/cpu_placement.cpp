@@ -2,6 +2,7 @@
 #include "executor/runtime/cpu_placement.hpp"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -44,6 +45,11 @@ std::vector<int> affinity_cpus() {
   for (int c = 0; c < CPU_SETSIZE; ++c)
     if (CPU_ISSET(c, &set)) cpus.push_back(c);
   return cpus;
+}
+
+bool bound_by_launcher(const std::vector<int>& cpus) {
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return online > 0 && long(cpus.size()) < online;
 }
 
 RankCores place_rank(const PlacementRequest& request, const std::vector<int>& cpus, int index, int ranks) {

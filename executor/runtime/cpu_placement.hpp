@@ -43,6 +43,8 @@ WorkerWait parse_wait(const std::string& name);
 
 // The CPUs of this process's affinity mask, ascending (empty when it cannot be read).
 std::vector<int> affinity_cpus();
+// Whether a launcher bound this process to some cores: its mask `cpus` is narrower than the online CPUs.
+bool bound_by_launcher(const std::vector<int>& cpus);
 
 // Where one rank's threads go: -1 = not pinned.
 struct RankCores {
