@@ -35,16 +35,16 @@ class Histories {
   std::vector<int32_t> slot;
 
   void reset(const Schedule& s) {
-    std::vector<uint8_t> streams(s.buffers.size(), 0);
+    streams_.assign(s.buffers.size(), 0);
     for (const Op& op : s.ops) {
       const uint8_t bit = uint8_t(1u << int(op.stream));
-      for (int i = 0; i < op.n_in; ++i) streams[size_t(op.in[size_t(i)].buffer)] |= bit;
-      for (int i = 0; i < op.n_out; ++i) streams[size_t(op.out[size_t(i)].buffer)] |= bit;
+      for (int i = 0; i < op.n_in; ++i) streams_[size_t(op.in[size_t(i)].buffer)] |= bit;
+      for (int i = 0; i < op.n_out; ++i) streams_[size_t(op.out[size_t(i)].buffer)] |= bit;
     }
-    slot.assign(streams.size(), -1);
+    slot.assign(streams_.size(), -1);
     size_t shared = 0;
-    for (size_t b = 0; b < streams.size(); ++b)
-      if (streams[b] == 3) slot[b] = int32_t(shared++);
+    for (size_t b = 0; b < streams_.size(); ++b)
+      if (streams_[b] == 3) slot[b] = int32_t(shared++);
     if (lists_.size() < shared) lists_.resize(shared);
     for (size_t i = 0; i < shared; ++i) lists_[i].clear();
   }
@@ -54,6 +54,7 @@ class Histories {
   }
 
  private:
+  std::vector<uint8_t> streams_;  // per buffer: bit 1 << stream for each stream that touches it
   std::vector<std::vector<Access>> lists_;
 };
 
