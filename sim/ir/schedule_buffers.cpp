@@ -12,7 +12,7 @@ namespace domino::detail {
 
 int32_t Builder::add_buffer(std::string name, BufferRole role, int layer, int64_t batch, int64_t seq,
                             int64_t cols, ParamKind param) {
-  BufferDesc b;
+  BufferDesc& b = s_.buffers.emplace_back();
   if (options_.buffer_names) b.name = std::move(name);
   b.role = role;
   b.param = param;
@@ -20,7 +20,6 @@ int32_t Builder::add_buffer(std::string name, BufferRole role, int layer, int64_
   b.batch = batch;
   b.seq = seq;
   b.cols = cols;
-  s_.buffers.push_back(std::move(b));
   return static_cast<int32_t>(s_.buffers.size() - 1);
 }
 

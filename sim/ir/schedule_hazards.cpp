@@ -92,6 +92,20 @@ void record(const Op& op, const std::array<Touch, kMaxIn + kMaxOut>& touches, in
   }
 }
 
+// An op waits for a few others: insertion sort, without std::sort's call and partitioning.
+void sort_small(std::vector<int32_t>& v) {
+  if (v.size() > 32) {
+    std::sort(v.begin(), v.end());
+    return;
+  }
+  for (size_t i = 1; i < v.size(); ++i) {
+    const int32_t x = v[i];
+    size_t j = i;
+    for (; j > 0 && v[j - 1] > x; --j) v[j] = v[j - 1];
+    v[j] = x;
+  }
+}
+
 }  // namespace
 
 void add_hazard_deps(Schedule& s) {
@@ -114,9 +128,11 @@ void add_hazard_deps(Schedule& s) {
       record(op, touches, n);
     }
     if (deps.empty() && op.deps.empty()) continue;
-    op.deps.insert(op.deps.end(), deps.begin(), deps.end());
-    std::sort(op.deps.begin(), op.deps.end());
-    op.deps.erase(std::unique(op.deps.begin(), op.deps.end()), op.deps.end());
+    // Merged in the reused list, so that the op's own is allocated (exactly) once.
+    deps.insert(deps.end(), op.deps.begin(), op.deps.end());
+    sort_small(deps);
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    op.deps.assign(deps.begin(), deps.end());
   }
 }
 
