@@ -162,9 +162,12 @@ struct ActivationCodes {
 };
 ActivationCodes activation_codes(Activation a);
 // AllReduce, AllGather, ReduceScatter: run on the communication stream, costed by the profile's collectives.
-bool collective(OpKind k);
+// Inline: the builder, the cost lookups and the simulator ask it of every op.
+inline bool collective(OpKind k) {
+  return k == OpKind::AllReduce || k == OpKind::AllGather || k == OpKind::ReduceScatter;
+}
 // Costed by the bytes it moves (everything but GEMMs, attention and collectives).
-bool memory_bound(OpKind k);
+inline bool memory_bound(OpKind k) { return k != OpKind::Gemm && k != OpKind::Attention && !collective(k); }
 
 enum class BufferRole : uint8_t { Param, Grad, OptState, Activation, Workspace, Data };
 const char* to_string(BufferRole r);
@@ -263,6 +266,11 @@ constexpr int kMaxIn = 8;
 constexpr int kMaxOut = 4;
 
 struct Op {
+  // Provided, not defaulted: value-initialising an Op (vector::emplace_back(), Op{}) then runs the member
+  // initialisers below only, instead of first zeroing all of its bytes (the tuner's builds emit millions).
+  // attrs() is value-initialised still: zeroed padding keeps two equal OpAttrs equal byte for byte.
+  Op() noexcept : attrs() {}
+
   int32_t index = 0;  // position in Schedule::ops
   // Identity, rendered by op_id(): "L3.bwd.mlp.fc2.dgrad.s1" (layer, phase, block, name, slice[, chunk]).
   int16_t layer = -1;       // -1 for embedding/head/optimizer-global ops

@@ -12,7 +12,7 @@ namespace domino::detail {
 
 int32_t Builder::add_buffer(std::string name, BufferRole role, int layer, int64_t batch, int64_t seq,
                             int64_t cols, ParamKind param) {
-  BufferDesc b;
+  BufferDesc& b = s_.buffers.emplace_back();
   if (options_.buffer_names) b.name = std::move(name);
   b.role = role;
   b.param = param;
@@ -20,7 +20,6 @@ int32_t Builder::add_buffer(std::string name, BufferRole role, int layer, int64_
   b.batch = batch;
   b.seq = seq;
   b.cols = cols;
-  s_.buffers.push_back(std::move(b));
   return static_cast<int32_t>(s_.buffers.size() - 1);
 }
 
@@ -49,28 +48,30 @@ void Builder::add_layer_params(int l, const std::string& pre) {
   auto* G = &b.grad;
   auto* S1 = &b.state1;
   auto* S2 = &b.state2;
+  // Built only where they are kept: the tuner's probes build thousands of schedules without names.
+  const auto full_name = [&](const char* what) { return options_.buffer_names ? pre + what : std::string(); };
   if (pre_norm_) {
-    add_param(P, G, S1, S2, N1G, pre + ".attn.norm.g", l, 1, h_, ParamKind::AttnNormGamma);
-    if (layernorm_) add_param(P, G, S1, S2, N1B, pre + ".attn.norm.b", l, 1, h_, ParamKind::AttnNormBeta);
+    add_param(P, G, S1, S2, N1G, full_name(".attn.norm.g"), l, 1, h_, ParamKind::AttnNormGamma);
+    if (layernorm_) add_param(P, G, S1, S2, N1B, full_name(".attn.norm.b"), l, 1, h_, ParamKind::AttnNormBeta);
   }
-  add_param(P, G, S1, S2, QkvW, pre + ".attn.qkv.w", l, h_, qkv_cols_, ParamKind::QkvWeight);
-  if (m_.qkv_bias) add_param(P, G, S1, S2, QkvB, pre + ".attn.qkv.b", l, 1, qkv_cols_, ParamKind::QkvBias);
-  add_param(P, G, S1, S2, ProjW, pre + ".attn.proj.w", l, a_l_ * d_, h_, ParamKind::ProjWeight);
-  if (m_.proj_bias) add_param(P, G, S1, S2, ProjB, pre + ".attn.proj.b", l, 1, h_, ParamKind::ProjBias);
+  add_param(P, G, S1, S2, QkvW, full_name(".attn.qkv.w"), l, h_, qkv_cols_, ParamKind::QkvWeight);
+  if (m_.qkv_bias) add_param(P, G, S1, S2, QkvB, full_name(".attn.qkv.b"), l, 1, qkv_cols_, ParamKind::QkvBias);
+  add_param(P, G, S1, S2, ProjW, full_name(".attn.proj.w"), l, a_l_ * d_, h_, ParamKind::ProjWeight);
+  if (m_.proj_bias) add_param(P, G, S1, S2, ProjB, full_name(".attn.proj.b"), l, 1, h_, ParamKind::ProjBias);
   const bool mlp_norm = pre_norm_ && !shared_norm_;  // a shared norm is the attention's
   if (mlp_norm) {
-    add_param(P, G, S1, S2, N2G, pre + ".mlp.norm.g", l, 1, h_, ParamKind::MlpNormGamma);
-    if (layernorm_) add_param(P, G, S1, S2, N2B, pre + ".mlp.norm.b", l, 1, h_, ParamKind::MlpNormBeta);
+    add_param(P, G, S1, S2, N2G, full_name(".mlp.norm.g"), l, 1, h_, ParamKind::MlpNormGamma);
+    if (layernorm_) add_param(P, G, S1, S2, N2B, full_name(".mlp.norm.b"), l, 1, h_, ParamKind::MlpNormBeta);
   }
-  add_param(P, G, S1, S2, Fc1W, pre + ".mlp.fc1.w", l, h_, fc1_cols_, ParamKind::Fc1Weight);
-  if (m_.mlp_bias) add_param(P, G, S1, S2, Fc1B, pre + ".mlp.fc1.b", l, 1, fc1_cols_, ParamKind::Fc1Bias);
-  add_param(P, G, S1, S2, Fc2W, pre + ".mlp.fc2.w", l, f_l_, h_, ParamKind::Fc2Weight);
-  if (m_.mlp_bias) add_param(P, G, S1, S2, Fc2B, pre + ".mlp.fc2.b", l, 1, h_, ParamKind::Fc2Bias);
+  add_param(P, G, S1, S2, Fc1W, full_name(".mlp.fc1.w"), l, h_, fc1_cols_, ParamKind::Fc1Weight);
+  if (m_.mlp_bias) add_param(P, G, S1, S2, Fc1B, full_name(".mlp.fc1.b"), l, 1, fc1_cols_, ParamKind::Fc1Bias);
+  add_param(P, G, S1, S2, Fc2W, full_name(".mlp.fc2.w"), l, f_l_, h_, ParamKind::Fc2Weight);
+  if (m_.mlp_bias) add_param(P, G, S1, S2, Fc2B, full_name(".mlp.fc2.b"), l, 1, h_, ParamKind::Fc2Bias);
   // QK-norm gains: one per head shared by all heads, or (full, tp = 1) one over the whole projection.
   const bool per_head = m_.qk_norm == QkNorm::PerHead;
   if (qk_norm_) {
-    add_param(P, G, S1, S2, QnG, pre + ".attn.qnorm.g", l, 1, per_head ? d_ : a_l_ * d_, ParamKind::QNormGamma);
-    add_param(P, G, S1, S2, KnG, pre + ".attn.knorm.g", l, 1, per_head ? d_ : kv_l_ * d_, ParamKind::KNormGamma);
+    add_param(P, G, S1, S2, QnG, full_name(".attn.qnorm.g"), l, 1, per_head ? d_ : a_l_ * d_, ParamKind::QNormGamma);
+    add_param(P, G, S1, S2, KnG, full_name(".attn.knorm.g"), l, 1, per_head ? d_ : kv_l_ * d_, ParamKind::KNormGamma);
   }
   for (int k = 0; k < 2 && post_norm_; ++k) {
     const std::string name = pre + (k == 0 ? ".attn" : ".mlp") + ".post.norm";
@@ -116,7 +117,7 @@ void Builder::make_buffers() {
 
   for (int l = 0; l < L; ++l) {
     LayerBuffers& b = lb_[size_t(l)];
-    const std::string pre = fmt::format("L{}", l);
+    const std::string pre = options_.buffer_names ? fmt::format("L{}", l) : std::string();
     add_layer_params(l, pre);
     const bool mlp_norm = pre_norm_ && !shared_norm_;  // a shared norm is the attention's
     const bool per_head = m_.qk_norm == QkNorm::PerHead;
@@ -202,9 +203,9 @@ int32_t Builder::partial_buffer(bool backward, Block block, int layer, const Blo
   const bool saved = post_norm_ && !backward;
   if (saved) return saved_partial(block, layer, bp, slice);
   const int parity = layer & 1;
-  const std::array<int, 9> key{backward, int(block), parity, int(bp.dim), bp.p, bp.q, slice, chunk, sharded};
-  const auto it = partials_.find(key);
-  if (it != partials_.end()) return it->second;
+  const uint64_t key =
+      PartialBufferTable::key(backward, int(block), parity, int(bp.dim), bp.p, bp.q, slice, chunk, sharded);
+  if (const int32_t found = partials_.find(key); found >= 0) return found;
   const bool batch = bp.dim == SplitDim::Batch;
   const std::string name =
       options_.buffer_names
@@ -213,21 +214,20 @@ int32_t Builder::partial_buffer(bool backward, Block block, int layer, const Blo
           : std::string();
   const int64_t seq = (batch ? S_ : S_ / bp.p) / (sharded ? m_.tp : 1);
   const int32_t id = add_buffer(name, BufferRole::Workspace, -1, batch ? B_ / bp.p : B_, seq, h_ / bp.q);
-  partials_.emplace(key, id);
+  partials_.insert(key, id);
   return id;
 }
 
 int32_t Builder::saved_partial(Block block, int layer, const BlockPlan& bp, int slice) {
-  const std::array<int, 9> key{2, int(block), layer, int(bp.dim), bp.p, bp.q, slice, 0, 0};
-  const auto it = partials_.find(key);
-  if (it != partials_.end()) return it->second;
+  const uint64_t key = PartialBufferTable::key(2, int(block), layer, int(bp.dim), bp.p, bp.q, slice, 0, false);
+  if (const int32_t found = partials_.find(key); found >= 0) return found;
   const bool batch = bp.dim == SplitDim::Batch;
   const std::string name = options_.buffer_names
                                ? fmt::format("L{}.{}.post.norm.x.s{}", layer, to_string(block), slice)
                                : std::string();
   const int32_t id =
       add_buffer(name, BufferRole::Activation, layer, batch ? B_ / bp.p : B_, batch ? S_ : S_ / bp.p, h_);
-  partials_.emplace(key, id);
+  partials_.insert(key, id);
   return id;
 }
 

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sim/ir/partial_buffer_table.hpp"
 #include "sim/ir/schedule.hpp"
 
 namespace domino::detail {
@@ -222,15 +223,8 @@ class Builder {
 
   std::vector<LayerBuffers> lb_;
   GlobalBuffers gb_;
-  // Looked up per partial sum of every slice: a hash table, not a tree of 9-int compares.
-  struct PartialKeyHash {
-    size_t operator()(const std::array<int, 9>& key) const {
-      uint64_t h = 0;
-      for (int v : key) h = (h ^ uint64_t(uint32_t(v))) * 0x9e3779b97f4a7c15ULL;
-      return size_t(h ^ (h >> 29));
-    }
-  };
-  std::unordered_map<std::array<int, 9>, int32_t, PartialKeyHash> partials_;
+  // Looked up per partial sum of every slice (partial_buffer, saved_partial).
+  PartialBufferTable partials_;
 
   // Forward overlap=none: AllReduces the next compute op must wait for (the AllReduce "blocks").
   std::vector<int32_t> blocking_;

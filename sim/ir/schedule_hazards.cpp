@@ -35,16 +35,16 @@ class Histories {
   std::vector<int32_t> slot;
 
   void reset(const Schedule& s) {
-    std::vector<uint8_t> streams(s.buffers.size(), 0);
+    streams_.assign(s.buffers.size(), 0);
     for (const Op& op : s.ops) {
       const uint8_t bit = uint8_t(1u << int(op.stream));
-      for (int i = 0; i < op.n_in; ++i) streams[size_t(op.in[size_t(i)].buffer)] |= bit;
-      for (int i = 0; i < op.n_out; ++i) streams[size_t(op.out[size_t(i)].buffer)] |= bit;
+      for (int i = 0; i < op.n_in; ++i) streams_[size_t(op.in[size_t(i)].buffer)] |= bit;
+      for (int i = 0; i < op.n_out; ++i) streams_[size_t(op.out[size_t(i)].buffer)] |= bit;
     }
-    slot.assign(streams.size(), -1);
+    slot.assign(streams_.size(), -1);
     size_t shared = 0;
-    for (size_t b = 0; b < streams.size(); ++b)
-      if (streams[b] == 3) slot[b] = int32_t(shared++);
+    for (size_t b = 0; b < streams_.size(); ++b)
+      if (streams_[b] == 3) slot[b] = int32_t(shared++);
     if (lists_.size() < shared) lists_.resize(shared);
     for (size_t i = 0; i < shared; ++i) lists_[i].clear();
   }
@@ -54,6 +54,7 @@ class Histories {
   }
 
  private:
+  std::vector<uint8_t> streams_;  // per buffer: bit 1 << stream for each stream that touches it
   std::vector<std::vector<Access>> lists_;
 };
 
@@ -91,6 +92,20 @@ void record(const Op& op, const std::array<Touch, kMaxIn + kMaxOut>& touches, in
   }
 }
 
+// An op waits for a few others: insertion sort, without std::sort's call and partitioning.
+void sort_small(std::vector<int32_t>& v) {
+  if (v.size() > 32) {
+    std::sort(v.begin(), v.end());
+    return;
+  }
+  for (size_t i = 1; i < v.size(); ++i) {
+    const int32_t x = v[i];
+    size_t j = i;
+    for (; j > 0 && v[j - 1] > x; --j) v[j] = v[j - 1];
+    v[j] = x;
+  }
+}
+
 }  // namespace
 
 void add_hazard_deps(Schedule& s) {
@@ -113,9 +128,11 @@ void add_hazard_deps(Schedule& s) {
       record(op, touches, n);
     }
     if (deps.empty() && op.deps.empty()) continue;
-    op.deps.insert(op.deps.end(), deps.begin(), deps.end());
-    std::sort(op.deps.begin(), op.deps.end());
-    op.deps.erase(std::unique(op.deps.begin(), op.deps.end()), op.deps.end());
+    // Merged in the reused list, so that the op's own is allocated (exactly) once.
+    deps.insert(deps.end(), op.deps.begin(), op.deps.end());
+    sort_small(deps);
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    op.deps.assign(deps.begin(), deps.end());
   }
 }
 

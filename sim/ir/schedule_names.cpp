@@ -20,11 +20,6 @@ constexpr std::array<const char*, 5> kBlockNames = {"attn", "mlp", "emb", "head"
 static_assert(size_t(Block::None) + 1 == kBlockNames.size(), "one name per Block, in declaration order");
 const char* to_string(Block b) { return enum_name(b, kBlockNames); }
 
-bool collective(OpKind k) {
-  return k == OpKind::AllReduce || k == OpKind::AllGather || k == OpKind::ReduceScatter;
-}
-bool memory_bound(OpKind k) { return k != OpKind::Gemm && k != OpKind::Attention && !collective(k); }
-
 constexpr std::array<const char*, 12> kOpKindNames = {
     "gemm", "attention", "norm", "activation", "elementwise", "copy", "allreduce", "optimizer", "embedding", "loss",
     "allgather", "reducescatter"};
