@@ -55,9 +55,9 @@ class Events {
       if (m_.running == kNone && may_start(m_, c_)) start(m_);
       if (m_.running == kNone) {
         if (c_.running == kNone) break;
-        run_alone(c_, m_, true);
+        run_alone<true>(c_, m_);
       } else if (c_.running == kNone) {
-        run_alone(m_, c_, false);
+        run_alone<false>(m_, c_);
       } else {
         run_both();
       }
@@ -83,22 +83,33 @@ class Events {
     ++s.finished;
   }
   // `s` runs its ops at rate 1 while the other stream stays idle: until the other's next op may start (its
-  // wait reached) or s's next one may not. The same sums, in the same order, as one event per op.
-  void run_alone(Lane& s, const Lane& other, bool compute) {
+  // wait reached) or s's next one may not. The same sums, in the same order, as one event per op, kept in
+  // locals for the run (the stores through result and lanes would otherwise be reloaded per op).
+  template <bool kCompute>
+  void run_alone(Lane& s, const Lane& other) {
     const int32_t until = other.next < other.size ? wait_[other.order[other.next]] : SimProgram::kNever;
+    const int32_t other_finished = other.finished;
+    double now = now_, busy = kCompute ? r_.compute_us : r_.comm_us, exposed = r_.exposed_comm_us;
+    double remaining = s.remaining, started = s.started;
+    int32_t running = s.running, next = s.next, finished = s.finished;
     for (;;) {
-      const double dt = s.remaining;
-      if (compute) {
-        r_.compute_us += dt;
-      } else {
-        r_.comm_us += dt;
-        r_.exposed_comm_us += dt;
-      }
-      now_ += dt;
-      finish(s);
-      if (s.finished >= until || !may_start(s, other)) return;
-      start(s);
+      const double dt = remaining;
+      busy += dt;
+      if (!kCompute) exposed += dt;
+      now += dt;
+      if constexpr (kRecord) r_.timeline.spans.push_back(OpSpan{running, 0, started, now});
+      ++finished;
+      if (finished >= until || next >= s.size || wait_[s.order[next]] > other_finished) break;
+      running = s.order[next++];
+      remaining = duration_[running];
+      started = now;
     }
+    now_ = now;
+    (kCompute ? r_.compute_us : r_.comm_us) = busy;
+    r_.exposed_comm_us = exposed;
+    s.running = kNone;
+    s.next = next;
+    s.finished = finished;
   }
   // Both streams busy: to the next op end at the rates of the two together, no communication exposed.
   void run_both() {
