@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 #include <string_view>
 
 #include "sim/base/error.hpp"
@@ -36,18 +35,26 @@ int32_t ProbeVariants::next_compute(int32_t i) const {
 ProbeVariants::BlockOps ProbeVariants::collect(int layer, Block block, const std::vector<int32_t>& all_reduces) const {
   const std::vector<Op>& ops = s_.ops;
   BlockOps b{layer, block, {}, {}};
-  std::map<int, BlockOps::Slice> slices;  // backward AllReduces by slice (-1: the head's)
+  // Backward AllReduces by slice (-1: the head's), in order of slice; a block has few slices.
+  std::vector<std::pair<int, BlockOps::Slice>> slices;
+  auto slice_of = [&](int slice) -> BlockOps::Slice& {
+    for (auto& [id, sl] : slices)
+      if (id == slice) return sl;
+    return slices.emplace_back(slice, BlockOps::Slice{}).second;
+  };
   const bool hands_over = block == Block::Mlp && layer == s_.model.layers - 1;
   for (const int32_t i : all_reduces) {
     const Op& op = ops[size_t(i)];
     if (hands_over && op.block == Block::Head && op.phase == Phase::Backward) {
-      slices[-1].ars.push_back(op.index);
+      slice_of(-1).ars.push_back(op.index);
     } else if (op.layer == layer && op.block == block && op.phase == Phase::Forward) {
       b.fwd_holds.emplace_back(op.index, next_compute(op.index));
     } else if (op.layer == layer && op.block == block && op.phase == Phase::Backward) {
-      slices[op.slice].ars.push_back(op.index);
+      slice_of(op.slice).ars.push_back(op.index);
     }
   }
+  std::sort(slices.begin(), slices.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  b.bwd_slices.reserve(slices.size());
   for (auto& [slice, sl] : slices) {
     sl.wgrad = next_compute(sl.ars.back());
     if (sl.wgrad < 0 || !std::string_view(ops[size_t(sl.wgrad)].name).ends_with("wgrad"))
@@ -55,7 +62,7 @@ ProbeVariants::BlockOps ProbeVariants::collect(int layer, Block block, const std
                                 "is not a weight gradient (the schedule builder changed)",
                                 layer, to_string(block), slice));
     sl.next = next_compute(sl.wgrad);
-    b.bwd_slices.push_back(sl);
+    b.bwd_slices.push_back(std::move(sl));
   }
   return b;
 }
