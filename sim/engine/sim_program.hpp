@@ -4,6 +4,7 @@
 // it loads the representative once and adds each member's deps (add_dep) before simulating it.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -24,7 +25,12 @@ class SimProgram {
   // program's use (its ops name a blocked op in the deadlock error).
   void load(const Schedule& schedule);
   // Op `op` also waits for op `dep` (as if dep were in its deps); checked like the schedule's own deps.
-  void add_dep(int32_t op, int32_t dep);
+  // Inline: the tuner adds a member's deps to every simulation of a class.
+  void add_dep(int32_t op, int32_t dep) {
+    if (op < 0 || op >= static_cast<int32_t>(wait_.size())) throw_no_op(op);
+    changed_.emplace_back(op, wait_[size_t(op)]);
+    require(op, dep);
+  }
   // Back to the loaded schedule's deps: every add_dep undone.
   void reset();
   bool has_added_deps() const { return !changed_.empty(); }
@@ -39,11 +45,23 @@ class SimProgram {
   static constexpr int32_t kNever = std::numeric_limits<int32_t>::max();
 
  private:
-  void require(int32_t op, int32_t dep);  // folds one checked dep into wait_[op]
+  // Folds one checked dep into wait_[op].
+  void require(int32_t op, int32_t dep) {
+    if (dep < 0 || dep >= static_cast<int32_t>(wait_.size()) || dep == op) throw_bad_dep(op, dep);
+    int32_t& wait = wait_[size_t(op)];
+    if (stream_[size_t(dep)] != stream_[size_t(op)]) {
+      wait = std::max(wait, position_[size_t(dep)] + 1);
+    } else if (position_[size_t(dep)] > position_[size_t(op)]) {
+      wait = kNever;  // a dep later on the op's own stream: its stream can never reach it
+    }
+  }
+  [[noreturn]] void throw_bad_dep(int32_t op, int32_t dep) const;
+  [[noreturn]] void throw_no_op(int32_t op) const;
 
   const Schedule* schedule_ = nullptr;
   std::array<std::vector<int32_t>, kNumStreams> order_;
-  std::vector<int32_t> place_;  // per op: its position in its stream's order, times kNumStreams, plus its stream
+  std::vector<int32_t> position_;  // per op: its position in its stream's order
+  std::vector<Stream> stream_;     // per op: its stream
   std::vector<int32_t> wait_;
   std::vector<std::pair<int32_t, int32_t>> changed_;  // (op, its wait before) for each add_dep, in order
 };
