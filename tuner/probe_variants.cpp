@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 #include <string_view>
 
 #include "sim/base/error.hpp"
@@ -26,75 +25,81 @@ bool ProbeVariants::supported(const Schedule& built) {
   });
 }
 
-ProbeVariants::BlockOps ProbeVariants::collect(int layer, Block block, const std::vector<int32_t>& next_compute) const {
+int32_t ProbeVariants::next_compute(int32_t i) const {
+  const int32_t n = int32_t(s_.ops.size());
+  for (int32_t j = i + 1; j < n; ++j)
+    if (s_.ops[size_t(j)].stream == Stream::Compute) return j;
+  return -1;
+}
+
+ProbeVariants::BlockOps ProbeVariants::collect(int layer, Block block, const std::vector<int32_t>& all_reduces) const {
   const std::vector<Op>& ops = s_.ops;
   BlockOps b{layer, block, {}, {}};
-  std::map<int, BlockOps::Slice> slices;  // backward AllReduces by slice (-1: the head's)
+  // Backward AllReduces by slice (-1: the head's), in order of slice; a block has few slices.
+  std::vector<std::pair<int, BlockOps::Slice>> slices;
+  auto slice_of = [&](int slice) -> BlockOps::Slice& {
+    for (auto& [id, sl] : slices)
+      if (id == slice) return sl;
+    return slices.emplace_back(slice, BlockOps::Slice{}).second;
+  };
   const bool hands_over = block == Block::Mlp && layer == s_.model.layers - 1;
-  for (const Op& op : ops) {
-    if (op.code != OpCode::AllReduce) continue;
+  for (const int32_t i : all_reduces) {
+    const Op& op = ops[size_t(i)];
     if (hands_over && op.block == Block::Head && op.phase == Phase::Backward) {
-      slices[-1].ars.push_back(op.index);
+      slice_of(-1).ars.push_back(op.index);
     } else if (op.layer == layer && op.block == block && op.phase == Phase::Forward) {
-      b.fwd_holds.emplace_back(op.index, next_compute[size_t(op.index)]);
+      b.fwd_holds.emplace_back(op.index, next_compute(op.index));
     } else if (op.layer == layer && op.block == block && op.phase == Phase::Backward) {
-      slices[op.slice].ars.push_back(op.index);
+      slice_of(op.slice).ars.push_back(op.index);
     }
   }
+  std::sort(slices.begin(), slices.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  b.bwd_slices.reserve(slices.size());
   for (auto& [slice, sl] : slices) {
-    sl.wgrad = next_compute[size_t(sl.ars.back())];
+    sl.wgrad = next_compute(sl.ars.back());
     if (sl.wgrad < 0 || !std::string_view(ops[size_t(sl.wgrad)].name).ends_with("wgrad"))
       throw_runtime(fmt::format("probe variants: the op after the input-gradient AllReduces of layer {} {} slice {} "
                                 "is not a weight gradient (the schedule builder changed)",
                                 layer, to_string(block), slice));
-    sl.next = next_compute[size_t(sl.wgrad)];
-    b.bwd_slices.push_back(sl);
+    sl.next = next_compute(sl.wgrad);
+    b.bwd_slices.push_back(std::move(sl));
   }
   return b;
 }
 
 ProbeVariants::ProbeVariants(Schedule built, const std::vector<std::pair<int, Block>>& varying)
     : s_(std::move(built)) {
-  const std::vector<Op>& ops = s_.ops;
-  const int32_t n = int32_t(ops.size());
-  std::vector<int32_t> next_compute(size_t(n) + 1, -1);  // the first compute op after op i
-  for (int32_t i = n - 1; i >= 0; --i)
-    next_compute[size_t(i)] = i + 1 < n && ops[size_t(i) + 1].stream == Stream::Compute ? i + 1 : next_compute[size_t(i) + 1];
-  saved_slot_.assign(size_t(n), -1);
+  std::vector<int32_t> all_reduces;
+  for (const Op& op : s_.ops)
+    if (op.code == OpCode::AllReduce) all_reduces.push_back(op.index);
+  for (const auto& [layer, block] : varying) blocks_.push_back(collect(layer, block, all_reduces));
+}
+
+// The built deps of every op a member may change, kept on the first with_layers (before any patch): a caller
+// that only asks for_each_policy_dep never pays for the copies.
+void ProbeVariants::save_built_deps() {
+  saved_slot_.assign(s_.ops.size(), -1);
   auto may_gain = [&](int32_t i) {
     if (i < 0 || saved_slot_[size_t(i)] >= 0) return;
     saved_slot_[size_t(i)] = int32_t(built_deps_.size());
-    built_deps_.push_back(ops[size_t(i)].deps);
+    built_deps_.push_back(s_.ops[size_t(i)].deps);
   };
-  for (const auto& [layer, block] : varying) {
-    blocks_.push_back(collect(layer, block, next_compute));
-    for (const auto& [ar, next] : blocks_.back().fwd_holds) may_gain(next);
-    for (const BlockOps::Slice& sl : blocks_.back().bwd_slices) may_gain(sl.wgrad), may_gain(sl.next);
+  for (const BlockOps& b : blocks_) {
+    for (const auto& [ar, next] : b.fwd_holds) may_gain(next);
+    for (const BlockOps::Slice& sl : b.bwd_slices) may_gain(sl.wgrad), may_gain(sl.next);
   }
 }
 
 void ProbeVariants::add_dep(int32_t op, int32_t dep) {
-  if (op < 0) return;
   s_.ops[size_t(op)].deps.push_back(dep);
   touched_.push_back(op);
 }
 
 const Schedule& ProbeVariants::with_layers(const std::vector<LayerPlan>& layers) {
+  if (saved_slot_.empty()) save_built_deps();
   for (int32_t i : touched_) s_.ops[size_t(i)].deps = built_deps_[size_t(saved_slot_[size_t(i)])];
   touched_.clear();
-  for (const BlockOps& b : blocks_) {
-    const LayerPlan& l = layers.at(size_t(b.layer));
-    const BlockPlan& bp = b.block == Block::Attn ? l.attn : l.mlp;
-    const bool holds = bp.overlap == OverlapMode::None;
-    if (holds)
-      for (const auto& [ar, next] : b.fwd_holds) add_dep(next, ar);
-    for (const BlockOps::Slice& sl : b.bwd_slices) {
-      for (int32_t ar : sl.ars) {
-        if (!bp.bwd_overlap) add_dep(sl.wgrad, ar);
-        if (holds) add_dep(sl.next, ar);
-      }
-    }
-  }
+  for_each_policy_dep(layers, [this](int32_t op, int32_t dep) { add_dep(op, dep); });
   std::sort(touched_.begin(), touched_.end());
   touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
   for (int32_t i : touched_) {

@@ -37,6 +37,12 @@ class ProbeVariants {
   // The schedule of the plan with `layers` (which may differ from the built plan only in the policy of the
   // varying blocks): the built one with their policy deps added. Valid until the next call.
   const Schedule& with_layers(const std::vector<LayerPlan>& layers);
+  // The built schedule (patched once with_layers is called).
+  const Schedule& built() const { return s_; }
+  // Calls add(op, dep) for every policy dep the plan with `layers` adds to the built schedule (an op may be
+  // named with the same dep more than once): what the tuner adds to a simulation program of the built one.
+  template <class AddDep>
+  void for_each_policy_dep(const std::vector<LayerPlan>& layers, AddDep&& add) const;
 
  private:
   // The ops that gain deps under a policy, per varying block.
@@ -52,8 +58,11 @@ class ProbeVariants {
     std::vector<Slice> bwd_slices;
   };
   void add_dep(int32_t op, int32_t dep);
-  // The AllReduces of one varying block: forward holds and backward slices (the head's with the last MLP).
-  BlockOps collect(int layer, Block block, const std::vector<int32_t>& next_compute) const;
+  // The AllReduces of one varying block, among all of the schedule's: forward holds and backward slices (the
+  // head's with the last MLP).
+  BlockOps collect(int layer, Block block, const std::vector<int32_t>& all_reduces) const;
+  int32_t next_compute(int32_t i) const;  // the first compute op after op i, -1 if none
+  void save_built_deps();
 
   Schedule s_;
   std::vector<BlockOps> blocks_;
@@ -61,5 +70,23 @@ class ProbeVariants {
   std::vector<int32_t> saved_slot_;               // per op: index into built_deps_, -1 if it gains none
   std::vector<int32_t> touched_;                  // ops the last member changed
 };
+
+template <class AddDep>
+void ProbeVariants::for_each_policy_dep(const std::vector<LayerPlan>& layers, AddDep&& add) const {
+  for (const BlockOps& b : blocks_) {
+    const LayerPlan& l = layers.at(size_t(b.layer));
+    const BlockPlan& bp = b.block == Block::Attn ? l.attn : l.mlp;
+    const bool holds = bp.overlap == OverlapMode::None;
+    if (holds)
+      for (const auto& [ar, next] : b.fwd_holds)
+        if (next >= 0) add(next, ar);
+    for (const BlockOps::Slice& sl : b.bwd_slices) {
+      for (int32_t ar : sl.ars) {
+        if (!bp.bwd_overlap) add(sl.wgrad, ar);
+        if (holds && sl.next >= 0) add(sl.next, ar);
+      }
+    }
+  }
+}
 
 }  // namespace domino

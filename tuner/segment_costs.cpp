@@ -178,13 +178,24 @@ void SegmentCosts::run_class(int k, int choice, int right_choice) {
   SimOptions timing_only = figures_only();
   timing_only.memory = false;
   ProbeVariants variants(std::move(built), varying);
+  // Without arrival skew (which reads the schedule's deps) a member is the representative's program with
+  // its policy deps added, the streams' orders and waits worked out once per class.
+  const bool by_program = !(costs.sync_per_compute > 0);
+  if (by_program) program_.load(variants.built());
   for (int a : lefts) {
     for (int b : rights) {
       const bool asked = a == choice && b == right_choice;
       if (!asked && (is_ref(k, a) || (pair && (is_ref(k + 1, b) || independent_pair(k, a, b))))) continue;
       Cell& c = cell(k, a, b);
       if (c.done) continue;
-      c.fig = figures_of(simulate(variants.with_layers(probe_layers(k, a, b)), costs, timing_only));
+      const std::vector<LayerPlan> layers = probe_layers(k, a, b);
+      if (by_program) {
+        program_.reset();
+        variants.for_each_policy_dep(layers, [this](int32_t op, int32_t dep) { program_.add_dep(op, dep); });
+        c.fig = figures_of(simulate(program_, costs, timing_only));
+      } else {
+        c.fig = figures_of(simulate(variants.with_layers(layers), costs, timing_only));
+      }
       c.fig.peak_memory_bytes = memory;
       c.done = true;
       count_simulation();

@@ -20,6 +20,7 @@
 #include "sim/cost/cost_model.hpp"
 #include "sim/model/plan.hpp"
 #include "sim/engine/op_cost_cache.hpp"
+#include "sim/engine/sim_program.hpp"
 #include "sim/engine/simulator.hpp"
 #include "tuner/search_space.hpp"
 
@@ -107,6 +108,7 @@ class SegmentCosts {
   int model_layers_ = 0;
   const CostModel& cost_;
   OpCostCache op_cost_cache_;  // the probe builds' op costs, shared by every class build
+  SimProgram program_;         // the class being simulated (its memory kept from one class to the next)
   const SearchSpace& space_;
   int ref_attn_, ref_mlp_;
   Progress* progress_;

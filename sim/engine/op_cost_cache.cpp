@@ -50,16 +50,21 @@ void OpCostCache::grow() {
 }
 
 int32_t OpCostCache::entry_of(const Op& op) {
-  if (2 * (entries_.size() + 1) > table_.size()) grow();
   const OpCostKey key(op);
   const size_t mask = table_.size() - 1;
   size_t h = OpCostKeyHash()(key) & mask;
   for (; table_[h] >= 0; h = (h + 1) & mask)
     if (entries_[size_t(table_[h])].key == key) return table_[h];
+  return add_entry(op, key, h);
+}
+
+// Out of line: a search meets few distinct ops, so the lookup above stays small.
+[[gnu::noinline]] int32_t OpCostCache::add_entry(const Op& op, const OpCostKey& key, size_t slot) {
   const double us = checked_duration(op, cost_.op_us(op, tp_, cost_.profile().devices_per_node));
-  table_[h] = int32_t(entries_.size());
+  table_[slot] = int32_t(entries_.size());
   entries_.push_back(Entry{key, us, -1, -1, {}, 0, 0});  // contention facts unknown until asked
-  return table_[h];
+  if (2 * (entries_.size() + 1) > table_.size()) grow();  // a free slot for the next op's lookup
+  return int32_t(entries_.size() - 1);
 }
 
 OpCosts OpCostCache::op_costs(const Schedule& schedule, const SimOptions& options) {

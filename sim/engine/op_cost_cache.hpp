@@ -17,7 +17,7 @@ namespace domino {
 
 class OpCostCache {
  public:
-  OpCostCache(const CostModel& cost, int tp) : cost_(cost), tp_(tp) {}
+  OpCostCache(const CostModel& cost, int tp) : cost_(cost), tp_(tp) { grow(); }
 
   // op_costs(schedule, cost, options), equal to it bit for bit. Schedules that time their collectives over
   // another rank count than the cache's, or whose plan communicates nothing, bypass the cache.
@@ -38,6 +38,7 @@ class OpCostCache {
   class Facts;
 
   int32_t entry_of(const Op& op);  // finds or adds (then costs) the op's entry
+  int32_t add_entry(const Op& op, const OpCostKey& key, size_t slot);  // the op costed, in table slot `slot`
   void grow();
 
   const CostModel& cost_;

@@ -13,6 +13,7 @@
 #include "sim/base/error.hpp"
 #include "sim/engine/arrival_skew.hpp"
 #include "sim/engine/interference.hpp"
+#include "sim/engine/sim_program.hpp"
 
 namespace domino {
 
@@ -23,147 +24,129 @@ constexpr int32_t kNone = -1;
 // ops end at the same instant.
 constexpr double kEpsilonUs = 1e-9;
 
-struct StreamState {
-  std::vector<int32_t> order;  // op indices in program order
-  size_t next = 0;             // position in order of the next op to start
+// One stream between events.
+struct Lane {
+  const int32_t* order;  // op indices in program order
+  int32_t size;
+  int32_t next = 0;      // position in order of the next op to start
   int32_t running = kNone;
+  int32_t finished = 0;  // ops of this stream finished: the first `finished` of order
   double remaining = 0;  // standalone work left of the running op
   double started = 0;
-  int32_t finished = 0;  // ops of this stream finished: the first `finished` of order
 };
-using Streams = std::array<StreamState, kNumStreams>;
-
-// Ops finish in program order on each stream, so op i's deps are done once each stream has finished
-// need[i][stream] ops (one past the last dep on it in its program order).
-using Need = std::array<int32_t, kNumStreams>;
-static_assert(kNumStreams == 2, "deps_done reads both streams");
-
-// The state of one simulation between events.
-struct EventState {
-  const std::vector<Op>& ops;
-  const std::vector<double>& duration;  // standalone, from the cost model
-  const Need* need = nullptr;           // per op
-  Streams streams;
-  double now = 0;
-  int32_t done = 0;
-};
-// What a simulation fills before its events, kept per thread from one simulation to the next (the tuner runs
-// tens of thousands back to back): no allocation once the vectors have grown.
-struct EventScratch {
-  std::vector<Need> need;
-  std::vector<int32_t> place;  // each op's position in its stream's order, times kNumStreams, plus its stream
-  std::array<std::vector<int32_t>, kNumStreams> order;
-};
-
-// Every op's deps checked, each stream's program order (moved into st, back into the scratch after the
-// simulation) and every op's need.
-void load_ops(const Schedule& schedule, EventScratch& scratch, EventState& st) {
-  const std::vector<Op>& ops = schedule.ops;
-  const int32_t n = static_cast<int32_t>(ops.size());
-  if (st.duration.size() != ops.size())
-    throw_runtime("simulate: op costs of " + std::to_string(st.duration.size()) + " ops for a schedule of " +
-                  std::to_string(n));
-  for (auto& order : scratch.order) order.clear();
-  scratch.place.resize(size_t(n));
-  for (int32_t i = 0; i < n; ++i) {
-    const int stream = static_cast<int>(ops[i].stream);
-    std::vector<int32_t>& order = scratch.order[stream];
-    scratch.place[i] = static_cast<int32_t>(order.size()) * kNumStreams + stream;
-    order.push_back(i);
-  }
-  scratch.need.assign(size_t(n), Need{});
-  for (int32_t i = 0; i < n; ++i) {
-    const Op& op = ops[i];
-    for (int32_t d : op.deps) {
-      if (d < 0 || d >= n || d == i) {
-        throw_runtime("schedule: op " + op_id(op) + " depends on op index " + std::to_string(d) +
-                      ", which is not another op of the schedule");
-      }
-      const int32_t place = scratch.place[d];
-      int32_t& need = scratch.need[i][place % kNumStreams];
-      need = std::max(need, place / kNumStreams + 1);
-    }
-  }
-  st.need = scratch.need.data();
-  for (int s = 0; s < kNumStreams; ++s) st.streams[s].order = std::move(scratch.order[s]);
-}
 
 // x / rate, without the division at rate 1 (an op running alone, the common case): the same value.
 double at_rate(double x, double rate) { return rate == 1.0 ? x : x / rate; }
 
-bool deps_done(const EventState& st, int32_t i) {
-  const Need& need = st.need[i];
-  return need[0] <= st.streams[0].finished && need[1] <= st.streams[1].finished;
-}
+// The state of one simulation between events. Ops finish in program order on each stream, so an op may
+// start once it is next on its idle stream and the other stream has finished its wait (SimProgram).
+template <bool kRecord>
+class Events {
+ public:
+  Events(const SimProgram& program, const double* duration, const Interference& interference, SimResult& result)
+      : wait_(program.waits()), duration_(duration), interference_(interference), r_(result),
+        c_{program.order(0).data(), int32_t(program.order(0).size())},
+        m_{program.order(1).data(), int32_t(program.order(1).size())} {}
 
-// Starts every op whose stream is free and whose deps are done. Starting one op can unblock the other
-// stream only through a finish, so one pass per stream suffices; zero-length ops finish in the timing step
-// like any other.
-void start_ready_ops(EventState& st) {
-  for (StreamState& s : st.streams) {
-    if (s.running != kNone || s.next >= s.order.size()) continue;
-    const int32_t i = s.order[s.next];
-    if (!deps_done(st, i)) continue;
-    s.running = i;
-    s.remaining = st.duration[i];
-    s.started = st.now;
-    ++s.next;
+  // Runs every op; false when both streams stop with ops left (a deadlock).
+  bool run() {
+    for (;;) {
+      if (c_.running == kNone && may_start(c_, m_)) start(c_);
+      if (m_.running == kNone && may_start(m_, c_)) start(m_);
+      if (m_.running == kNone) {
+        if (c_.running == kNone) break;
+        run_alone<true>(c_, m_);
+      } else if (c_.running == kNone) {
+        run_alone<false>(m_, c_);
+      } else {
+        run_both();
+      }
+    }
+    return c_.next == c_.size && m_.next == m_.size;
   }
-}
+  double now() const { return now_; }
+  // The op the deadlock blocks: the compute stream's next, or the communication stream's if it has run out.
+  int32_t blocked() const { return c_.next < c_.size ? c_.order[c_.next] : m_.order[m_.next]; }
 
-[[noreturn]] void throw_deadlock(const EventState& st) {
-  const StreamState& compute = st.streams[static_cast<int>(Stream::Compute)];
-  const StreamState& blocked = compute.next < compute.order.size() ? compute : st.streams[static_cast<int>(Stream::Comm)];
-  throw_runtime("schedule deadlocks: op " + op_id(st.ops[blocked.order[blocked.next]]) +
+ private:
+  bool may_start(const Lane& s, const Lane& other) const {
+    return s.next < s.size && wait_[s.order[s.next]] <= other.finished;
+  }
+  void start(Lane& s) {
+    s.running = s.order[s.next++];
+    s.remaining = duration_[s.running];
+    s.started = now_;
+  }
+  void finish(Lane& s) {
+    if constexpr (kRecord) r_.timeline.spans.push_back(OpSpan{s.running, 0, s.started, now_});
+    s.running = kNone;
+    ++s.finished;
+  }
+  // `s` runs its ops at rate 1 while the other stream stays idle: until the other's next op may start (its
+  // wait reached) or s's next one may not. The same sums, in the same order, as one event per op, kept in
+  // locals for the run (the stores through result and lanes would otherwise be reloaded per op).
+  template <bool kCompute>
+  void run_alone(Lane& s, const Lane& other) {
+    const int32_t until = other.next < other.size ? wait_[other.order[other.next]] : SimProgram::kNever;
+    const int32_t other_finished = other.finished;
+    double now = now_, busy = kCompute ? r_.compute_us : r_.comm_us, exposed = r_.exposed_comm_us;
+    double remaining = s.remaining, started = s.started;
+    int32_t running = s.running, next = s.next, finished = s.finished;
+    for (;;) {
+      const double dt = remaining;
+      busy += dt;
+      if (!kCompute) exposed += dt;
+      now += dt;
+      if constexpr (kRecord) r_.timeline.spans.push_back(OpSpan{running, 0, started, now});
+      ++finished;
+      if (finished >= until || next >= s.size || wait_[s.order[next]] > other_finished) break;
+      running = s.order[next++];
+      remaining = duration_[running];
+      started = now;
+    }
+    now_ = now;
+    (kCompute ? r_.compute_us : r_.comm_us) = busy;
+    r_.exposed_comm_us = exposed;
+    s.running = kNone;
+    s.next = next;
+    s.finished = finished;
+  }
+  // Both streams busy: to the next op end at the rates of the two together, no communication exposed.
+  void run_both() {
+    const Rates rate = interference_.rates(c_.running, m_.running);
+    const double dt = std::min(at_rate(c_.remaining, rate[0]), at_rate(m_.remaining, rate[1]));
+    r_.compute_us += dt;
+    r_.comm_us += dt;
+    now_ += dt;
+    Lane* lanes[kNumStreams] = {&c_, &m_};
+    for (int s = 0; s < kNumStreams; ++s) {
+      Lane& lane = *lanes[s];
+      lane.remaining -= rate[s] * dt;
+      if (lane.remaining > kEpsilonUs && at_rate(lane.remaining, rate[s]) > kEpsilonUs) continue;
+      finish(lane);
+    }
+  }
+
+  const int32_t* wait_;
+  const double* duration_;
+  const Interference& interference_;
+  SimResult& r_;
+  Lane c_, m_;
+  double now_ = 0;
+};
+
+[[noreturn]] void throw_deadlock(const SimProgram& program, int32_t blocked) {
+  throw_runtime("schedule deadlocks: op " + op_id(program.schedule().ops[size_t(blocked)]) +
                 " waits on an op that can never run (a dep that comes later on its own stream)");
 }
 
-inline void finish(EventState& st, StreamState& ss, SimResult& result, bool record_timeline) {
-  if (record_timeline) result.timeline.spans.push_back(OpSpan{ss.running, 0, ss.started, st.now});
-  ss.running = kNone;
-  ++ss.finished;
-  ++st.done;
-}
-
-// An op running alone runs at rate 1 until it ends: the general step below, in short (same sums).
-inline void run_alone(EventState& st, StreamState& ss, bool compute, SimResult& result,
-                      bool record_timeline) {
-  const double dt = ss.remaining;
-  if (compute) {
-    result.compute_us += dt;
-  } else {
-    result.comm_us += dt;
-    result.exposed_comm_us += dt;
-  }
-  st.now += dt;
-  ss.remaining = 0;
-  finish(st, ss, result, record_timeline);
-}
-
-// Advances to the next op end at the current rates: books the busy times, finishes the ops that end.
-void advance_to_next_end(EventState& st, const Interference& interference, SimResult& result,
-                         bool record_timeline) {
-  StreamState& compute = st.streams[static_cast<int>(Stream::Compute)];
-  StreamState& comm = st.streams[static_cast<int>(Stream::Comm)];
-  if (comm.running == kNone) return run_alone(st, compute, true, result, record_timeline);
-  if (compute.running == kNone) return run_alone(st, comm, false, result, record_timeline);
-  // Both streams busy: at the rates of the two together, no communication exposed.
-  const Rates rate = interference.rates(compute.running, comm.running);
-  double dt = std::numeric_limits<double>::infinity();
-  for (int s = 0; s < kNumStreams; ++s) dt = std::min(dt, at_rate(st.streams[s].remaining, rate[s]));
-  result.compute_us += dt;
-  result.comm_us += dt;
-  st.now += dt;
-  for (int s = 0; s < kNumStreams; ++s) {
-    StreamState& ss = st.streams[s];
-    ss.remaining -= rate[s] * dt;
-    if (ss.remaining > kEpsilonUs && at_rate(ss.remaining, rate[s]) > kEpsilonUs) continue;
-    finish(st, ss, result, record_timeline);
-  }
-}
-
-bool all_idle(const Streams& streams) {
-  return std::all_of(streams.begin(), streams.end(), [](const StreamState& s) { return s.running == kNone; });
+// The event loop: every op timed, the busy times booked; the iteration time.
+template <bool kRecord>
+double run_events(const SimProgram& program, const double* duration, const Interference& interference,
+                  SimResult& result) {
+  Events<kRecord> events(program, duration, interference, result);
+  if (!events.run()) throw_deadlock(program, events.blocked());
+  return events.now();
 }
 
 }  // namespace
@@ -200,32 +183,36 @@ SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOpt
 }
 
 SimResult simulate(const Schedule& schedule, const OpCosts& costs, const SimOptions& options) {
+  thread_local SimProgram program;  // its memory kept: the tuner runs tens of thousands back to back
+  program.load(schedule);
+  return simulate(program, costs, options);
+}
+
+SimResult simulate(const SimProgram& program, const OpCosts& costs, const SimOptions& options) {
+  const Schedule& schedule = program.schedule();
+  if (costs.duration.size() != program.size())
+    throw_runtime("simulate: op costs of " + std::to_string(costs.duration.size()) + " ops for a schedule of " +
+                  std::to_string(program.size()));
+  // The skew reads the schedule's deps: a program with deps of its own would be timed with the wrong ones.
+  if (costs.sync_per_compute > 0 && program.has_added_deps())
+    throw_runtime("simulate: arrival skew needs the schedule's own deps, and the program has deps added");
   std::vector<double> skewed;  // the durations with this schedule's arrival skew, when the profile has a rate
-  thread_local EventScratch scratch;
-  EventState st{schedule.ops, with_arrival_skew(schedule, costs.duration, costs.sync_per_compute, skewed), nullptr, {}, 0, 0};
-  load_ops(schedule, scratch, st);
+  const std::vector<double>& duration = with_arrival_skew(schedule, costs.duration, costs.sync_per_compute, skewed);
 
   SimResult result;
   Timeline& tl = result.timeline;
   if (options.record_timeline) {
     tl.source = "predicted";
     tl.ranks = 1;
-    tl.spans.reserve(schedule.ops.size());
+    tl.spans.reserve(program.size());
+    result.iteration_us = run_events<true>(program, duration.data(), costs.interference, result);
+  } else {
+    result.iteration_us = run_events<false>(program, duration.data(), costs.interference, result);
   }
-  const Interference& interference = costs.interference;
-  const int32_t n = static_cast<int32_t>(schedule.ops.size());
-  while (st.done < n) {
-    start_ready_ops(st);
-    if (all_idle(st.streams)) throw_deadlock(st);
-    advance_to_next_end(st, interference, result, options.record_timeline);
-  }
-  for (int s = 0; s < kNumStreams; ++s) scratch.order[s] = std::move(st.streams[s].order);
-
-  result.iteration_us = st.now;
   result.overlap_fraction = result.comm_us > 0 ? 1.0 - result.exposed_comm_us / result.comm_us : 1.0;
   result.peak_memory_bytes = options.memory ? schedule_memory_bytes(schedule) : 0;
   if (options.record_timeline) {
-    tl.iteration_us = st.now;
+    tl.iteration_us = result.iteration_us;
     tl.peak_memory_bytes = {result.peak_memory_bytes};
   }
   return result;

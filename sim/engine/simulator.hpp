@@ -49,5 +49,10 @@ int collective_ranks(const Schedule& schedule, const SimOptions& options);
 // `us`, the cost model's duration of `op`; an error naming the op when it is negative, infinite or NaN.
 double checked_duration(const Op& op, double us);
 SimResult simulate(const Schedule& schedule, const OpCosts& costs, const SimOptions& options);
+// The same from a program loaded from the schedule (sim_program.hpp), with any deps added to it: what the
+// tuner runs per member of a probe class. Arrival skew reads the schedule's own deps, so costs with a skew
+// rate take a program without added deps.
+class SimProgram;
+SimResult simulate(const SimProgram& program, const OpCosts& costs, const SimOptions& options);
 
 }  // namespace domino

@@ -1,5 +1,6 @@
 // probe_variants_test.cpp: the schedule a class representative's build patched with a member's policy deps
-// equals, op for op and buffer for buffer, what build_schedule makes of the member's plan; on models of
+// equals, op for op and buffer for buffer, what build_schedule makes of the member's plan, and so do the
+// waits of a simulation program of the build with those deps added; on models of
 // every block structure the tuner sees (pre, post and sandwich norms, parallel blocks, both orders).
 #include "tuner/probe_variants.hpp"
 
@@ -10,6 +11,7 @@
 #include <tuple>
 #include <string>
 
+#include "sim/engine/sim_program.hpp"
 #include "tests/tuner/tuner_test_util.hpp"
 #include "tuner/segment_costs.hpp"
 
@@ -91,7 +93,15 @@ TEST_P(ProbeVariantsMatchTheBuilder, EveryPolicyOfTwoNeighbouringBlocks) {
       auto block = [](int pos) { return std::make_pair(pos / 2, pos % 2 == 0 ? Block::Attn : Block::Mlp); };
       ProbeVariants variants(build_schedule(m, plan_from_blocks(m, representative, "probe")), {block(k), block(k + 1)});
       SCOPED_TRACE(layer_label(member[0]) + " / " + layer_label(member[1]));
-      expect_same_schedule(variants.with_layers(member), build_schedule(m, plan_from_blocks(m, member, "probe")));
+      const Schedule expected = build_schedule(m, plan_from_blocks(m, member, "probe"));
+      // The member's policy deps added to a simulation program of the built schedule (the tuner's way):
+      // every op waits as in the member's own schedule.
+      SimProgram added(variants.built());
+      variants.for_each_policy_dep(member, [&](int32_t op, int32_t dep) { added.add_dep(op, dep); });
+      const SimProgram direct(expected);
+      ASSERT_EQ(added.size(), direct.size());
+      EXPECT_TRUE(std::equal(added.waits(), added.waits() + added.size(), direct.waits()));
+      expect_same_schedule(variants.with_layers(member), expected);
       // Patched again from the same build: no deps left over from the previous member.
       expect_same_schedule(variants.with_layers(representative),
                            build_schedule(m, plan_from_blocks(m, representative, "probe")));
