@@ -140,7 +140,12 @@ const SimFigures& SegmentCosts::run(int k, int choice, int right_choice) {
     run_class(k, choice, right_choice);
     return c.fig;
   }
-  c.fig = simulate_plan(probe_, plan_from_blocks(probe_, probe_layers(k, choice, right_choice), "probe", space_.sequence_parallel), cost_);
+  // One build per probe (schedules the class rules do not cover, e.g. sequence parallelism's collectives),
+  // its op costs still shared with every earlier probe through the cache.
+  const Schedule built = build_schedule(
+      probe_, plan_from_blocks(probe_, probe_layers(k, choice, right_choice), "probe", space_.sequence_parallel),
+      unnamed_buffers());
+  c.fig = simulate_schedule(built, op_cost_cache_.op_costs(built, figures_only()));
   c.done = true;
   count_simulation();
   return c.fig;

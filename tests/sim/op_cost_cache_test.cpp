@@ -52,6 +52,22 @@ TEST(OpCostCache, EqualsTheCostModelOnBuiltSchedulesOfSeveralPlans) {
   EXPECT_LT(cache.distinct_ops(), 3 * distinct_after_first);
 }
 
+// The tuner's probes under sequence parallelism are built one by one and costed through the same cache:
+// their AllGathers and ReduceScatters, and the ops whose shapes the sequence shard changes, beside the
+// AllReduce plans' ops already cached.
+TEST(OpCostCache, EqualsTheCostModelOnSequenceParallelSchedules) {
+  const ModelSpec m = load_model("llama2-7b", ModelOverrides{8, 1024, 2});
+  const CostModel cm(load_profile((std::filesystem::path(DOMINO_SOURCE_DIR) / "profiles" / "dgx-h100.yaml").string()));
+  OpCostCache cache(cm, m.tp);
+  for (const char* name : {"megatron-async", "megatron-sp", "megatron-sp-overlap", "megatron-sp"}) {
+    SCOPED_TRACE(name);
+    const Schedule s = test::build_verified(m, make_strategy_plan(name, m));
+    const OpCosts cached = cache.op_costs(s, SimOptions{false});
+    expect_same_costs(s, cached, op_costs(s, cm, SimOptions{false}));
+    EXPECT_EQ(simulate(s, cached, SimOptions{false}).iteration_us, simulate(s, cm, SimOptions{false}).iteration_us);
+  }
+}
+
 TEST(OpCostCache, SchedulesOutsideItsRanksOrWithoutCommunicationAreCostedAsTheyAre) {
   const ModelSpec m = load_model("gpt3-2.7b", ModelOverrides{8, 1024, 4});
   const CostModel cm(load_profile((std::filesystem::path(DOMINO_SOURCE_DIR) / "profiles" / "dgx-h100.yaml").string()));
