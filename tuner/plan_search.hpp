@@ -14,10 +14,11 @@ namespace domino {
 struct SearchTuning {
   int shortlist = 8;              // best DP plans handed back (re-simulated in full by the caller)
   // Probe simulations the full search (every pair of choices, no screening) may take; beyond it the
-  // screened search runs. 30000 is about 0.7 s on one core: with one schedule build per class of choices
-  // (probe_classes) a probe costs about 20 us, so the full search of Llama-2 70B at TP 8 (196 x 196
-  // choices, 20941 probes) takes about 0.45 s, GPT-3 13B's (232 x 232, 28573 probes) about 0.65 s
-  // (tests/bench/tune_bench.cpp; assumption: other models' probes cost about as much).
+  // screened search runs. 30000 is about 0.4 s on one core: with one schedule build per class of choices
+  // (probe_classes) a probe costs about 13 us, so the full search of Llama-2 70B at TP 8 (196 x 196
+  // choices, 20941 probes) takes about 0.27 s, GPT-3 13B's (232 x 232, 28573 probes) about 0.4 s
+  // (tests/bench/tune_bench.cpp; assumption: other models' probes cost about as much). Probes built one
+  // by one (sequence parallelism) cost several times more.
   long full_search_probe_limit = 30000;
   int keep_per_group = 1;         // screening: best choices kept per (split dim, p, overlap) group
   int max_swap_rounds = 8;        // screening: rounds of "could any screened-out choice improve it?"
