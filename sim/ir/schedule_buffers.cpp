@@ -28,16 +28,14 @@ int32_t Builder::add_buffer(std::string name, BufferRole role, int layer, int64_
 void Builder::add_param(std::array<int32_t, kLayerParams>* p, std::array<int32_t, kLayerParams>* g,
                         std::array<int32_t, kLayerParams>* s1, std::array<int32_t, kLayerParams>* s2, int idx,
                         const std::string& prefix, int layer, int64_t rows, int64_t cols, ParamKind kind) {
-  // The names only where they are kept (the tuner's probes build thousands of schedules without).
-  const auto named = [&](const char* suffix) { return options_.buffer_names ? prefix + suffix : std::string(); };
-  (*p)[idx] = add_buffer(named(""), BufferRole::Param, layer, 1, rows, cols, kind);
-  (*g)[idx] = add_buffer(named(".grad"), BufferRole::Grad, layer, 1, rows, cols, kind);
+  (*p)[idx] = add_buffer(kept_name(prefix, ""), BufferRole::Param, layer, 1, rows, cols, kind);
+  (*g)[idx] = add_buffer(kept_name(prefix, ".grad"), BufferRole::Grad, layer, 1, rows, cols, kind);
   if (!options_.include_optimizer) return;
   if (options_.optimizer == OptimizerKind::Adam) {
-    (*s1)[idx] = add_buffer(named(".m"), BufferRole::OptState, layer, 1, rows, cols, kind);
-    (*s2)[idx] = add_buffer(named(".v"), BufferRole::OptState, layer, 1, rows, cols, kind);
+    (*s1)[idx] = add_buffer(kept_name(prefix, ".m"), BufferRole::OptState, layer, 1, rows, cols, kind);
+    (*s2)[idx] = add_buffer(kept_name(prefix, ".v"), BufferRole::OptState, layer, 1, rows, cols, kind);
   } else {
-    (*s1)[idx] = add_buffer(named(".mom"), BufferRole::OptState, layer, 1, rows, cols, kind);
+    (*s1)[idx] = add_buffer(kept_name(prefix, ".mom"), BufferRole::OptState, layer, 1, rows, cols, kind);
   }
 }
 
@@ -48,30 +46,28 @@ void Builder::add_layer_params(int l, const std::string& pre) {
   auto* G = &b.grad;
   auto* S1 = &b.state1;
   auto* S2 = &b.state2;
-  // Built only where they are kept: the tuner's probes build thousands of schedules without names.
-  const auto full_name = [&](const char* what) { return options_.buffer_names ? pre + what : std::string(); };
   if (pre_norm_) {
-    add_param(P, G, S1, S2, N1G, full_name(".attn.norm.g"), l, 1, h_, ParamKind::AttnNormGamma);
-    if (layernorm_) add_param(P, G, S1, S2, N1B, full_name(".attn.norm.b"), l, 1, h_, ParamKind::AttnNormBeta);
+    add_param(P, G, S1, S2, N1G, kept_name(pre, ".attn.norm.g"), l, 1, h_, ParamKind::AttnNormGamma);
+    if (layernorm_) add_param(P, G, S1, S2, N1B, kept_name(pre, ".attn.norm.b"), l, 1, h_, ParamKind::AttnNormBeta);
   }
-  add_param(P, G, S1, S2, QkvW, full_name(".attn.qkv.w"), l, h_, qkv_cols_, ParamKind::QkvWeight);
-  if (m_.qkv_bias) add_param(P, G, S1, S2, QkvB, full_name(".attn.qkv.b"), l, 1, qkv_cols_, ParamKind::QkvBias);
-  add_param(P, G, S1, S2, ProjW, full_name(".attn.proj.w"), l, a_l_ * d_, h_, ParamKind::ProjWeight);
-  if (m_.proj_bias) add_param(P, G, S1, S2, ProjB, full_name(".attn.proj.b"), l, 1, h_, ParamKind::ProjBias);
+  add_param(P, G, S1, S2, QkvW, kept_name(pre, ".attn.qkv.w"), l, h_, qkv_cols_, ParamKind::QkvWeight);
+  if (m_.qkv_bias) add_param(P, G, S1, S2, QkvB, kept_name(pre, ".attn.qkv.b"), l, 1, qkv_cols_, ParamKind::QkvBias);
+  add_param(P, G, S1, S2, ProjW, kept_name(pre, ".attn.proj.w"), l, a_l_ * d_, h_, ParamKind::ProjWeight);
+  if (m_.proj_bias) add_param(P, G, S1, S2, ProjB, kept_name(pre, ".attn.proj.b"), l, 1, h_, ParamKind::ProjBias);
   const bool mlp_norm = pre_norm_ && !shared_norm_;  // a shared norm is the attention's
   if (mlp_norm) {
-    add_param(P, G, S1, S2, N2G, full_name(".mlp.norm.g"), l, 1, h_, ParamKind::MlpNormGamma);
-    if (layernorm_) add_param(P, G, S1, S2, N2B, full_name(".mlp.norm.b"), l, 1, h_, ParamKind::MlpNormBeta);
+    add_param(P, G, S1, S2, N2G, kept_name(pre, ".mlp.norm.g"), l, 1, h_, ParamKind::MlpNormGamma);
+    if (layernorm_) add_param(P, G, S1, S2, N2B, kept_name(pre, ".mlp.norm.b"), l, 1, h_, ParamKind::MlpNormBeta);
   }
-  add_param(P, G, S1, S2, Fc1W, full_name(".mlp.fc1.w"), l, h_, fc1_cols_, ParamKind::Fc1Weight);
-  if (m_.mlp_bias) add_param(P, G, S1, S2, Fc1B, full_name(".mlp.fc1.b"), l, 1, fc1_cols_, ParamKind::Fc1Bias);
-  add_param(P, G, S1, S2, Fc2W, full_name(".mlp.fc2.w"), l, f_l_, h_, ParamKind::Fc2Weight);
-  if (m_.mlp_bias) add_param(P, G, S1, S2, Fc2B, full_name(".mlp.fc2.b"), l, 1, h_, ParamKind::Fc2Bias);
+  add_param(P, G, S1, S2, Fc1W, kept_name(pre, ".mlp.fc1.w"), l, h_, fc1_cols_, ParamKind::Fc1Weight);
+  if (m_.mlp_bias) add_param(P, G, S1, S2, Fc1B, kept_name(pre, ".mlp.fc1.b"), l, 1, fc1_cols_, ParamKind::Fc1Bias);
+  add_param(P, G, S1, S2, Fc2W, kept_name(pre, ".mlp.fc2.w"), l, f_l_, h_, ParamKind::Fc2Weight);
+  if (m_.mlp_bias) add_param(P, G, S1, S2, Fc2B, kept_name(pre, ".mlp.fc2.b"), l, 1, h_, ParamKind::Fc2Bias);
   // QK-norm gains: one per head shared by all heads, or (full, tp = 1) one over the whole projection.
   const bool per_head = m_.qk_norm == QkNorm::PerHead;
   if (qk_norm_) {
-    add_param(P, G, S1, S2, QnG, full_name(".attn.qnorm.g"), l, 1, per_head ? d_ : a_l_ * d_, ParamKind::QNormGamma);
-    add_param(P, G, S1, S2, KnG, full_name(".attn.knorm.g"), l, 1, per_head ? d_ : kv_l_ * d_, ParamKind::KNormGamma);
+    add_param(P, G, S1, S2, QnG, kept_name(pre, ".attn.qnorm.g"), l, 1, per_head ? d_ : a_l_ * d_, ParamKind::QNormGamma);
+    add_param(P, G, S1, S2, KnG, kept_name(pre, ".attn.knorm.g"), l, 1, per_head ? d_ : kv_l_ * d_, ParamKind::KNormGamma);
   }
   for (int k = 0; k < 2 && post_norm_; ++k) {
     const std::string name = pre + (k == 0 ? ".attn" : ".mlp") + ".post.norm";

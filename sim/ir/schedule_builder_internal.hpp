@@ -8,7 +8,6 @@
 #include <map>
 #include <set>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "sim/ir/partial_buffer_table.hpp"
@@ -103,6 +102,10 @@ class Builder {
   void make_buffers();
   void make_head_and_gradient_buffers();
   void add_layer_params(int l, const std::string& pre);
+  // prefix + suffix where buffers keep names, else empty (the tuner's probes build thousands without).
+  std::string kept_name(const std::string& prefix, const char* suffix) const {
+    return options_.buffer_names ? prefix + suffix : std::string();
+  }
   int32_t add_buffer(std::string name, BufferRole role, int layer, int64_t batch, int64_t seq, int64_t cols,
                      ParamKind param = ParamKind::None);
   void add_param(std::array<int32_t, kLayerParams>* p, std::array<int32_t, kLayerParams>* g,

@@ -57,6 +57,12 @@ void write_rows(const fs::path& cfg, const std::vector<KnownRow>& rows) {
   }
 }
 
+// The rows of one interleaved launch (sample k of every plan from round k), as the sweep's config says.
+void write_interleaved_launch(const fs::path& cfg, const std::vector<KnownRow>& rows) {
+  write_rows(cfg, rows);
+  std::ofstream(cfg / "config.json") << nlohmann::json{{"model", "m"}, {"interleaved", true}}.dump();
+}
+
 class FidelitySweep : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -223,10 +229,9 @@ TEST_F(FidelitySweep, TableRepeatabilityFromTwoRounds) {
 // the figures with 80 and with 99 ms.
 TEST_F(FidelitySweep, TableIntervalsSplitHalfAndSpeedupsOfAnInterleavedLaunch) {
   const fs::path cfg = dir / "cfg";
-  write_rows(cfg, {{"megatron-async", 100000, {{100000, 100000, 100000, 100000}}},
-                   {"domino-ds", 80000, {{80000, 99000, 80000, 99000}}},
-                   {"tuned", 70000, {{90000, 90000, 90000, 90000}}}});
-  std::ofstream(cfg / "config.json") << nlohmann::json{{"model", "m"}, {"interleaved", true}}.dump();
+  write_interleaved_launch(cfg, {{"megatron-async", 100000, {{100000, 100000, 100000, 100000}}},
+                                 {"domino-ds", 80000, {{80000, 99000, 80000, 99000}}},
+                                 {"tuned", 70000, {{90000, 90000, 90000, 90000}}}});
   const auto fig = table()["figures"];
   EXPECT_NEAR(fig["mape_pct"].get<double>(), 100.0 * (0 + 9.5 / 89.5 + 20.0 / 90) / 3, 1e-9);
   const auto& ci = fig["interval_95"];
@@ -266,10 +271,9 @@ TEST_F(FidelitySweep, TableIntervalsSplitHalfAndSpeedupsOfAnInterleavedLaunch) {
 // a plan that differs from the others inside a round still counts after the division.
 TEST_F(FidelitySweep, TableSplitHalfDividesOutTheDriftCommonToARound) {
   const fs::path cfg = dir / "cfg";
-  write_rows(cfg, {{"megatron-async", 100000, {{100000, 120000, 100000, 120000}}},
-                   {"domino-ds", 50000, {{50000, 60000, 50000, 60000}}},
-                   {"tuned", 80000, {{80000, 96000, 80000, 96000}}}});
-  std::ofstream(cfg / "config.json") << nlohmann::json{{"model", "m"}, {"interleaved", true}}.dump();
+  write_interleaved_launch(cfg, {{"megatron-async", 100000, {{100000, 120000, 100000, 120000}}},
+                                 {"domino-ds", 50000, {{50000, 60000, 50000, 60000}}},
+                                 {"tuned", 80000, {{80000, 96000, 80000, 96000}}}});
   auto half = table()["figures"]["split_half"];
   EXPECT_NEAR(half["mape_pct"].get<double>(), 100.0 * 20 / 120, 1e-9);
   EXPECT_NEAR(half["drift_divided_out"]["mape_pct"].get<double>(), 0.0, 1e-9) << half.dump();
