@@ -26,9 +26,9 @@ RatioStats round_ratios(const PlanTimes& plan, const PlanTimes& baseline) {
     if (!(baseline.samples_us[k] > 0)) throw_bad_input("baseline '" + baseline.label + "' has a round of no time");
     r.per_round.push_back(plan.samples_us[k] / baseline.samples_us[k]);
   }
-  r.median = percentile(r.per_round, 50);
-  r.p10 = percentile(r.per_round, 10);
-  r.p90 = percentile(r.per_round, 90);
+  r.median = percentile(r.per_round, 0.5);
+  r.p10 = percentile(r.per_round, 0.1);
+  r.p90 = percentile(r.per_round, 0.9);
   r.min = *std::min_element(r.per_round.begin(), r.per_round.end());
   r.max = *std::max_element(r.per_round.begin(), r.per_round.end());
   return r;

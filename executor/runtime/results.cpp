@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <utility>
 
 #include "sim/base/error.hpp"
 
@@ -43,13 +45,23 @@ RankResult rank_result_from_text(const std::string& text) {
   return r;
 }
 
-double percentile(std::vector<double> values, double pct) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const double pos = pct / 100.0 * double(values.size() - 1);
-  const size_t lo = size_t(std::floor(pos)), hi = std::min(lo + 1, values.size() - 1);
-  return values[lo] + (values[hi] - values[lo]) * (pos - double(lo));
+namespace {
+
+// Per rank, each op's duration over the timed iterations, attached to the representative iteration's spans.
+void attach_duration_spread(const std::vector<RankResult>& ranks, const std::vector<size_t>& timed, Timeline& tl) {
+  std::map<std::pair<int32_t, int32_t>, std::vector<double>> durations;  // (rank, op)
+  for (const RankResult& r : ranks)
+    for (size_t i : timed)
+      for (const OpTiming& t : r.iterations[i].spans) durations[{r.rank, t.op}].push_back(t.end_us - t.start_us);
+  for (OpSpan& s : tl.spans) {
+    const auto it = durations.find({s.rank, s.op});
+    if (it == durations.end()) continue;
+    const std::vector<double>& d = it->second;
+    s.spread = {int32_t(d.size()), percentile(d, 0.1), percentile(d, 0.5), percentile(d, 0.9)};
+  }
 }
+
+}  // namespace
 
 RunSummary summarize(const std::vector<RankResult>& ranks) {
   RunSummary out;
@@ -70,9 +82,9 @@ RunSummary summarize(const std::vector<RankResult>& ranks) {
     }
   }
   for (const IterationRecord& it : ranks[0].iterations) out.losses.push_back(it.loss);
-  out.median_us = percentile(samples, 50);
-  out.p10_us = percentile(samples, 10);
-  out.p90_us = percentile(samples, 90);
+  out.median_us = percentile(samples, 0.5);
+  out.p10_us = percentile(samples, 0.1);
+  out.p90_us = percentile(samples, 0.9);
   Timeline& tl = out.timeline;
   tl.source = "measured";
   tl.ranks = int32_t(ranks.size());
@@ -85,7 +97,8 @@ RunSummary summarize(const std::vector<RankResult>& ranks) {
       if (std::abs(samples[k] - out.median_us) < std::abs(samples[pick] - out.median_us)) pick = k;
     for (const RankResult& r : ranks)
       for (const OpTiming& t : r.iterations[timed[pick]].spans)
-        tl.spans.push_back({t.op, int32_t(r.rank), t.start_us, t.end_us});
+        tl.spans.push_back({t.op, int32_t(r.rank), t.start_us, t.end_us, {}});
+    attach_duration_spread(ranks, timed, tl);
   }
   std::vector<RankResult> sorted = ranks;
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "executor/runtime/rank_runner.hpp"
+#include "sim/base/percentile.hpp"
 #include "sim/trace/timeline.hpp"
 
 namespace domino {
@@ -23,11 +24,9 @@ struct RunSummary {
 };
 
 // Iteration time = the latest end over ranks of that iteration's ops (every rank starts after a barrier).
-// The timeline's spans are those of the timed iteration whose time is the median.
+// The timeline's spans are those of the timed iteration whose time is the median; each carries its op's
+// duration spread over all timed iterations of its rank.
 RunSummary summarize(const std::vector<RankResult>& ranks);
-
-// Linear-interpolated percentile (0..100) of the values.
-double percentile(std::vector<double> values, double pct);
 
 nlohmann::json summary_json(const RunSummary& summary, const Schedule& schedule, const nlohmann::json& meta);
 

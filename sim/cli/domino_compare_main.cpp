@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
     CLI::App app{"Compare a predicted trace (domino-sim/domino-tune) with a measured one (domino-exec)."};
     std::string predicted_path, measured_path, html_path, merged_path, json_path;
     int rank = -1;
+    std::string op_time = "median";
     app.add_option("PREDICTED", predicted_path, "predicted Chrome trace (JSON)")->required();
     app.add_option("MEASURED", measured_path, "measured Chrome trace (JSON)")->required();
     app.add_option("-o,--output", html_path, "write the self-contained HTML report here");
@@ -26,6 +27,10 @@ int main(int argc, char** argv) {
                    "compare this rank only (default: per op, the median over ranks; a rank-0-only "
                    "prediction stands for every rank)")
         ->check(CLI::NonNegativeNumber);
+    app.add_option("--op-time", op_time,
+                   "a measured op's duration: median (over every timed iteration, as domino-exec records it; "
+                   "the default) or iteration (the trace's one iteration, what older traces hold)")
+        ->check(CLI::IsMember({"median", "iteration"}));
     app.set_version_flag("--version", std::string("domino-compare ") + DOMINO_VERSION);
     if (auto rc = domino::parse_command_line(app, argc, argv, "domino-compare")) return *rc;
 
@@ -33,6 +38,7 @@ int main(int argc, char** argv) {
     domino::TraceFile measured = domino::read_trace(measured_path);
     domino::CompareOptions options;
     options.rank = rank;
+    options.one_iteration = op_time == "iteration";
     domino::Comparison c = domino::compare_traces(predicted, measured, options);
 
     std::fputs(domino::comparison_table(c).c_str(), stdout);

@@ -40,15 +40,16 @@ std::vector<int> pick_ranks(const TraceFile& t, const RankEvents& r, int wanted,
   return out;
 }
 
-// Per op id over the chosen ranks: median duration, kind, and where it first appears (for ordering).
+// Per op id over the chosen ranks: durations (and their spread over the iterations where the trace has it),
+// kind, and where it first appears (for ordering).
 struct OpStats {
   std::string kind;
-  std::vector<double> durations;
+  std::vector<double> durations, p10s, p90s;
   double first_start = 0;
   size_t first_index = 0;
 };
 
-std::map<std::string, OpStats> op_stats(const TraceFile& t, const std::vector<int>& ranks) {
+std::map<std::string, OpStats> op_stats(const TraceFile& t, const std::vector<int>& ranks, bool one_iteration) {
   std::set<int> wanted(ranks.begin(), ranks.end());
   std::map<std::string, OpStats> out;
   for (size_t i = 0; i < t.events.size(); ++i) {
@@ -60,9 +61,25 @@ std::map<std::string, OpStats> op_stats(const TraceFile& t, const std::vector<in
       it->second.first_start = e.start_us;
       it->second.first_index = i;
     }
-    it->second.durations.push_back(e.dur_us);
+    const bool spread = e.spread.samples > 0 && !one_iteration;
+    it->second.durations.push_back(spread ? e.spread.median_us : e.dur_us);
+    if (spread) it->second.p10s.push_back(e.spread.p10_us), it->second.p90s.push_back(e.spread.p90_us);
   }
   return out;
+}
+
+// How the measured durations were taken, from the trace's spans: for the report.
+std::string measured_durations(const TraceFile& t, bool one_iteration) {
+  int fewest = 0, most = 0;
+  for (const TraceEvent& e : t.events) {
+    if (e.spread.samples <= 0) continue;
+    fewest = fewest == 0 ? e.spread.samples : std::min(fewest, e.spread.samples);
+    most = std::max(most, e.spread.samples);
+  }
+  if (most == 0) return "the trace's one iteration";
+  if (one_iteration) return "the trace's one iteration (--op-time iteration; the medians were recorded)";
+  const std::string n = fewest == most ? std::to_string(most) : std::to_string(fewest) + "-" + std::to_string(most);
+  return "per op, the median over its " + n + " timed iterations";
 }
 
 std::vector<std::string> in_trace_order(const std::map<std::string, OpStats>& ops) {
@@ -120,19 +137,24 @@ int slowest_rank(const RankEvents& r, const std::vector<int>& ranks) {
 }
 
 void add_error_figures(Comparison& c) {
-  std::vector<double> all;
-  std::map<std::string, std::vector<double>> per_kind;
+  std::vector<double> all, all_spread;
+  std::map<std::string, std::vector<double>> per_kind, per_kind_spread;
   int unscored = 0;
   for (const OpComparison& op : c.ops) {
     if (op.error_pct < 0) { ++unscored; continue; }
     all.push_back(op.error_pct);
     per_kind[op.kind].push_back(op.error_pct);
+    if (op.spread_pct() >= 0) all_spread.push_back(op.spread_pct()), per_kind_spread[op.kind].push_back(op.spread_pct());
   }
   c.scored_ops = static_cast<int>(all.size());
   c.op_error_median_pct = percentile(all, 0.5);
   c.op_error_p90_pct = percentile(all, 0.9);
-  for (const auto& [kind, v] : per_kind)
-    c.by_kind.push_back({kind, percentile(v, 0.5), percentile(v, 0.9), static_cast<int>(v.size())});
+  if (!all_spread.empty()) c.op_spread_median_pct = percentile(all_spread, 0.5);
+  for (const auto& [kind, v] : per_kind) {
+    const auto spread = per_kind_spread.find(kind);
+    c.by_kind.push_back({kind, percentile(v, 0.5), percentile(v, 0.9), static_cast<int>(v.size()),
+                         spread == per_kind_spread.end() ? -1.0 : percentile(spread->second, 0.5)});
+  }
   if (unscored > 0)
     c.warnings.push_back(std::to_string(unscored) + " op(s) with a predicted duration of 0 are not scored");
 }
@@ -165,7 +187,8 @@ Comparison compare_traces(const TraceFile& predicted, const TraceFile& measured,
   c.predicted = summarise(predicted, pr, p_ranks, options.rank < 0 ? slowest_rank(pr, p_ranks) : p_ranks.front());
   c.measured = summarise(measured, mr, m_ranks, options.rank < 0 ? slowest_rank(mr, m_ranks) : m_ranks.front());
 
-  auto p_ops = op_stats(predicted, p_ranks), m_ops = op_stats(measured, m_ranks);
+  auto p_ops = op_stats(predicted, p_ranks, true), m_ops = op_stats(measured, m_ranks, options.one_iteration);
+  c.measured_durations = measured_durations(measured, options.one_iteration);
   std::set<std::string> on_path(c.predicted.critical_path.begin(), c.predicted.critical_path.end());
   on_path.insert(c.measured.critical_path.begin(), c.measured.critical_path.end());
   for (const std::string& id : in_trace_order(p_ops)) {
@@ -178,6 +201,10 @@ Comparison compare_traces(const TraceFile& predicted, const TraceFile& measured,
     op.predicted_start_us = p.first_start;
     op.predicted_us = percentile(p.durations, 0.5);
     op.measured_us = percentile(m->second.durations, 0.5);
+    if (!m->second.p10s.empty() && m->second.p10s.size() == m->second.durations.size()) {
+      op.measured_p10_us = percentile(m->second.p10s, 0.5);
+      op.measured_p90_us = percentile(m->second.p90s, 0.5);
+    }
     if (op.predicted_us > 0) op.error_pct = std::abs(op.measured_us - op.predicted_us) / op.predicted_us * 100.0;
     op.on_critical_path = on_path.count(id) > 0;
     if (p.kind != m->second.kind)

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/base/percentile.hpp"
 #include "sim/trace/timeline.hpp"
 
 namespace domino {
@@ -16,6 +17,9 @@ struct CompareOptions {
   // only: ranks are symmetric). R >= 0: predicted rank R (rank 0 when the prediction has rank 0 only)
   // against measured rank R.
   int rank = -1;
+  // Measured traces of domino-exec carry each op's duration over every timed iteration: by default an op
+  // is judged on its median there. true: on the duration in the trace's one iteration instead.
+  bool one_iteration = false;
 };
 
 // One op id present on both sides.
@@ -25,7 +29,13 @@ struct OpComparison {
   double predicted_start_us = 0;  // orders ops in reports
   double predicted_us = 0;
   double measured_us = 0;
+  // The measured op's p10..p90 over the iterations (median over the ranks); -1 when the trace has none.
+  double measured_p10_us = -1, measured_p90_us = -1;
   double delta_us() const { return measured_us - predicted_us; }
+  // Half the p10..p90 width over the measured duration, in %: how far one iteration strays; -1 if unknown.
+  double spread_pct() const {
+    return measured_p10_us < 0 || measured_us <= 0 ? -1 : (measured_p90_us - measured_p10_us) / (2 * measured_us) * 100;
+  }
   // |measured - predicted| / predicted * 100; negative when the prediction is 0 (not scored).
   double error_pct = -1;
   bool on_critical_path = false;  // on the predicted or the measured critical path
@@ -36,6 +46,7 @@ struct KindError {
   double median_pct = 0;
   double p90_pct = 0;
   int count = 0;  // scored ops of this kind
+  double spread_pct = -1;  // median over these ops of OpComparison::spread_pct(); -1 when unknown
 };
 
 // Figures of one side (predicted or measured).
@@ -58,6 +69,8 @@ struct Comparison {
   double iteration_error_pct = 0;  // signed: (measured - predicted) / predicted * 100
   double op_error_median_pct = 0;
   double op_error_p90_pct = 0;
+  double op_spread_median_pct = -1;  // median over the scored ops of spread_pct(); -1 when unknown
+  std::string measured_durations;     // what an op's measured duration is (the median over N iterations, ...)
   int scored_ops = 0;
   std::vector<KindError> by_kind;  // sorted by kind name
   std::vector<OpComparison> ops;   // aligned ops, in predicted start order
@@ -77,9 +90,6 @@ std::string comparison_table(const Comparison& c);    // the compact text printe
 nlohmann::json merged_trace_json(const TraceFile& predicted, const TraceFile& measured);
 
 // ---- span analysis (compare_spans.cpp), on the events of one rank ----
-
-// Linear-interpolation percentile (q in [0, 1]) of v, as numpy's default; 0 for an empty v.
-double percentile(std::vector<double> v, double q);
 
 struct StreamUsage {
   double compute_busy_us = 0;  // union of compute spans

@@ -34,10 +34,13 @@ json comparison_json(const Comparison& c) {
   j["iteration_time_from"] = {{"predicted", c.predicted.iteration_from}, {"measured", c.measured.iteration_from}};
   j["op_error_median_pct"] = c.op_error_median_pct;
   j["op_error_p90_pct"] = c.op_error_p90_pct;
+  j["op_spread_median_pct"] = pct_or_null(c.op_spread_median_pct);
+  j["measured_durations"] = c.measured_durations;
   j["scored_ops"] = c.scored_ops;
   j["by_kind"] = json::object();
   for (const KindError& k : c.by_kind)
-    j["by_kind"][k.kind] = {{"median_pct", k.median_pct}, {"p90_pct", k.p90_pct}, {"count", k.count}};
+    j["by_kind"][k.kind] = {{"median_pct", k.median_pct}, {"p90_pct", k.p90_pct}, {"count", k.count},
+                            {"spread_pct", pct_or_null(k.spread_pct)}};
   j["comm_busy_us"] = {{"predicted", c.predicted.comm_busy_us}, {"measured", c.measured.comm_busy_us}};
   j["exposed_comm_us"] = {{"predicted", c.predicted.exposed_comm_us}, {"measured", c.measured.exposed_comm_us}};
   j["overlap_fraction"] = {{"predicted", c.predicted.overlap_fraction}, {"measured", c.measured.overlap_fraction}};
@@ -47,6 +50,8 @@ json comparison_json(const Comparison& c) {
   for (const OpComparison& op : c.top_error_ops) {
     j["top_error_ops"].push_back({{"id", op.id}, {"kind", op.kind}, {"predicted_us", op.predicted_us},
                                   {"measured_us", op.measured_us}, {"delta_us", op.delta_us()},
+                                  {"measured_p10_us", pct_or_null(op.measured_p10_us)},
+                                  {"measured_p90_us", pct_or_null(op.measured_p90_us)},
                                   {"error_pct", pct_or_null(op.error_pct)}, {"on_critical_path", op.on_critical_path}});
   }
   j["critical_path"] = {{"predicted", c.predicted.critical_path}, {"measured", c.measured.critical_path},
@@ -67,19 +72,27 @@ std::string comparison_table(const Comparison& c) {
   s += fmt::format("{:<24}{:>12}{:>12}\n", "critical path (ops)", c.predicted.critical_path.size(), c.measured.critical_path.size());
   s += fmt::format("\nop duration error |m-p|/p: median {:.1f}%, p90 {:.1f}% over {} ops\n", c.op_error_median_pct,
                    c.op_error_p90_pct, c.scored_ops);
-  s += fmt::format("  {:<14}{:>6}{:>10}{:>10}\n", "kind", "ops", "median", "p90");
+  s += fmt::format("measured duration of an op: {}\n", c.measured_durations);
+  const bool spread = c.op_spread_median_pct >= 0;
+  if (spread)
+    s += fmt::format("spread: half the p10-p90 width of an op's iterations over its median (median {:.1f}%): an error "
+                     "below it cannot be told from noise\n", c.op_spread_median_pct);
+  s += fmt::format("  {:<14}{:>6}{:>10}{:>10}{}\n", "kind", "ops", "median", "p90", spread ? "    spread" : "");
   for (const KindError& k : c.by_kind)
-    s += fmt::format("  {:<14}{:>6}{:>9.1f}%{:>9.1f}%\n", k.kind, k.count, k.median_pct, k.p90_pct);
+    s += fmt::format("  {:<14}{:>6}{:>9.1f}%{:>9.1f}%{}\n", k.kind, k.count, k.median_pct, k.p90_pct,
+                     !spread ? "" : k.spread_pct < 0 ? "         -" : fmt::format("{:>9.1f}%", k.spread_pct));
   s += fmt::format("\nops only in predicted: {}{}\n", c.only_in_predicted.size(),
                    c.only_in_predicted.empty() ? "" : " (" + first_ids(c.only_in_predicted, 5) + ")");
   s += fmt::format("ops only in measured:  {}{}\n", c.only_in_measured.size(),
                    c.only_in_measured.empty() ? "" : " (" + first_ids(c.only_in_measured, 5) + ")");
   if (!c.top_error_ops.empty()) {
-    s += fmt::format("\ntop error ops (* = on a critical path)\n  {:<36}{:>11}{:>11}{:>10}\n", "op", "pred us",
-                     "meas us", "delta");
-    for (const OpComparison& op : c.top_error_ops)
-      s += fmt::format("  {:<36}{:>11.1f}{:>11.1f}{:>+10.1f} {}\n", op.id, op.predicted_us, op.measured_us,
-                       op.delta_us(), op.on_critical_path ? "*" : "");
+    s += fmt::format("\ntop error ops (* = on a critical path)\n  {:<36}{:>11}{:>11}{:>10}  {}\n", "op", "pred us",
+                     "meas us", "delta", "meas p10-p90 us");
+    for (const OpComparison& op : c.top_error_ops) {
+      const std::string band = op.measured_p10_us < 0 ? "" : fmt::format("{:.0f}-{:.0f}", op.measured_p10_us, op.measured_p90_us);
+      s += fmt::format("  {:<36}{:>11.1f}{:>11.1f}{:>+10.1f}{:>2} {}\n", op.id, op.predicted_us, op.measured_us,
+                       op.delta_us(), op.on_critical_path ? "*" : "", band);
+    }
   }
   for (const std::string& w : c.warnings) s += "warning: " + w + "\n";
   return s;

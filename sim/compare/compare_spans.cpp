@@ -55,15 +55,6 @@ constexpr double kTouchUs = 1e-3;
 
 }  // namespace
 
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  double pos = std::clamp(q, 0.0, 1.0) * static_cast<double>(v.size() - 1);
-  size_t lo = static_cast<size_t>(std::floor(pos));
-  size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
-
 StreamUsage stream_usage(const std::vector<const TraceEvent*>& rank_events) {
   std::vector<Interval> compute, comm;
   for (const TraceEvent* e : rank_events) (e->stream == 0 ? compute : comm).emplace_back(e->start_us, end_of(e));

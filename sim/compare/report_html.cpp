@@ -76,7 +76,8 @@ std::string summary_section(const Comparison& c) {
       fmt::format("{} (rank {})", c.measured.critical_path.size(), c.measured.critical_rank));
   row("ops on this side only", std::to_string(c.only_in_predicted.size()), std::to_string(c.only_in_measured.size()));
   s += "</table>\n";
-  s += fmt::format("<p>Ops aligned by id: {} ({} aligned, {} scored).</p>\n", html_escape(c.mode), c.ops.size(), c.scored_ops);
+  s += fmt::format("<p>Ops aligned by id: {} ({} aligned, {} scored). Measured duration of an op: {}.</p>\n",
+                   html_escape(c.mode), c.ops.size(), c.scored_ops, html_escape(c.measured_durations));
   for (const std::string& w : c.warnings) s += "<div class=\"warn\">" + html_escape(w) + "</div>\n";
   return s;
 }
@@ -93,22 +94,28 @@ std::string legend(const TraceFile& p, const TraceFile& m) {
   return s;
 }
 
+std::string pct_cell(double pct) { return pct < 0 ? "-" : fmt::format("{:.1f}%", pct); }
+
+// The spread column (half the p10-p90 width of an op's iterations over its median) is the noise an error
+// is to be read against.
 std::string kind_table(const Comparison& c) {
-  std::string s = "<table>\n<tr><th class=\"l\">kind</th><th>ops</th><th>median error</th><th>p90 error</th></tr>\n";
+  std::string s = "<table>\n<tr><th class=\"l\">kind</th><th>ops</th><th>median error</th><th>p90 error</th>"
+                  "<th>spread over iterations</th></tr>\n";
   for (const KindError& k : c.by_kind)
-    s += fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{:.1f}%</td><td>{:.1f}%</td></tr>\n", html_escape(k.kind),
-                     k.count, k.median_pct, k.p90_pct);
+    s += fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{:.1f}%</td><td>{:.1f}%</td><td>{}</td></tr>\n",
+                     html_escape(k.kind), k.count, k.median_pct, k.p90_pct, pct_cell(k.spread_pct));
   return s + "</table>\n";
 }
 
 std::string top_ops_table(const Comparison& c) {
   std::string s = "<table>\n<tr><th class=\"l\">op</th><th class=\"l\">kind</th><th>predicted us</th><th>measured us</th>"
-                  "<th>delta us</th><th>error</th><th>critical path</th></tr>\n";
+                  "<th>measured p10-p90 us</th><th>delta us</th><th>error</th><th>critical path</th></tr>\n";
   for (const OpComparison& op : c.top_error_ops)
-    s += fmt::format("<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.2f}</td><td>{:.2f}</td><td>{:+.2f}</td>"
-                     "<td>{}</td><td>{}</td></tr>\n",
-                     html_escape(op.id), html_escape(op.kind), op.predicted_us, op.measured_us, op.delta_us(),
-                     op.error_pct < 0 ? "-" : fmt::format("{:.1f}%", op.error_pct), op.on_critical_path ? "yes" : "");
+    s += fmt::format("<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.2f}</td><td>{:.2f}</td><td>{}</td>"
+                     "<td>{:+.2f}</td><td>{}</td><td>{}</td></tr>\n",
+                     html_escape(op.id), html_escape(op.kind), op.predicted_us, op.measured_us,
+                     op.measured_p10_us < 0 ? "-" : fmt::format("{:.2f}-{:.2f}", op.measured_p10_us, op.measured_p90_us),
+                     op.delta_us(), pct_cell(op.error_pct), op.on_critical_path ? "yes" : "");
   return s + "</table>\n";
 }
 

@@ -78,7 +78,7 @@ class Events {
     s.started = now_;
   }
   void finish(Lane& s) {
-    if constexpr (kRecord) r_.timeline.spans.push_back(OpSpan{s.running, 0, s.started, now_});
+    if constexpr (kRecord) r_.timeline.spans.push_back(OpSpan{s.running, 0, s.started, now_, {}});
     s.running = kNone;
     ++s.finished;
   }
@@ -97,7 +97,7 @@ class Events {
       busy += dt;
       if (!kCompute) exposed += dt;
       now += dt;
-      if constexpr (kRecord) r_.timeline.spans.push_back(OpSpan{running, 0, started, now});
+      if constexpr (kRecord) r_.timeline.spans.push_back(OpSpan{running, 0, started, now, {}});
       ++finished;
       if (finished >= until || next >= s.size || wait_[s.order[next]] > other_finished) break;
       running = s.order[next++];

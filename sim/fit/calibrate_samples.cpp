@@ -78,7 +78,7 @@ double busy_time(const Intervals& busy, double from, double to) {
 struct PerOp {
   Op op;
   std::vector<std::pair<double, double>> dur_overlap;
-  double first_start = 1e300, last_start = -1e300;
+  std::vector<double> starts;  // per rank
 };
 
 // The opcode a trace event names (args.code): GEMM table rows and memory.per_code figures are per opcode.
@@ -100,9 +100,12 @@ void add_event(const TraceFile& trace, PerOp& po, OpKind kind, const TraceEvent&
   po.op.flops = e.flops;
   po.op.bytes = e.bytes;
   po.op.dtype = dtype;
-  po.dur_overlap.push_back({e.dur_us, busy_time(other_stream, e.start_us, e.start_us + e.dur_us)});
-  po.first_start = std::min(po.first_start, e.start_us);
-  po.last_start = std::max(po.last_start, e.start_us);
+  // A compute op's duration is its median over the iterations where the trace has it (this iteration's
+  // noise is not the op's cost); a collective's stays this iteration's: which rank waits changes from one
+  // iteration to the next, and the overlap and the skew are this iteration's.
+  const double dur = collective(kind) ? e.dur_us : e.typical_dur_us();
+  po.dur_overlap.push_back({dur, busy_time(other_stream, e.start_us, e.start_us + e.dur_us)});
+  po.starts.push_back(e.start_us);
 }
 
 // A collective's duration on the rank that arrived last: the transfer alone, without waiting for a peer.
@@ -162,7 +165,7 @@ std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
   for (auto& [index, po] : ops) {
     const bool comm = collective(po.op.kind);
     const std::pair<double, double> pick = comm ? fastest(po.dur_overlap) : median_over_ranks(po.dur_overlap);
-    const double skew = comm && po.dur_overlap.size() > 1 ? po.last_start - po.first_start : -1;
+    const double skew = comm && po.starts.size() > 1 ? wait_for_last(po.starts) : -1;
     const auto compute = between.find(index);
     const double compute_between = skew >= 0 && compute != between.end() ? compute->second : -1;
     if (pick.first > 0) out.push_back({po.op, pick.first, pick.second, skew, compute_between});

@@ -17,7 +17,7 @@ struct Sample {
   double dur = 0;     // measured: the slowest rank (it sets the pace at every collective); a collective: the
                       // fastest rank, which waited least for its peers
   double overlap = 0; // time the other stream of the same rank was busy during this op
-  double skew = -1;   // a collective on several ranks: the last rank's start minus the first's; else -1
+  double skew = -1;   // a collective on several ranks: the last rank's start minus the median rank's; else -1
   // A collective: the compute-stream busy time between the previous collective's start and its own, the
   // least over the ranks (the late rank's own compute holds the slowness that made it late); else -1.
   double compute_between = -1;

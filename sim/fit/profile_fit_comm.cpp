@@ -81,18 +81,16 @@ LineFit fit_latency_bandwidth(const std::vector<double>& x, const std::vector<do
   return f;
 }
 
-// The spread of the ranks' AllReduce times after the same GEMMs, per repeat.
+// Per repeat, the last rank's arrival at the AllReduce after the same GEMMs minus the median rank's (wait_for_last).
 std::vector<double> arrival_skews(const FitInput& in) {
   size_t reps = SIZE_MAX;
   for (const auto& r : in.ranks) reps = std::min(reps, r.at("sync").at("allreduce_us").size());
   std::vector<double> skew;
   for (size_t k = 0; k < reps; ++k) {
-    double lo = 1e300, hi = 0;
-    for (const auto& r : in.ranks) {
-      const double t = r.at("sync").at("allreduce_us")[k].get<double>();
-      lo = std::min(lo, t), hi = std::max(hi, t);
-    }
-    skew.push_back(hi - lo);
+    // The AllReduces end together, so a rank's arrival is the end minus its AllReduce's time.
+    std::vector<double> arrivals;
+    for (const auto& r : in.ranks) arrivals.push_back(-r.at("sync").at("allreduce_us")[k].get<double>());
+    skew.push_back(wait_for_last(std::move(arrivals)));
   }
   return skew;
 }
@@ -169,7 +167,8 @@ void fit_collectives(const FitInput& in, FitOutput out) {
   p.intra_node.reduce_scatter = fit_kind(in, OpKind::ReduceScatter, out);
 }
 
-// Per repeat, the spread of the ranks' AllReduce times after the same GEMMs; the median is sync_us.
+// Per repeat, how much later than the median rank the last one reached the AllReduce after the same GEMMs
+// (wait_for_last); the median is sync_us.
 void fit_arrival_skew(const FitInput& in, FitOutput out) {
   const auto has_sync = [](const auto& r) { return r.contains("sync"); };
   if (in.ranks.size() <= 1 || !std::all_of(in.ranks.begin(), in.ranks.end(), has_sync)) return;
@@ -177,7 +176,8 @@ void fit_arrival_skew(const FitInput& in, FitOutput out) {
   if (skew.empty()) return;
   out.p.intra_node.sync_us = median_of(skew);
   out.p.metadata.spread["allreduce arrival skew"] = timing_of(skew).spread();
-  out.summary += fmt::format("arrival skew at an AllReduce after {:.0f} ms of GEMMs: {:.3g} us (median of {} repeats)\n",
+  out.summary += fmt::format("arrival skew at an AllReduce after {:.0f} ms of GEMMs: the last rank {:.3g} us after the "
+                             "median one (median of {} repeats)\n",
                              in.ranks[0].at("sync").at("stretch_us").get<double>() / 1e3, out.p.intra_node.sync_us,
                              skew.size());
 }

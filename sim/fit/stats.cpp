@@ -22,6 +22,12 @@ double median_of(std::vector<double> v) {
   return percentile_sorted(v, 0.5);
 }
 
+double wait_for_last(std::vector<double> arrivals_us) {
+  if (arrivals_us.empty()) return 0;
+  const double last = *std::max_element(arrivals_us.begin(), arrivals_us.end());
+  return last - median_of(std::move(arrivals_us));
+}
+
 Timing timing_of(std::vector<double> samples) {
   std::sort(samples.begin(), samples.end());
   Timing t;

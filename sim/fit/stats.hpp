@@ -19,6 +19,11 @@ struct Timing {
 };
 Timing timing_of(std::vector<double> samples_us);
 double median_of(std::vector<double> v);
+// What the ranks' arrival skew at one collective costs the typical rank: the last rank's arrival minus the
+// median rank's (given each rank's arrival time). The simulator runs one rank whose compute is the median
+// rank's, and every rank leaves the collective when the last has arrived; the full spread, last minus first,
+// would count the early rank's wait, which the median rank does not have (half of it with two ranks).
+double wait_for_last(std::vector<double> arrivals_us);
 
 // Weighted least squares for y = a + b x (weights w >= 0). fixed_a: fit only b with a given.
 struct LineFit {

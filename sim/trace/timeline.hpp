@@ -12,11 +12,20 @@
 
 namespace domino {
 
+// A measured op's duration over every timed iteration of its rank (samples = 0: not known, e.g. predicted).
+// One iteration's duration carries that iteration's noise; the median over the iterations is what a model
+// can be judged on, and p10..p90 says how far one iteration strays.
+struct DurationSpread {
+  int32_t samples = 0;
+  double p10_us = 0, median_us = 0, p90_us = 0;
+};
+
 struct OpSpan {
   int32_t op = 0;  // index into Schedule::ops
   int32_t rank = 0;
   double start_us = 0;  // from the start of the iteration
   double end_us = 0;
+  DurationSpread spread;  // measured: over the timed iterations
 };
 
 struct Timeline {
@@ -30,7 +39,8 @@ struct Timeline {
 
 // Trace schema, one complete event ("ph":"X") per span: name = op id, cat = op kind, pid = rank,
 // tid = stream (0 compute, 1 comm), ts/dur in microseconds, args = {op, layer, phase, block, slice,
-// chunk, code, m, n, k, flops, bytes; reduce for AllReduce and ReduceScatter}. Flow events tie each collective
+// chunk, code, m, n, k, flops, bytes; reduce for AllReduce and ReduceScatter; for a measured span with its
+// spread over the iterations: dur_iterations, dur_p10, dur_median, dur_p90}. Flow events tie each collective
 // to the first op that waits on it.
 // Top level: "traceEvents", "displayTimeUnit", and "domino": {source, model, plan strategy, tp,
 // iteration_time_us, iteration_samples_us, peak_memory_bytes, plus `meta`}.
@@ -47,6 +57,9 @@ struct TraceEvent {
   int32_t stream = 0;
   double start_us = 0, dur_us = 0;
   double flops = 0, bytes = 0;
+  DurationSpread spread;  // from args.dur_*; samples = 0 when the trace has none
+  // The duration to judge a model on: the median over the iterations where known, else this iteration's.
+  double typical_dur_us() const { return spread.samples > 0 ? spread.median_us : dur_us; }
   nlohmann::json args;
 };
 struct TraceFile {

@@ -64,6 +64,29 @@ class EventChecker {
   const json& event_;
 };
 
+// args.dur_iterations/dur_p10/dur_median/dur_p90: all four or none, counts and times that make sense.
+DurationSpread read_duration_spread(const EventChecker& check, const json& args) {
+  const char* keys[4] = {"dur_iterations", "dur_p10", "dur_median", "dur_p90"};
+  int present = 0;
+  for (const char* key : keys) present += args.contains(key) ? 1 : 0;
+  if (present == 0) return {};
+  if (present < 4) check.fail("args.dur_iterations, dur_p10, dur_median and dur_p90 go together; some are missing");
+  const json& n = args.at("dur_iterations");
+  if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > 1'000'000)
+    check.fail("args.dur_iterations must be a positive integer, got " + n.dump());
+  double v[3];
+  for (int i = 0; i < 3; ++i) {
+    const json& x = args.at(keys[i + 1]);
+    if (!x.is_number() || !std::isfinite(x.get<double>()) || x.get<double>() < 0)
+      check.fail(std::string("args.") + keys[i + 1] + " must be a finite number >= 0, got " + x.dump());
+    v[i] = x.get<double>();
+  }
+  if (v[0] > v[1] || v[1] > v[2])
+    check.fail("args.dur_p10 <= dur_median <= dur_p90 does not hold: " + json(v[0]).dump() + ", " +
+               json(v[1]).dump() + ", " + json(v[2]).dump());
+  return {int32_t(n.get<int64_t>()), v[0], v[1], v[2]};
+}
+
 TraceEvent read_complete_event(const std::string& path, size_t index, const json& e) {
   EventChecker check(path, index, e);
   TraceEvent ev;
@@ -86,6 +109,7 @@ TraceEvent read_complete_event(const std::string& path, size_t index, const json
       if (!v->is_number()) check.fail(std::string("args.") + key + " must be a number, got " + v->dump());
       (std::string(key) == "flops" ? ev.flops : ev.bytes) = v->get<double>();
     }
+    ev.spread = read_duration_spread(check, *args);
   } else {
     ev.args = json::object();
   }

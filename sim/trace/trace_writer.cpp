@@ -71,6 +71,13 @@ json trace_json(const Schedule& schedule, const Timeline& timeline, const json& 
                     std::to_string(schedule.ops.size()) + " ops)");
     }
     const Op& op = schedule.ops[s.op];
+    json args = op_args(op);
+    if (s.spread.samples > 0) {
+      args["dur_iterations"] = s.spread.samples;
+      args["dur_p10"] = s.spread.p10_us;
+      args["dur_median"] = s.spread.median_us;
+      args["dur_p90"] = s.spread.p90_us;
+    }
     events.push_back(json{{"name", op_id(op)},
                           {"cat", to_string(op.kind)},
                           {"ph", "X"},
@@ -78,7 +85,7 @@ json trace_json(const Schedule& schedule, const Timeline& timeline, const json& 
                           {"dur", s.end_us - s.start_us},
                           {"pid", s.rank},
                           {"tid", static_cast<int>(op.stream)},
-                          {"args", op_args(op)}});
+                          {"args", std::move(args)}});
     by_op[{s.rank, s.op}] = &s;
   }
 

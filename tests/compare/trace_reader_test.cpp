@@ -120,6 +120,22 @@ TEST_F(MalformedTrace, MetaNotObject) {
              {"\"domino\" must be an object"});
 }
 
+TEST_F(MalformedTrace, DurationSpreadIncomplete) {
+  expect_bad("spread_part.json",
+             with_event(R"({"name":"b","cat":"gemm","ph":"X","ts":3,"dur":1,"pid":0,"tid":0,"args":{"dur_median":1}})"),
+             {"(b)", "go together"});
+}
+TEST_F(MalformedTrace, DurationSpreadOutOfOrder) {
+  expect_bad("spread_order.json", with_event(R"({"name":"b","cat":"gemm","ph":"X","ts":3,"dur":1,"pid":0,"tid":0,
+             "args":{"dur_iterations":4,"dur_p10":2,"dur_median":1,"dur_p90":3}})"),
+             {"dur_p10 <= dur_median <= dur_p90"});
+}
+TEST_F(MalformedTrace, DurationSpreadWithoutIterations) {
+  expect_bad("spread_n.json", with_event(R"({"name":"b","cat":"gemm","ph":"X","ts":3,"dur":1,"pid":0,"tid":0,
+             "args":{"dur_iterations":0,"dur_p10":1,"dur_median":1,"dur_p90":1}})"),
+             {"dur_iterations must be a positive integer"});
+}
+
 TEST(TraceReader, MissingFileIsBadInput) {
   try {
     read_trace("/nonexistent/dir/trace.json");

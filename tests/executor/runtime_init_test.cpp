@@ -175,6 +175,14 @@ TEST(Results, SummaryTakesTheMedianIterationAcrossRanks) {
   EXPECT_EQ(s.timeline.peak_memory_bytes, (std::vector<int64_t>{100, 101}));
   ASSERT_EQ(s.timeline.spans.size(), 2u);
   for (const OpSpan& span : s.timeline.spans) EXPECT_EQ(span.start_us, 3.0);
+  // Each span carries its op's durations over the three timed iterations of its own rank (end - start):
+  // rank 1: 29, 8, 37; rank 0: 19, 48, 32. The warm-up is not among them.
+  for (const OpSpan& span : s.timeline.spans) {
+    EXPECT_EQ(span.spread.samples, 3);
+    EXPECT_DOUBLE_EQ(span.spread.median_us, span.rank == 1 ? 29 : 32);
+    EXPECT_DOUBLE_EQ(span.spread.p10_us, span.rank == 1 ? 8 + 0.2 * 21 : 19 + 0.2 * 13);
+    EXPECT_DOUBLE_EQ(span.spread.p90_us, span.rank == 1 ? 29 + 0.8 * 8 : 32 + 0.8 * 16);
+  }
   EXPECT_EQ(s.losses.size(), 4u);
 }
 

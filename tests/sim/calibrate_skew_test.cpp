@@ -1,7 +1,8 @@
 // calibrate_skew_test.cpp: `--fit sync_growth` on constructed two-rank traces: where rank 1 drifts behind
-// rank 0 by a + b x the compute between collectives, the fit recovers a (sync_us) and b (sync_per_compute);
+// the median rank by a + b x the compute between collectives, the fit recovers a (sync_us) and b (sync_per_compute);
 // where the drift is constant, b is 0 and sync_us the constant; where it is noise about the compute, b stays
-// 0. `--fit sync` alone keeps the median as the whole skew.
+// 0. `--fit sync` alone keeps the median as the whole skew. The skew is the last rank's arrival minus the
+// median rank's (half the two ranks' spread).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,16 +24,17 @@ TraceEvent event(int rank, int stream, int op, const std::string& kind, double s
   return e;
 }
 
-// Rounds of: compute of c_i us on both ranks (rank 1 runs it skew(c_i) slower), then an AllReduce of 500 us
-// that rank 0 reaches first and waits skew(c_i) in; both leave it together.
-TraceFile drifting_trace(const std::vector<double>& compute_us, const std::function<double(double)>& skew) {
+// Rounds of: compute of c_i us on both ranks (rank 1 runs it 2 wait(c_i) slower), then an AllReduce of 500 us
+// that rank 0 reaches first and waits 2 wait(c_i) in; both leave it together. The median of two ranks is
+// halfway between them, so the last rank arrives wait(c_i) after it: the skew the fits are to recover.
+TraceFile drifting_trace(const std::vector<double>& compute_us, const std::function<double(double)>& wait) {
   TraceFile trace;
   trace.path = "drifting.json";
   trace.meta = {{"tp", 2}};
   double now = 0;
   int op = 0;
   for (double c : compute_us) {
-    const double s = skew(c), own = 500;
+    const double s = 2 * wait(c), own = 500;
     trace.events.push_back(event(0, 0, op, "elementwise", now, c, 1e6));
     trace.events.push_back(event(1, 0, op, "elementwise", now, c + s, 1e6));
     ++op;

@@ -89,7 +89,15 @@ FitInput synthetic_input(const Truth& T, int tp) {
   return in;
 }
 
-TEST(ProfilerFit, ArrivalSkewIsTheMedianSpreadOfTheRanksAllReduceTimes) {
+TEST(ProfilerFit, WaitForLastIsTheLastArrivalAfterTheMedianRanks) {
+  EXPECT_EQ(wait_for_last({}), 0);
+  EXPECT_EQ(wait_for_last({7}), 0);
+  EXPECT_DOUBLE_EQ(wait_for_last({100, 300}), 100);       // two ranks: half the spread
+  EXPECT_DOUBLE_EQ(wait_for_last({900, 100, 200}), 700);  // three: the median rank arrived at 200
+  EXPECT_DOUBLE_EQ(wait_for_last({0, 0, 0, 400}), 400);   // one straggler among four costs its whole lateness
+}
+
+TEST(ProfilerFit, ArrivalSkewIsHowMuchLaterThanTheMedianRankTheLastArrives) {
   FitInput in = synthetic_input(Truth{}, 2);
   EXPECT_EQ(fit_profile(in).profile.intra_node.sync_us, 0);  // not measured: no skew assumed
   // Per repeat the rank that arrived first waited `skew` longer than the one that came last.
@@ -99,12 +107,12 @@ TEST(ProfilerFit, ArrivalSkewIsTheMedianSpreadOfTheRanksAllReduceTimes) {
   in.ranks[0]["sync"] = {{"stretch_us", 15000.0}, {"allreduce_us", early}};
   in.ranks[1]["sync"] = {{"stretch_us", 15000.0}, {"allreduce_us", late}};
   const FitResult r = fit_profile(in);
-  EXPECT_NEAR(r.profile.intra_node.sync_us, 1200, 1e-9);
+  EXPECT_NEAR(r.profile.intra_node.sync_us, 600, 1e-9);  // two ranks: the median is halfway, 1200 / 2
   EXPECT_NE(r.summary.find("arrival skew"), std::string::npos);
   // ... and the cost model charges it to every AllReduce.
   Profile no_sync = r.profile;
   no_sync.intra_node.sync_us = 0;
-  EXPECT_NEAR(CostModel(r.profile).allreduce_us(1e6, 2, 4) - CostModel(no_sync).allreduce_us(1e6, 2, 4), 1200, 1e-6);
+  EXPECT_NEAR(CostModel(r.profile).allreduce_us(1e6, 2, 4) - CostModel(no_sync).allreduce_us(1e6, 2, 4), 600, 1e-6);
 }
 
 TEST(ProfilerFit, RecoversKnownFiguresFromSyntheticMeasurements) {

@@ -99,6 +99,30 @@ TEST(Trace, WrittenFileParsesBackInMicroseconds) {
   EXPECT_EQ(trace.at("displayTimeUnit"), "ns");
 }
 
+TEST(Trace, MeasuredSpreadOverIterationsRoundTrips) {
+  const Schedule s = toy_schedule();
+  Timeline t;
+  t.source = "measured";
+  t.ranks = 1;
+  t.spans.push_back({0, 0, 0, 120, {5, 90, 110, 140}});
+  t.spans.push_back({1, 0, 120, 400, {}});  // no spread recorded: no dur_* args
+  const auto path = (std::filesystem::temp_directory_path() / "domino_trace_spread.json").string();
+  write_trace(path, s, t);
+  const TraceFile back = read_trace(path);
+  std::filesystem::remove(path);
+  ASSERT_EQ(back.events.size(), 2u);
+  const TraceEvent& gemm = back.events[0];
+  EXPECT_EQ(gemm.spread.samples, 5);
+  EXPECT_DOUBLE_EQ(gemm.spread.p10_us, 90);
+  EXPECT_DOUBLE_EQ(gemm.spread.median_us, 110);
+  EXPECT_DOUBLE_EQ(gemm.spread.p90_us, 140);
+  EXPECT_DOUBLE_EQ(gemm.dur_us, 120);             // the representative iteration's own duration stays
+  EXPECT_DOUBLE_EQ(gemm.typical_dur_us(), 110);   // ... but the median is what a model is judged on
+  EXPECT_EQ(back.events[1].spread.samples, 0);
+  EXPECT_FALSE(back.events[1].args.contains("dur_median"));
+  EXPECT_DOUBLE_EQ(back.events[1].typical_dur_us(), 280);
+}
+
 TEST(Trace, NamesProcessesAndThreads) {
   const Schedule s = toy_schedule();
   const json trace = trace_json(s, simulate(s, CostModel(unit_profile())).timeline);
