@@ -12,7 +12,8 @@ namespace {
 
 using nlohmann::json;
 
-json pct_or_null(double pct) { return pct < 0 ? json(nullptr) : json(pct); }
+// A figure that is -1 when not known (an unscored error, a spread the trace does not have) as null.
+json known_or_null(double v) { return v < 0 ? json(nullptr) : json(v); }
 
 std::string first_ids(const std::vector<std::string>& ids, size_t n) {
   std::string s;
@@ -34,13 +35,13 @@ json comparison_json(const Comparison& c) {
   j["iteration_time_from"] = {{"predicted", c.predicted.iteration_from}, {"measured", c.measured.iteration_from}};
   j["op_error_median_pct"] = c.op_error_median_pct;
   j["op_error_p90_pct"] = c.op_error_p90_pct;
-  j["op_spread_median_pct"] = pct_or_null(c.op_spread_median_pct);
+  j["op_spread_median_pct"] = known_or_null(c.op_spread_median_pct);
   j["measured_durations"] = c.measured_durations;
   j["scored_ops"] = c.scored_ops;
   j["by_kind"] = json::object();
   for (const KindError& k : c.by_kind)
     j["by_kind"][k.kind] = {{"median_pct", k.median_pct}, {"p90_pct", k.p90_pct}, {"count", k.count},
-                            {"spread_pct", pct_or_null(k.spread_pct)}};
+                            {"spread_pct", known_or_null(k.spread_pct)}};
   j["comm_busy_us"] = {{"predicted", c.predicted.comm_busy_us}, {"measured", c.measured.comm_busy_us}};
   j["exposed_comm_us"] = {{"predicted", c.predicted.exposed_comm_us}, {"measured", c.measured.exposed_comm_us}};
   j["overlap_fraction"] = {{"predicted", c.predicted.overlap_fraction}, {"measured", c.measured.overlap_fraction}};
@@ -50,9 +51,9 @@ json comparison_json(const Comparison& c) {
   for (const OpComparison& op : c.top_error_ops) {
     j["top_error_ops"].push_back({{"id", op.id}, {"kind", op.kind}, {"predicted_us", op.predicted_us},
                                   {"measured_us", op.measured_us}, {"delta_us", op.delta_us()},
-                                  {"measured_p10_us", pct_or_null(op.measured_p10_us)},
-                                  {"measured_p90_us", pct_or_null(op.measured_p90_us)},
-                                  {"error_pct", pct_or_null(op.error_pct)}, {"on_critical_path", op.on_critical_path}});
+                                  {"measured_p10_us", known_or_null(op.measured_p10_us)},
+                                  {"measured_p90_us", known_or_null(op.measured_p90_us)},
+                                  {"error_pct", known_or_null(op.error_pct)}, {"on_critical_path", op.on_critical_path}});
   }
   j["critical_path"] = {{"predicted", c.predicted.critical_path}, {"measured", c.measured.critical_path},
                         {"predicted_rank", c.predicted.critical_rank}, {"measured_rank", c.measured.critical_rank}};

@@ -192,6 +192,34 @@ TEST_F(FidelitySweep, TableLeavesTheCalibrationPlanUnscored) {
   EXPECT_NE(slurp(dir / "fidelity.md").find("no-comm (calibration plan, not scored)"), std::string::npos);
 }
 
+// Per op kind, the median over the scored plans of each plan's median per-op error (domino-compare's by_kind),
+// with the median of the kind's measured spread where the compare figures have one.
+TEST_F(FidelitySweep, OpErrorByKindIsTheMedianOverTheScoredPlans) {
+  const fs::path cfg = dir / "cfg";
+  write_rows(cfg, {{"megatron-sync", 100000, {{100000}}}, {"domino-ds", 100000, {{100000}}}, {"tuned", 100000, {{100000}}}});
+  const std::vector<std::pair<double, double>> gemm = {{5, 20}, {9, 30}, {20, 40}};  // (error, spread) per plan
+  std::ofstream tsv(cfg / "rows.tsv");
+  int k = 0;
+  for (const char* plan : {"megatron-sync", "domino-ds", "tuned"}) {
+    const fs::path cmp = cfg / (std::string(plan) + ".compare.json");
+    nlohmann::json kinds = {{"gemm", {{"median_pct", gemm[k].first}, {"spread_pct", gemm[k].second}}}};
+    if (k > 0) kinds["norm"] = {{"median_pct", 10.0 * k}, {"spread_pct", nullptr}};  // no spread recorded
+    std::ofstream(cmp) << nlohmann::json{{"op_error_median_pct", 1}, {"exposed_comm_us", {{"measured", 0}}},
+                                         {"by_kind", kinds}}.dump();
+    tsv << plan << '\t' << (cfg / (std::string(plan) + ".pred.json")).string() << '\t'
+        << (cfg / (std::string(plan) + ".json")).string() << '\t' << cmp.string() << "\tok\n";
+    ++k;
+  }
+  tsv.close();
+  const auto kinds = table()["figures"]["op_error_by_kind"];
+  EXPECT_DOUBLE_EQ(kinds["gemm"]["median_pct"].get<double>(), 9);
+  EXPECT_DOUBLE_EQ(kinds["gemm"]["spread_pct"].get<double>(), 30);
+  EXPECT_EQ(kinds["gemm"]["plans"], 3);
+  EXPECT_DOUBLE_EQ(kinds["norm"]["median_pct"].get<double>(), 15);  // 10 and 20
+  EXPECT_TRUE(kinds["norm"]["spread_pct"].is_null());
+  EXPECT_NE(slurp(dir / "fidelity.md").find("gemm 9.0 % (30 %)"), std::string::npos) << slurp(dir / "fidelity.md");
+}
+
 // Several calibration plans (compute on no-comm, the arrival skew on megatron-sync): none of them scored.
 TEST_F(FidelitySweep, TableLeavesEveryListedCalibrationPlanUnscored) {
   const fs::path cfg = dir / "cfg";
