@@ -59,7 +59,7 @@ std::vector<std::pair<double, Timing>> merge_collectives(const FitInput& in, con
 std::vector<double> pooled(const FitInput& in, const char* key) {
   std::vector<double> all;
   for (const auto& r : in.ranks) {
-    if (!r.contains("interference")) continue;
+    if (!r.contains("interference") || !r["interference"].contains(key)) continue;
     const auto s = samples(r["interference"].at(key));
     all.insert(all.end(), s.begin(), s.end());
   }
@@ -182,9 +182,16 @@ void fit_arrival_skew(const FitInput& in, FitOutput out) {
                              skew.size());
 }
 
-// The slowdown of each stream while the other runs.
+// Fewer GEMMs after the AllReduces than this, and the GEMM's own repeats are the baseline.
+constexpr size_t kMinGemmsAfter = 3;
+
+// The slowdown of each stream while the other runs. A GEMM beside the AllReduces is compared with the GEMMs
+// of the same passes after they ended where there are enough of them (the same run's state), else with the
+// GEMM's own back-to-back repeats.
 void fit_interference(const FitInput& in, FitOutput out) {
-  const std::vector<double> ga = pooled(in, "gemm_alone_us"), gd = pooled(in, "gemm_during_us");
+  const std::vector<double> after = pooled(in, "gemm_after_us");
+  const std::vector<double> ga = after.size() >= kMinGemmsAfter ? after : pooled(in, "gemm_alone_us");
+  const std::vector<double> gd = pooled(in, "gemm_during_us");
   const std::vector<double> aa = pooled(in, "allreduce_alone_us"), ad = pooled(in, "allreduce_during_us");
   if (ga.empty() || gd.empty() || aa.empty() || ad.empty()) {
     out.notes += "; interference not measured (one rank, or no GEMM fell inside the AllReduce window)";

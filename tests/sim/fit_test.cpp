@@ -165,6 +165,22 @@ TEST(ProfilerFit, TablesReproduceTheMeasuredMediansExactly) {
   }
 }
 
+// The GEMMs of the same passes after the AllReduces are the baseline where there are enough of them: here
+// the GEMM's own repeats ran at 500 us, the GEMMs after the window at 1000, and beside it at 1500: +50 %.
+TEST(ProfilerFit, InterferenceBaselineIsTheSamePassesGemmsAfterTheAllReduces) {
+  std::mt19937 rng(7);
+  FitInput in = synthetic_input(Truth{}, 2);
+  for (auto& rank : in.ranks) {
+    rank["interference"]["gemm_alone_us"] = samples(500, rng);
+    rank["interference"]["gemm_during_us"] = samples(1500, rng);
+    rank["interference"]["gemm_after_us"] = samples(1000, rng);
+  }
+  EXPECT_NEAR(fit_profile(in).profile.interference.compute_slowdown_during_comm, 0.5, 0.03);
+  // Two GEMMs after the window are too few: the GEMM's own repeats again (1500 / 500: +200 %).
+  for (auto& rank : in.ranks) rank["interference"]["gemm_after_us"] = nlohmann::json::array({1000.0});
+  EXPECT_NEAR(fit_profile(in).profile.interference.compute_slowdown_during_comm, 2.0, 0.1);
+}
+
 TEST(ProfilerFit, OneRankMeasuresNoCollective) {
   FitInput in = synthetic_input(Truth{}, 2);
   in.tp = 1;
