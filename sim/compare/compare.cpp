@@ -144,7 +144,9 @@ void add_error_figures(Comparison& c) {
     if (op.error_pct < 0) { ++unscored; continue; }
     all.push_back(op.error_pct);
     per_kind[op.kind].push_back(op.error_pct);
-    if (op.spread_pct() >= 0) all_spread.push_back(op.spread_pct()), per_kind_spread[op.kind].push_back(op.spread_pct());
+    if (op.spread_pct() < 0) continue;
+    all_spread.push_back(op.spread_pct());
+    per_kind_spread[op.kind].push_back(op.spread_pct());
   }
   c.scored_ops = static_cast<int>(all.size());
   c.op_error_median_pct = percentile(all, 0.5);

@@ -90,7 +90,8 @@ std::string comparison_table(const Comparison& c) {
     s += fmt::format("\ntop error ops (* = on a critical path)\n  {:<36}{:>11}{:>11}{:>10}  {}\n", "op", "pred us",
                      "meas us", "delta", "meas p10-p90 us");
     for (const OpComparison& op : c.top_error_ops) {
-      const std::string band = op.measured_p10_us < 0 ? "" : fmt::format("{:.0f}-{:.0f}", op.measured_p10_us, op.measured_p90_us);
+      const std::string band =
+          op.measured_p10_us < 0 ? "" : fmt::format("{:.0f}-{:.0f}", op.measured_p10_us, op.measured_p90_us);
       s += fmt::format("  {:<36}{:>11.1f}{:>11.1f}{:>+10.1f}{:>2} {}\n", op.id, op.predicted_us, op.measured_us,
                        op.delta_us(), op.on_critical_path ? "*" : "", band);
     }
