@@ -56,8 +56,9 @@ void attach_duration_spread(const std::vector<RankResult>& ranks, const std::vec
   for (OpSpan& s : tl.spans) {
     const auto it = durations.find({s.rank, s.op});
     if (it == durations.end()) continue;
-    const std::vector<double>& d = it->second;
-    s.spread = {int32_t(d.size()), percentile(d, 0.1), percentile(d, 0.5), percentile(d, 0.9)};
+    std::vector<double>& d = it->second;
+    std::sort(d.begin(), d.end());
+    s.spread = {int32_t(d.size()), percentile_sorted(d, 0.1), percentile_sorted(d, 0.5), percentile_sorted(d, 0.9)};
   }
 }
 

@@ -189,7 +189,9 @@ Comparison compare_traces(const TraceFile& predicted, const TraceFile& measured,
   c.predicted = summarise(predicted, pr, p_ranks, options.rank < 0 ? slowest_rank(pr, p_ranks) : p_ranks.front());
   c.measured = summarise(measured, mr, m_ranks, options.rank < 0 ? slowest_rank(mr, m_ranks) : m_ranks.front());
 
-  auto p_ops = op_stats(predicted, p_ranks, true), m_ops = op_stats(measured, m_ranks, options.one_iteration);
+  // A prediction is one iteration by nature: its spans' own durations.
+  auto p_ops = op_stats(predicted, p_ranks, /*one_iteration=*/true);
+  auto m_ops = op_stats(measured, m_ranks, options.one_iteration);
   c.measured_durations = measured_durations(measured, options.one_iteration);
   std::set<std::string> on_path(c.predicted.critical_path.begin(), c.predicted.critical_path.end());
   on_path.insert(c.measured.critical_path.begin(), c.measured.critical_path.end());

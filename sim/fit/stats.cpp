@@ -5,17 +5,9 @@
 #include <cmath>
 #include <map>
 
-namespace domino::prof {
+#include "sim/base/percentile.hpp"
 
-namespace {
-double percentile_sorted(const std::vector<double>& v, double q) {
-  if (v.empty()) return 0;
-  const double pos = q * double(v.size() - 1);
-  const size_t i = size_t(pos);
-  const double t = pos - double(i);
-  return i + 1 < v.size() ? v[i] * (1 - t) + v[i + 1] * t : v[i];
-}
-}  // namespace
+namespace domino::prof {
 
 double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
