@@ -33,8 +33,7 @@ struct JobRequest {
 };
 
 // What domino-exec does when not told: measured on the development machine (docs/fidelity.md, "Lowering the
-// noise floor").
-inline constexpr CpuPlacement kDefaultPlacement = CpuPlacement::None;
+// noise floor"; the placement's default is in cpu_placement.hpp, shared with domino-profile).
 inline constexpr WorkerWait kDefaultWait = WorkerWait::Block;
 inline constexpr bool kDefaultRealtime = false;
 

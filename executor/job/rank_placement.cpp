@@ -19,6 +19,10 @@ void check_placement(const RunSettings& run, int ranks) {
   for (int r = 0; r < ranks; ++r) place_rank(request_of(run), cpus, r, ranks);
 }
 
+CpuPlacement effective_placement(const RunSettings& run) {
+  return run.compute_cpu >= 0 ? request_of(run).placement : CpuPlacement::None;  // every placement sets it
+}
+
 void enter_rank_placement(RunSettings* run, int index, int ranks) {
   if (run->realtime) set_calling_thread_fifo(kRealtimeCommPriority);
   if (ranks < 1) return;  // env mode without the launcher's count of ranks here: placing could stack them

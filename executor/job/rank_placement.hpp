@@ -11,6 +11,11 @@ namespace domino {
 // (BadInput otherwise, naming the mask); a --check run, which times nothing, may share cores.
 void check_placement(const RunSettings& run, int ranks);
 
+// In a rank process after enter_rank_placement: the placement asked for, or the default, where it took
+// effect; none where the default was dropped (a mask without a CPU per rank). What traces and summaries
+// record.
+CpuPlacement effective_placement(const RunSettings& run);
+
 // Run inside rank process number `index` of the host's `ranks`: with --realtime puts it under SCHED_FIFO
 // (kRealtimeCommPriority: every later thread inherits it; the compute worker steps down), pins the process
 // (placement rank: every thread it starts afterwards, Gloo's device loop included, inherits the core) and

@@ -126,7 +126,7 @@ nlohmann::json run_meta(const ExecOptions& o) {
           {"optimizer", r.optimizer},
           {"link_gbps", r.link_gbps},
           {"link_latency_us", r.link_latency_us},
-          {"cpu_placement", placement_name(r.placement.value_or(kDefaultPlacement))},
+          {"cpu_placement", placement_name(effective_placement(r))},
           {"worker_wait", wait_name(r.wait)},
           {"realtime", r.realtime}};
 }

@@ -2,7 +2,10 @@
 // on a measured trace. main() parses the command line into ProfileOptions and calls these.
 #pragma once
 
+#include <optional>
 #include <string>
+
+#include "executor/runtime/cpu_placement.hpp"
 
 namespace domino::prof {
 
@@ -20,6 +23,8 @@ struct ProfileOptions {
   std::string fit;              // --fit: the parts a calibration may change (calibrate.hpp); empty: all
   std::string name;             // profile name (default: the output file's stem)
   int timeout_s = 900;
+  // --cpu-placement: none or rank (domino-exec's names); unset: kDefaultProfilePlacement
+  std::optional<CpuPlacement> placement;
 };
 
 // Both print a summary on stdout and write options.output atomically. Throw domino::Error. run_measure

@@ -10,9 +10,19 @@
 
 namespace domino::prof {
 
+void check_placement(const ForkOptions& o) {
+  if (o.placement == CpuPlacement::Compute)
+    throw_bad_input("domino-profile places whole ranks: --cpu-placement none or rank, not compute");
+  const std::vector<int> cpus = affinity_cpus();
+  for (int r = 0; r < o.ranks; ++r) place_rank({o.placement, o.placement_given, false}, cpus, r, o.ranks);
+}
+
 std::vector<nlohmann::json> run_ranks(const ForkOptions& o, const std::function<nlohmann::json(GlooComm&)>& body) {
   if (o.ranks < 1) throw_bad_input("--tp must be at least 1");
   if (o.link_gbps > 0 && o.ranks < 2) throw_bad_input("--link-gbps needs at least 2 ranks (--tp 2 or more)");
+  check_placement(o);
+  const PlacementRequest placement{o.placement, o.placement_given, false};
+  const std::vector<int> cpus = affinity_cpus();
   LaunchOptions lo;
   lo.ranks = o.ranks;
   lo.link_gbps = o.link_gbps;
@@ -20,6 +30,7 @@ std::vector<nlohmann::json> run_ranks(const ForkOptions& o, const std::function<
   lo.temp_prefix = "domino-profile";
   lo.rank_label = "measuring rank";
   const std::vector<std::string> texts = launch_ranks(lo, [&](const RankSlot& slot) {
+    pin_calling_thread(place_rank(placement, cpus, slot.rank, slot.world).process_cpu);
     CommConfig cc;
     cc.rank = slot.rank;
     cc.world = slot.world;

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "executor/runtime/cpu_placement.hpp"
+
 namespace domino {
 class GlooComm;
 }
@@ -19,9 +21,19 @@ struct ForkOptions {
   int ranks = 2;
   double link_gbps = 0;  // > 0: ranks in LinkEmulation namespaces, egress shaped to this rate
   int timeout_s = 900;   // the whole measurement; a stuck rank is killed after this
+  // Where each rank process runs (cpu_placement.hpp): Rank pins rank r's whole process (Gloo's loop
+  // included) to the r-th CPU of the affinity mask, as domino-exec does; `placement_given` refuses a mask
+  // without a CPU per rank instead of dropping the placement.
+  CpuPlacement placement = kDefaultProfilePlacement;
+  bool placement_given = false;
 };
 
-// Results of every rank, by rank. Throws domino::Error (runtime) naming the rank that failed and why.
+// BadInput when the ranks cannot be placed as `options` asks: compute placement (only whole ranks are
+// placed), or a placement given for a mask without a CPU per rank.
+void check_placement(const ForkOptions& options);
+
+// Results of every rank, by rank (check_placement first). Throws domino::Error (runtime) naming the rank
+// that failed and why.
 std::vector<nlohmann::json> run_ranks(const ForkOptions& options,
                                       const std::function<nlohmann::json(GlooComm&)>& body);
 

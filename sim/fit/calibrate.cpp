@@ -70,7 +70,7 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
   const std::pair<const char*, bool*> names[] = {
       {"memory", &s.memory},       {"gemm", &s.gemm}, {"attention", &s.attention},         {"allreduce", &s.allreduce},
       {"allgather", &s.allgather}, {"sync", &s.sync}, {"reducescatter", &s.reducescatter}, {"interference", &s.interference},
-      {"sync_growth", &s.sync_growth}};
+      {"sync_growth", &s.sync_growth}, {"sync_iteration", &s.sync_iteration}};
   for (size_t start = 0; start <= list.size();) {
     const size_t comma = std::min(list.find(',', start), list.size());
     const std::string name = list.substr(start, comma - start);
@@ -80,11 +80,13 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
     if (!flag)
       throw_bad_input("--fit: unknown part '" + name +
                       "' (give a comma-separated list of memory, gemm, attention, allreduce, allgather, "
-                      "reducescatter, sync, sync_growth, interference, or all)");
+                      "reducescatter, sync, sync_growth, sync_iteration, interference, or all)");
     *flag = true;
     start = comma + 1;
   }
-  s.sync = s.sync || s.sync_growth;
+  if (s.sync_growth && s.sync_iteration)
+    throw_bad_input("--fit: sync_growth and sync_iteration are two ways to fit the arrival skew: name one");
+  s.sync = s.sync || s.sync_growth || s.sync_iteration;
   return s;
 }
 
@@ -110,7 +112,8 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
   if (scope.allreduce) fit_collective(in, OpKind::AllReduce, p, report);
   if (scope.allgather) fit_collective(in, OpKind::AllGather, p, report);
   if (scope.reducescatter) fit_collective(in, OpKind::ReduceScatter, p, report);
-  if (scope.sync) fit_arrival_skew(in, scope.sync_growth, p, report);
+  if (scope.sync_iteration) fit_skew_to_iteration(in, measured_iteration_us(trace), p, report);
+  else if (scope.sync) fit_arrival_skew(in, scope.sync_growth, p, report);
   if (scope.interference) fit_interference(in, p, report);
   validate_profile(p);
 

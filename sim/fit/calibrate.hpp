@@ -27,9 +27,14 @@ struct CalibrationScope {
   // The arrival skew's growth with the compute between collectives (sync_per_compute) beside sync_us. Only
   // when named: fitted on one plan's trace it did not rank the other plans better (docs/profiling.md).
   bool sync_growth = false;
+  // sync_us from the trace's iteration time instead of its median skew: the constant per collective that
+  // makes the simulated iteration of a trace whose streams do not overlap (megatron-sync) equal the measured
+  // one. Only when named; excludes sync_growth.
+  bool sync_iteration = false;
 };
 // Parses --fit: a comma-separated list of memory, gemm, attention, allreduce, allgather, reducescatter, sync,
-// sync_growth (implies sync), interference, or "all" (every part but sync_growth). BadInput on anything else.
+// sync_growth or sync_iteration (each implies sync; not both), interference, or "all" (every part but
+// sync_growth and sync_iteration). BadInput on anything else.
 CalibrationScope parse_calibration_scope(const std::string& list);
 
 struct CalibrationResult {

@@ -1,6 +1,6 @@
 // calibrate_comm.cpp: the communication terms of a calibration (see calibrate_terms.hpp): each collective
 // kind's latency and bandwidth scale, the ranks' arrival skew at the collectives (sync_us and its growth with
-// the compute between them, sync_per_compute), and the interference slowdowns of each stream while the other
+// the compute between them, sync_per_compute; or sync_us from the iteration time), and the interference slowdowns of each stream while the other
 // runs.
 #include <fmt/format.h>
 
@@ -8,6 +8,7 @@
 #include <cmath>
 #include <optional>
 
+#include "sim/base/error.hpp"
 #include "sim/fit/calibrate_terms.hpp"
 #include "sim/fit/stats.hpp"
 
@@ -214,6 +215,53 @@ void fit_arrival_skew(const TraceSamples& in, bool growth, Profile& p, std::stri
     fit_skew_growth(skews, between, what, c, report);
   else
     set_constant_skew(skews, what, "", c, report);
+}
+
+// The trace's streams may overlap for at most this share of its iteration: beyond it the iteration is no
+// longer the sum of its ops' costs.
+constexpr double kMaxOverlapShare = 0.05;
+
+// Everything the profile's curves miss per collective inside a training step lands in sync_us: the mean wait
+// for the last rank (the median skew understates it: the waits have a long tail) and a transfer that runs
+// slower between compute ops than in the profiler's back-to-back chain. The compute ops are costed by p as it
+// stands, so fit them first (on a no-comm trace) for the skew not to absorb their error.
+void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, Profile& p, std::string& report) {
+  if (in.tp <= 1) throw_bad_input("--fit sync_iteration: the trace has one rank, so no collective waits for another");
+  Profile without_skew = p;
+  group_collective(without_skew, in.tp).sync_us = 0;
+  group_collective(without_skew, in.tp).sync_per_compute = 0;
+  const CostModel cm(without_skew);
+  double costs = 0, overlapped = 0;
+  int collectives = 0;
+  for (const Sample& s : in.samples) {
+    costs += cm.op_us(s.op, in.tp, in.devices_per_node);
+    overlapped += s.overlap;
+    if (collective(s.op.kind)) ++collectives;
+  }
+  if (collectives == 0) throw_bad_input("--fit sync_iteration: the trace has no collective to charge a skew to");
+  if (overlapped > kMaxOverlapShare * iteration_us)
+    throw_bad_input(fmt::format("--fit sync_iteration needs a trace whose streams do not overlap (megatron-sync): "
+                                "{:.1f} ms of this trace's ops ran beside the other stream, {:.0f} % of its "
+                                "{:.1f} ms iteration (at most {:.0f} %)",
+                                overlapped / 1e3, 100 * overlapped / iteration_us, iteration_us / 1e3,
+                                100 * kMaxOverlapShare));
+  CollectiveProfile& c = group_collective(p, in.tp);
+  const double sync = std::max(0.0, (iteration_us - costs) / collectives);
+  report += fmt::format("arrival skew from the iteration time ({:.1f} ms measured, {:.1f} ms of op costs without "
+                        "skew, {} collectives): sync {:.3g} -> {:.3g} us{}\n",
+                        iteration_us / 1e3, costs / 1e3, collectives, c.sync_us, sync,
+                        c.sync_per_compute > 0 ? fmt::format(", sync_per_compute {:.3g} -> 0", c.sync_per_compute)
+                                               : std::string());
+  c.sync_us = sync;
+  c.sync_per_compute = 0;
+}
+
+double measured_iteration_us(const TraceFile& trace) {
+  const auto it = trace.meta.find("iteration_time_us");
+  if (it == trace.meta.end() || !it->is_number() || !(it->get<double>() > 0))
+    throw_bad_input(trace.path + ": --fit sync_iteration needs the trace's iteration time (domino.iteration_time_us, "
+                    "written by domino-exec)");
+  return it->get<double>();
 }
 
 // From ops that overlapped the other stream, against the calibrated base costs.

@@ -54,6 +54,13 @@ void fit_collective(const TraceSamples& in, OpKind kind, Profile& p, std::string
 // growth: sync_us + sync_per_compute by least squares (the median alone where the growth is noise); else the
 // median skew as sync_us and sync_per_compute 0.
 void fit_arrival_skew(const TraceSamples& in, bool growth, Profile& p, std::string& report);
+// The constant sync_us with which the trace's ops, costed by p, add up to iteration_us (a trace whose streams
+// do not overlap: the simulator's iteration is then the sum of its ops' costs). BadInput when the trace has
+// no collective or its streams overlap.
+void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, Profile& p, std::string& report);
+// The trace's measured iteration time (domino.iteration_time_us, the median over the timed iterations);
+// BadInput when the trace has none.
+double measured_iteration_us(const TraceFile& trace);
 void fit_interference(const TraceSamples& in, Profile& p, std::string& report);
 
 // The collective figures a TP group of tp ranks uses: inter-node when it spans nodes and the profile has them

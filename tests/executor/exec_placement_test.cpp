@@ -139,10 +139,17 @@ TEST(ExecPlacement, PlacementTheMaskCannotHoldStopsBeforeAnyRank) {
   EXPECT_EQ(refused.exit_code, 2) << refused.output;
   EXPECT_NE(refused.output.find("needs a core per rank"), std::string::npos) << refused.output;
   EXPECT_FALSE(fs::exists(dir / "s.json"));
-  // The default placement on the same one-core mask runs, unplaced.
+  // The default placement on the same one-core mask runs, unplaced, and says so.
   const Outcome ran = finish(start(args, dir / "log2", {}, {mask[0]}), 60);
   EXPECT_EQ(ran.exit_code, 0) << ran.output;
-  EXPECT_TRUE(fs::exists(dir / "s.json"));
+  ASSERT_TRUE(fs::exists(dir / "s.json"));
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir / "s.json"))["cpu_placement"], "none");
+  if (mask.size() < 2) return;
+  // Where the mask holds a CPU per rank, the default pins and the summary records it.
+  ASSERT_EQ(kDefaultPlacement, CpuPlacement::Rank);
+  const Outcome placed_by_default = finish(start(args, dir / "log3", {}, {mask[0], mask[1]}), 60);
+  EXPECT_EQ(placed_by_default.exit_code, 0) << placed_by_default.output;
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir / "s.json"))["cpu_placement"], "rank");
 }
 
 }  // namespace

@@ -12,6 +12,9 @@
 #include "executor/profiler/profile_workload.hpp"
 #include "executor/profiler/rank_fork.hpp"
 #include "executor/profiler/rank_measure.hpp"
+#include "executor/runtime/cpu_placement.hpp"
+#include "executor/runtime/gloo_comm.hpp"
+#include "sim/base/error.hpp"
 #include "sim/cost/cost_model.hpp"
 #include "sim/engine/simulator.hpp"
 
@@ -105,6 +108,35 @@ TEST(ProfilerMeasure, TinyProfileLoadsInTheSimulatorAndReproducesItsPoints) {
   std::sort(g.begin(), g.end());
   EXPECT_NEAR(loaded.metadata.spread.at("fit.gemm_curve"), g[size_t(0.9 * double(g.size() - 1))], 1e-12);
   std::filesystem::remove(path);
+}
+
+// --cpu-placement rank pins each measuring rank to its own CPU of the mask, as domino-exec places its ranks;
+// none leaves them the whole mask.
+TEST(ProfilerRanks, PlacedOnTheirCpusAsAsked) {
+  const std::vector<int> mask = affinity_cpus();
+  if (mask.size() < 2) GTEST_SKIP() << "placing 2 ranks needs 2 CPUs in the affinity mask";
+  const auto cpus_of_ranks = [](CpuPlacement placement) {
+    ForkOptions fo;
+    fo.ranks = 2;
+    fo.timeout_s = 60;
+    fo.placement = placement;
+    std::vector<std::vector<int>> out;
+    for (const nlohmann::json& j : run_ranks(fo, [](GlooComm&) { return nlohmann::json(affinity_cpus()); }))
+      out.push_back(j.get<std::vector<int>>());
+    return out;
+  };
+  const std::vector<std::vector<int>> pinned = cpus_of_ranks(CpuPlacement::Rank);
+  ASSERT_EQ(pinned.size(), 2u);
+  EXPECT_EQ(pinned[0], std::vector<int>{mask[0]});
+  EXPECT_EQ(pinned[1], std::vector<int>{mask[1]});
+  for (const std::vector<int>& cpus : cpus_of_ranks(CpuPlacement::None)) EXPECT_EQ(cpus, mask);
+  // Only whole ranks are placed: a pinned compute worker alone has no meaning for the probes.
+  try {
+    cpus_of_ranks(CpuPlacement::Compute);
+    FAIL() << "compute placement was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+  }
 }
 
 }  // namespace
