@@ -24,19 +24,21 @@ int main(int argc, char** argv) {
     app.add_option("--profile", o.base_profile,
                    "profile to calibrate (default: the trace's, else the model's default); when measuring: take "
                    "devices_per_node and the inter-node link from it");
-    app.add_option("--fit", o.fit,
-                   "with --calibrate: fit only these parts (comma-separated: memory, gemm, attention, allreduce, "
-                   "allgather, reducescatter, sync, sync_growth, sync_iteration, interference; default all, which "
-                   "keeps the arrival skew constant: sync_growth also fits its growth with the compute between "
-                   "collectives; sync_iteration takes the skew that reproduces the iteration time of a trace whose "
-                   "streams do not overlap, such as megatron-sync)");
+    app.add_option(
+        "--fit", o.fit,
+        "with --calibrate: fit only these parts (comma-separated: memory, gemm, attention, allreduce, "
+        "allgather, reducescatter, sync, sync_growth, sync_iteration, interference; default all, which "
+        "keeps the arrival skew constant: sync_growth also fits its growth with the compute between "
+        "collectives; sync_iteration takes the skew that reproduces the iteration time of a trace whose "
+        "streams do not overlap, such as megatron-sync)");
     app.add_option("--name", o.name, "profile name (default: the output file's name)");
     std::string placement;
-    app.add_option("--cpu-placement", placement,
-                   "where each measuring rank runs (CPU backend): none (the kernel places its threads) or rank (all "
-                   "of rank r's threads on the r-th CPU of the affinity mask, as domino-exec's default). Default " +
-                       domino::placement_name(domino::kDefaultProfilePlacement) +
-                       "; rank needs a CPU per rank in the mask");
+    app.add_option(
+        "--cpu-placement", placement,
+        "where each measuring rank runs (CPU backend): none (the kernel places its threads) or rank (all "
+        "of rank r's threads on the r-th CPU of the affinity mask, as domino-exec's default). Default " +
+            domino::placement_name(domino::kDefaultProfilePlacement) +
+            "; rank needs a CPU per rank in the mask");
     app.add_option("--timeout", o.timeout_s, "give up measuring after this many seconds")->check(CLI::PositiveNumber);
     app.set_version_flag("--version", std::string("domino-profile ") + DOMINO_VERSION);
     if (auto rc = domino::parse_command_line(app, argc, argv, "domino-profile")) return *rc;

@@ -67,10 +67,16 @@ std::string kind_error_table(const std::vector<KindError>& errors) {
 CalibrationScope parse_calibration_scope(const std::string& list) {
   if (list.empty() || list == "all") return {};
   CalibrationScope s{false, false, false, false, false, false, false, false};
-  const std::pair<const char*, bool*> names[] = {
-      {"memory", &s.memory},       {"gemm", &s.gemm}, {"attention", &s.attention},         {"allreduce", &s.allreduce},
-      {"allgather", &s.allgather}, {"sync", &s.sync}, {"reducescatter", &s.reducescatter}, {"interference", &s.interference},
-      {"sync_growth", &s.sync_growth}, {"sync_iteration", &s.sync_iteration}};
+  const std::pair<const char*, bool*> names[] = {{"memory", &s.memory},
+                                                 {"gemm", &s.gemm},
+                                                 {"attention", &s.attention},
+                                                 {"allreduce", &s.allreduce},
+                                                 {"allgather", &s.allgather},
+                                                 {"sync", &s.sync},
+                                                 {"reducescatter", &s.reducescatter},
+                                                 {"interference", &s.interference},
+                                                 {"sync_growth", &s.sync_growth},
+                                                 {"sync_iteration", &s.sync_iteration}};
   for (size_t start = 0; start <= list.size();) {
     const size_t comma = std::min(list.find(',', start), list.size());
     const std::string name = list.substr(start, comma - start);
@@ -112,8 +118,10 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
   if (scope.allreduce) fit_collective(in, OpKind::AllReduce, p, report);
   if (scope.allgather) fit_collective(in, OpKind::AllGather, p, report);
   if (scope.reducescatter) fit_collective(in, OpKind::ReduceScatter, p, report);
-  if (scope.sync_iteration) fit_skew_to_iteration(in, measured_iteration_us(trace), p, report);
-  else if (scope.sync) fit_arrival_skew(in, scope.sync_growth, p, report);
+  if (scope.sync_iteration)
+    fit_skew_to_iteration(in, measured_iteration_us(trace), p, report);
+  else if (scope.sync)
+    fit_arrival_skew(in, scope.sync_growth, p, report);
   if (scope.interference) fit_interference(in, p, report);
   validate_profile(p);
 

@@ -1,7 +1,7 @@
 // calibrate_comm.cpp: the communication terms of a calibration (see calibrate_terms.hpp): each collective
 // kind's latency and bandwidth scale, the ranks' arrival skew at the collectives (sync_us and its growth with
-// the compute between them, sync_per_compute; or sync_us from the iteration time), and the interference slowdowns of each stream while the other
-// runs.
+// the compute between them, sync_per_compute; or sync_us from the iteration time), and the interference
+// slowdowns of each stream while the other runs.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -226,7 +226,8 @@ constexpr double kMaxOverlapShare = 0.05;
 // slower between compute ops than in the profiler's back-to-back chain. The compute ops are costed by p as it
 // stands, so fit them first (on a no-comm trace) for the skew not to absorb their error.
 void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, Profile& p, std::string& report) {
-  if (in.tp <= 1) throw_bad_input("--fit sync_iteration: the trace has one rank, so no collective waits for another");
+  if (in.tp <= 1)
+    throw_bad_input("--fit sync_iteration: the trace has one rank, so no collective waits for another");
   Profile without_skew = p;
   group_collective(without_skew, in.tp).sync_us = 0;
   group_collective(without_skew, in.tp).sync_per_compute = 0;
@@ -238,20 +239,22 @@ void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, Profile&
     overlapped += s.overlap;
     if (collective(s.op.kind)) ++collectives;
   }
-  if (collectives == 0) throw_bad_input("--fit sync_iteration: the trace has no collective to charge a skew to");
+  if (collectives == 0)
+    throw_bad_input("--fit sync_iteration: the trace has no collective to charge a skew to");
   if (overlapped > kMaxOverlapShare * iteration_us)
-    throw_bad_input(fmt::format("--fit sync_iteration needs a trace whose streams do not overlap (megatron-sync): "
-                                "{:.1f} ms of this trace's ops ran beside the other stream, {:.0f} % of its "
-                                "{:.1f} ms iteration (at most {:.0f} %)",
-                                overlapped / 1e3, 100 * overlapped / iteration_us, iteration_us / 1e3,
-                                100 * kMaxOverlapShare));
+    throw_bad_input(fmt::format(
+        "--fit sync_iteration needs a trace whose streams do not overlap (megatron-sync): "
+        "{:.1f} ms of this trace's ops ran beside the other stream, {:.0f} % of its "
+        "{:.1f} ms iteration (at most {:.0f} %)",
+        overlapped / 1e3, 100 * overlapped / iteration_us, iteration_us / 1e3, 100 * kMaxOverlapShare));
   CollectiveProfile& c = group_collective(p, in.tp);
   const double sync = std::max(0.0, (iteration_us - costs) / collectives);
-  report += fmt::format("arrival skew from the iteration time ({:.1f} ms measured, {:.1f} ms of op costs without "
-                        "skew, {} collectives): sync {:.3g} -> {:.3g} us{}\n",
-                        iteration_us / 1e3, costs / 1e3, collectives, c.sync_us, sync,
-                        c.sync_per_compute > 0 ? fmt::format(", sync_per_compute {:.3g} -> 0", c.sync_per_compute)
-                                               : std::string());
+  report += fmt::format(
+      "arrival skew from the iteration time ({:.1f} ms measured, {:.1f} ms of op costs without "
+      "skew, {} collectives): sync {:.3g} -> {:.3g} us{}\n",
+      iteration_us / 1e3, costs / 1e3, collectives, c.sync_us, sync,
+      c.sync_per_compute > 0 ? fmt::format(", sync_per_compute {:.3g} -> 0", c.sync_per_compute)
+                             : std::string());
   c.sync_us = sync;
   c.sync_per_compute = 0;
 }
@@ -259,7 +262,8 @@ void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, Profile&
 double measured_iteration_us(const TraceFile& trace) {
   const auto it = trace.meta.find("iteration_time_us");
   if (it == trace.meta.end() || !it->is_number() || !(it->get<double>() > 0))
-    throw_bad_input(trace.path + ": --fit sync_iteration needs the trace's iteration time (domino.iteration_time_us, "
+    throw_bad_input(trace.path +
+                    ": --fit sync_iteration needs the trace's iteration time (domino.iteration_time_us, "
                     "written by domino-exec)");
   return it->get<double>();
 }

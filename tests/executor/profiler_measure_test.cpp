@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "sim/fit/profile_fit.hpp"
-#include "sim/fit/stats.hpp"
 #include "executor/profiler/profile_meta.hpp"
 #include "executor/profiler/profile_workload.hpp"
 #include "executor/profiler/rank_fork.hpp"
@@ -17,6 +15,8 @@
 #include "sim/base/error.hpp"
 #include "sim/cost/cost_model.hpp"
 #include "sim/engine/simulator.hpp"
+#include "sim/fit/profile_fit.hpp"
+#include "sim/fit/stats.hpp"
 
 namespace domino::prof {
 namespace {

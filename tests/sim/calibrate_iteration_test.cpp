@@ -43,7 +43,8 @@ TEST(CalibrateSkewToIteration, RecoversTheSkewThatMadeTheIteration) {
   EXPECT_NE(r.report.find("arrival skew from the iteration time"), std::string::npos) << r.report;
   // Only the skew changed, and the calibrated profile predicts the trace's iteration again.
   EXPECT_EQ(r.profile.intra_node.latency_us, with_skew(50).intra_node.latency_us);
-  EXPECT_NEAR(simulate(sync.schedule, CostModel(r.profile)).iteration_us, sync.iteration_us, 1e-6 * sync.iteration_us);
+  EXPECT_NEAR(simulate(sync.schedule, CostModel(r.profile)).iteration_us, sync.iteration_us,
+              1e-6 * sync.iteration_us);
 }
 
 TEST(CalibrateSkewToIteration, AnIterationShorterThanTheOpsLeavesNoSkew) {
