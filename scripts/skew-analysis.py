@@ -18,6 +18,9 @@ against candidate explanations measured on the later rank:
   since_iter_start     the collective's start in the iteration
   bytes                the message
 
+Per plan it also gives the median *transfer*: a collective's last end minus its last start, the time it took
+once every rank had arrived (no wait for a late peer in it), to set against the profile's time for the message.
+
 and fits skew = a + b x (linear) and skew = a + b sqrt(x) per configuration (all its plans pooled), with the
 share of the variance each explains (R^2). Also the per-plan median skew and median compute_since_sync.
 
@@ -97,6 +100,7 @@ def collective_rows(path, pred_path=None):
             "since_iter_start": start,
             "predicted_compute_between": predicted.get(i, float("nan")),
             "measured_compute_between": min(between),
+            "transfer": max(a["ts"] + a["dur"], b["ts"] + b["dur"]) - start,
         })
         prev_end = max(a["ts"] + a["dur"], b["ts"] + b["dur"])
     return rows
@@ -152,6 +156,7 @@ def analyse_config(sweep, config, skip):
             "median_compute_since_sync_us": statistics.median(r["compute_since_sync"] for r in pr),
             "median_compute_since_prev_us": statistics.median(r["compute_since_prev"] for r in pr),
             "median_predicted_compute_between_us": statistics.median(r["predicted_compute_between"] for r in pr),
+            "median_transfer_us": statistics.median(r["transfer"] for r in pr),
         }
     ys = [r["skew"] for r in rows]
     fits = {}
@@ -182,11 +187,13 @@ def print_config(config, res):
     print()
     print(f"plan medians: skew = {pl['a']:.0f} us + {pl['b']:.4f} x predicted_compute_between, R^2 {pl['r2']:.2f}")
     print()
-    print("| plan | collectives | median skew us | median compute since sync us | since previous collective us | predicted compute between us |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| plan | collectives | median skew us | median compute since sync us | since previous collective us | "
+          "predicted compute between us | median transfer us |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for plan, v in res["plans"].items():
         print(f"| {plan} | {v['collectives']} | {v['median_skew_us']:.0f} | {v['median_compute_since_sync_us']:.0f} | "
-              f"{v['median_compute_since_prev_us']:.0f} | {v['median_predicted_compute_between_us']:.0f} |")
+              f"{v['median_compute_since_prev_us']:.0f} | {v['median_predicted_compute_between_us']:.0f} | "
+              f"{v['median_transfer_us']:.0f} |")
     print()
 
 
