@@ -75,9 +75,9 @@ void run_measure(const ProfileOptions& o) {
   fo.ranks = o.tp;
   fo.link_gbps = o.link_gbps;
   fo.timeout_s = o.timeout_s;
-  fo.placement = o.placement.value_or(kDefaultProfilePlacement);
+  if (o.placement) fo.placement = *o.placement;
   fo.placement_given = o.placement.has_value();
-  check_placement(fo);  // before the workload is planned and announced
+  const CpuPlacement placement = check_placement(fo);  // before the workload is planned and announced
   std::string what;
   const Workload w = plan_for(o, traits, &what);
   std::fprintf(stderr, "domino-profile: measuring %s; load average %s\n", what.c_str(), load_average().c_str());
@@ -94,9 +94,9 @@ void run_measure(const ProfileOptions& o) {
   mo.quick = o.quick;
   mo.link_gbps = o.link_gbps;
   mo.backend = o.backend;
-  const bool pinned = place_rank({fo.placement, false, false}, affinity_cpus(), 0, fo.ranks).process_cpu >= 0;
-  in.workload_note += pinned ? "; each rank pinned to its own CPU (--cpu-placement rank)"
-                             : "; the ranks' threads placed by the kernel (--cpu-placement none)";
+  in.workload_note += placement == CpuPlacement::Rank
+                          ? "; each rank pinned to its own CPU (--cpu-placement rank)"
+                          : "; the ranks' threads placed by the kernel (--cpu-placement none)";
   in.ranks = run_ranks(fo, [&](GlooComm& comm) { return measure_rank(w, comm, mo); });
   in.metadata = machine_metadata(o.backend);
   in.load_average_at_end = load_average();

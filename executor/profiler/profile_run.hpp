@@ -23,7 +23,7 @@ struct ProfileOptions {
   std::string fit;              // --fit: the parts a calibration may change (calibrate.hpp); empty: all
   std::string name;             // profile name (default: the output file's stem)
   int timeout_s = 900;
-  // --cpu-placement: none or rank (domino-exec's names); unset: kDefaultProfilePlacement
+  // --cpu-placement: none or rank (domino-exec's names); unset: ForkOptions' default
   std::optional<CpuPlacement> placement;
 };
 

@@ -10,18 +10,20 @@
 
 namespace domino::prof {
 
-void check_placement(const ForkOptions& o) {
+CpuPlacement check_placement(const ForkOptions& o) {
   if (o.placement == CpuPlacement::Compute)
     throw_bad_input("domino-profile places whole ranks: --cpu-placement none or rank, not compute");
   const std::vector<int> cpus = affinity_cpus();
-  for (int r = 0; r < o.ranks; ++r) place_rank({o.placement, o.placement_given, false}, cpus, r, o.ranks);
+  bool pinned = false;
+  for (int r = 0; r < o.ranks; ++r)
+    pinned = place_rank({o.placement, o.placement_given, false}, cpus, r, o.ranks).process_cpu >= 0;
+  return pinned ? o.placement : CpuPlacement::None;
 }
 
 std::vector<nlohmann::json> run_ranks(const ForkOptions& o, const std::function<nlohmann::json(GlooComm&)>& body) {
   if (o.ranks < 1) throw_bad_input("--tp must be at least 1");
   if (o.link_gbps > 0 && o.ranks < 2) throw_bad_input("--link-gbps needs at least 2 ranks (--tp 2 or more)");
-  check_placement(o);
-  const PlacementRequest placement{o.placement, o.placement_given, false};
+  const PlacementRequest placement{check_placement(o), false, false};
   const std::vector<int> cpus = affinity_cpus();
   LaunchOptions lo;
   lo.ranks = o.ranks;

@@ -28,9 +28,10 @@ struct ForkOptions {
   bool placement_given = false;
 };
 
-// BadInput when the ranks cannot be placed as `options` asks: compute placement (only whole ranks are
+// The placement the ranks get: options.placement, or none where a default one is dropped (a mask without a
+// CPU per rank). BadInput when they cannot be placed as asked: compute placement (only whole ranks are
 // placed), or a placement given for a mask without a CPU per rank.
-void check_placement(const ForkOptions& options);
+CpuPlacement check_placement(const ForkOptions& options);
 
 // Results of every rank, by rank (check_placement first). Throws domino::Error (runtime) naming the rank
 // that failed and why.

@@ -130,6 +130,13 @@ TEST(ProfilerRanks, PlacedOnTheirCpusAsAsked) {
   EXPECT_EQ(pinned[0], std::vector<int>{mask[0]});
   EXPECT_EQ(pinned[1], std::vector<int>{mask[1]});
   for (const std::vector<int>& cpus : cpus_of_ranks(CpuPlacement::None)) EXPECT_EQ(cpus, mask);
+  // What the profile's notes record: the placement the ranks get, none where a default one is dropped.
+  ForkOptions many;
+  many.ranks = int(mask.size()) + 1;
+  many.placement = CpuPlacement::Rank;
+  EXPECT_EQ(check_placement(many), CpuPlacement::None);
+  many.ranks = 2;
+  EXPECT_EQ(check_placement(many), CpuPlacement::Rank);
   // Only whole ranks are placed: a pinned compute worker alone has no meaning for the probes.
   try {
     cpus_of_ranks(CpuPlacement::Compute);
