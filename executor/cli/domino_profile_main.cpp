@@ -39,6 +39,11 @@ int main(int argc, char** argv) {
         "of rank r's threads on the r-th CPU of the affinity mask, as domino-exec's default). Default " +
             domino::placement_name(domino::kDefaultProfilePlacement) +
             "; rank needs a CPU per rank in the mask");
+    app.add_flag(
+        "!--no-idle-poll", o.idle_poll,
+        "with --cpu-placement rank: let each rank's CPU halt when it has nothing to run. By default "
+        "a spinning thread of idle priority keeps it awake, so that a message reaching an idle rank "
+        "does not wait for its CPU to wake up (on a virtual machine a halted CPU returns to the host)");
     app.add_option("--timeout", o.timeout_s, "give up measuring after this many seconds")->check(CLI::PositiveNumber);
     app.set_version_flag("--version", std::string("domino-profile ") + DOMINO_VERSION);
     if (auto rc = domino::parse_command_line(app, argc, argv, "domino-profile")) return *rc;

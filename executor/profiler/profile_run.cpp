@@ -77,6 +77,7 @@ void run_measure(const ProfileOptions& o) {
   fo.timeout_s = o.timeout_s;
   if (o.placement) fo.placement = *o.placement;
   fo.placement_given = o.placement.has_value();
+  fo.idle_poll = o.idle_poll;
   const CpuPlacement placement = check_placement(fo);  // before the workload is planned and announced
   std::string what;
   const Workload w = plan_for(o, traits, &what);
@@ -95,7 +96,9 @@ void run_measure(const ProfileOptions& o) {
   mo.link_gbps = o.link_gbps;
   mo.backend = o.backend;
   in.workload_note += placement == CpuPlacement::Rank
-                          ? "; each rank pinned to its own CPU (--cpu-placement rank)"
+                          ? std::string("; each rank pinned to its own CPU (--cpu-placement rank)") +
+                                (o.idle_poll ? ", kept awake by an idle-priority poller"
+                                             : ", halting when idle (--no-idle-poll)")
                           : "; the ranks' threads placed by the kernel (--cpu-placement none)";
   in.ranks = run_ranks(fo, [&](GlooComm& comm) { return measure_rank(w, comm, mo); });
   in.metadata = machine_metadata(o.backend);

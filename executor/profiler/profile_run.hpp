@@ -25,6 +25,7 @@ struct ProfileOptions {
   int timeout_s = 900;
   // --cpu-placement: none or rank (domino-exec's names); unset: ForkOptions' default
   std::optional<CpuPlacement> placement;
+  bool idle_poll = true;  // --no-idle-poll clears it: pinned ranks' CPUs may halt when idle (ForkOptions)
 };
 
 // Both print a summary on stdout and write options.output atomically. Throw domino::Error. run_measure

@@ -3,8 +3,10 @@
 #include "executor/profiler/rank_fork.hpp"
 
 #include <chrono>
+#include <optional>
 
 #include "executor/runtime/gloo_comm.hpp"
+#include "executor/runtime/idle_poller.hpp"
 #include "executor/runtime/rank_launcher.hpp"
 #include "sim/base/error.hpp"
 
@@ -32,7 +34,10 @@ std::vector<nlohmann::json> run_ranks(const ForkOptions& o, const std::function<
   lo.temp_prefix = "domino-profile";
   lo.rank_label = "measuring rank";
   const std::vector<std::string> texts = launch_ranks(lo, [&](const RankSlot& slot) {
-    pin_calling_thread(place_rank(placement, cpus, slot.rank, slot.world).process_cpu);
+    const int cpu = place_rank(placement, cpus, slot.rank, slot.world).process_cpu;
+    pin_calling_thread(cpu);
+    std::optional<IdlePoller> poller;
+    if (cpu >= 0 && o.idle_poll) poller.emplace();
     CommConfig cc;
     cc.rank = slot.rank;
     cc.world = slot.world;

@@ -26,6 +26,9 @@ struct ForkOptions {
   // without a CPU per rank instead of dropping the placement.
   CpuPlacement placement = kDefaultProfilePlacement;
   bool placement_given = false;
+  // With rank placement: each rank also runs an IdlePoller (idle_poller.hpp) on its CPU, so that a message
+  // arriving at an idle rank does not wait for a halted CPU to wake up.
+  bool idle_poll = true;
 };
 
 // The placement the ranks get: options.placement, or none where a default one is dropped (a mask without a

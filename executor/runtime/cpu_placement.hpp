@@ -23,8 +23,10 @@ enum class CpuPlacement : uint8_t {
 // time and rank placement 1.75-2.1x: a woken communication thread waited behind the other rank's compute on
 // the core the kernel had put it on (docs/fidelity.md, "Ranks on their own cores").
 inline constexpr CpuPlacement kDefaultPlacement = CpuPlacement::Rank;
-// What domino-profile does when not told. Its back-to-back collectives, pinned, took about 1.3 ms more per
-// small message than unpinned, 5-10x what the same messages take inside a pinned training step.
+// What domino-profile does when not told. Pinned, its back-to-back collectives first took about 1.3 ms more
+// per small message than unpinned: each message woke a halted vCPU. With an idle-priority poller keeping the
+// CPUs awake (idle_poller.hpp) they took less than unpinned, yet on the same sweep's measurements the pinned
+// profile predicted pinned training no better (docs/fidelity.md, "Ranks on their own cores").
 inline constexpr CpuPlacement kDefaultProfilePlacement = CpuPlacement::None;
 
 // How a stream worker waits for an op of another stream (and the main thread for the workers).
@@ -34,6 +36,13 @@ enum class WorkerWait : uint8_t {
 };
 
 inline constexpr int kSpinBeforeBlockUs = 50;
+
+// Tells the core a spin loop runs here (frees the sibling hyperthread, saves power).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 
 // Real-time scheduling (SCHED_FIFO) of a rank's threads: other processes on the host then run only when the
 // rank's threads wait (or in the kernel's real-time throttling share, 5 % by default). Communication and the

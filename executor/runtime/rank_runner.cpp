@@ -12,7 +12,6 @@
 #include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
 #endif
 
 #include "executor/runtime/gloo_comm.hpp"
@@ -24,13 +23,6 @@ namespace domino {
 namespace {
 
 struct Aborted {};  // another worker failed: stop quietly
-
-// Tells the core a spin loop runs here (frees the sibling hyperthread, saves power).
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#endif
-}
 
 class StreamWorkers {
  public:

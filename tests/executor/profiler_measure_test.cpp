@@ -17,6 +17,7 @@
 #include "sim/engine/simulator.hpp"
 #include "sim/fit/profile_fit.hpp"
 #include "sim/fit/stats.hpp"
+#include "tests/executor/thread_util.hpp"
 
 namespace domino::prof {
 namespace {
@@ -144,6 +145,36 @@ TEST(ProfilerRanks, PlacedOnTheirCpusAsAsked) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::BadInput);
   }
+}
+
+// A pinned rank keeps its CPU awake with one idle-priority poller on that CPU (unless told not to); an
+// unpinned one has none: its threads move between CPUs, so there is no CPU of its own to keep awake.
+TEST(ProfilerRanks, PinnedRanksKeepTheirCpuAwake) {
+  const std::vector<int> mask = affinity_cpus();
+  if (mask.size() < 2) GTEST_SKIP() << "placing 2 ranks needs 2 CPUs in the affinity mask";
+  const auto pollers_of_ranks = [](CpuPlacement placement, bool idle_poll) {
+    ForkOptions fo;
+    fo.ranks = 2;
+    fo.timeout_s = 60;
+    fo.placement = placement;
+    fo.idle_poll = idle_poll;
+    std::vector<std::vector<std::vector<int>>> out;  // per rank: each poller's CPUs
+    for (const nlohmann::json& j : run_ranks(fo, [](GlooComm&) {
+           nlohmann::json cpus = nlohmann::json::array();
+           for (const exectest::IdleThread& t : exectest::idle_priority_threads()) cpus.push_back(t.cpus);
+           return cpus;
+         }))
+      out.push_back(j.get<std::vector<std::vector<int>>>());
+    return out;
+  };
+  const auto polled = pollers_of_ranks(CpuPlacement::Rank, true);
+  ASSERT_EQ(polled.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(polled[size_t(r)].size(), 1u) << "rank " << r;
+    EXPECT_EQ(polled[size_t(r)][0], std::vector<int>{mask[size_t(r)]}) << "rank " << r;
+  }
+  for (const auto& rank : pollers_of_ranks(CpuPlacement::Rank, false)) EXPECT_TRUE(rank.empty());
+  for (const auto& rank : pollers_of_ranks(CpuPlacement::None, true)) EXPECT_TRUE(rank.empty());
 }
 
 }  // namespace
