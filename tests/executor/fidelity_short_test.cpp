@@ -149,10 +149,59 @@ TEST_F(FidelitySweep, CalibrateFitsComputeOnANoCommRunFirst) {
   EXPECT_NE(slurp(cfg / "logs" / "megatron-sync.sim.log").find("profile.yaml"), std::string::npos);
 }
 
+// --reuse with --reuse-tuned: another profile scored on the first sweep's very measurements, its tuned plan
+// included, with no execution and no tuning in between.
+TEST_F(FidelitySweep, ReuseTunedScoresAnotherProfileOnTheSameMeasurements) {
+  const fs::path bin(DOMINO_BIN_DIR);
+  for (const char* tool : {"domino-sim", "domino-tune", "domino-exec", "domino-compare", "domino-profile"})
+    if (!fs::exists(bin / tool)) GTEST_SKIP() << (bin / tool) << " not built";
+  const std::string sweep =
+      "bash " + (kScripts / "fidelity-sweep").string() +
+      " --short --calibrate --models cpu-gpt --links 0 --seq-len 32 --micro-batch 4 --iters 2 "
+      "--warmup 1 --build " +
+      bin.parent_path().string();
+  const fs::path first = dir / "first", second = dir / "second";
+  ASSERT_EQ(run(sweep + " --out " + first.string(), dir / "log1"), 0) << slurp(dir / "log1");
+  const fs::path other_profile = fs::path(DOMINO_TEST_DATA) / ".." / "profiles" / "cpu-dev-2gbps.yaml";
+  ASSERT_EQ(run(sweep + " --reuse " + first.string() + " --reuse-tuned --profile-loopback " +
+                    other_profile.string() + " --out " + second.string(),
+                dir / "log2"),
+            0)
+      << slurp(dir / "log2");
+  const std::string log = slurp(dir / "log2");
+  EXPECT_NE(log.find("measurements reused"), std::string::npos) << log;
+  EXPECT_EQ(log.find("executing"), std::string::npos) << log;
+  const fs::path a = first / "cpu-gpt-loopback", b = second / "cpu-gpt-loopback";
+  EXPECT_EQ(slurp(b / "plans" / "tuned.yaml"), slurp(a / "plans" / "tuned.yaml"));
+  EXPECT_FALSE(fs::exists(b / "logs" / "tune.log")) << "the second sweep tuned again";
+  const auto row_of = [](const fs::path& out, const std::string& plan) {
+    const nlohmann::json doc = nlohmann::json::parse(slurp(out / "fidelity.json"));
+    for (const auto& row : doc["configurations"]["cpu-gpt-loopback"]["rows"])
+      if (row["plan"] == plan) return row;
+    return nlohmann::json();
+  };
+  const nlohmann::json tuned_a = row_of(first, "tuned"), tuned_b = row_of(second, "tuned");
+  ASSERT_FALSE(tuned_b.is_null());
+  EXPECT_EQ(tuned_b["measured_samples_ms"], tuned_a["measured_samples_ms"]);
+  EXPECT_NE(tuned_b["predicted_ms"], tuned_a["predicted_ms"]) << "the other profile predicted the same time";
+}
+
 TEST_F(FidelitySweep, BadUsageExitsTwo) {
   EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --bogus", dir / "log"), 2);
   EXPECT_NE(slurp(dir / "log").find("unknown argument '--bogus'"), std::string::npos);
   EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --iters 0", dir / "log"), 2);
+  EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --reuse-tuned", dir / "log"), 2);
+  EXPECT_NE(slurp(dir / "log").find("--reuse-tuned needs --reuse"), std::string::npos) << slurp(dir / "log");
+  EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --sync-fit sync_iteration", dir / "log"),
+            2);
+  EXPECT_NE(slurp(dir / "log").find("--sync-fit needs --calibrate-sync"), std::string::npos)
+      << slurp(dir / "log");
+  // The table reads a plan's measurement files as a comma-separated list: a comma in the folder would split
+  // it.
+  EXPECT_EQ(
+      run("bash " + (kScripts / "fidelity-sweep").string() + " --out " + (dir / "a,b").string(), dir / "log"),
+      2);
+  EXPECT_FALSE(fs::exists(dir / "a,b"));
 }
 
 // Hand-made predictions and measurements: the figures are known exactly.
