@@ -117,14 +117,17 @@ void fit_memory_per_kind(const TraceSamples& in, Profile& p, std::string& report
   }
 }
 
-// memory.per_code, for each opcode the base profile has figures for and the trace has enough ops of (an
-// opcode without figures of its own keeps following its kind's, fitted above).
+// memory.per_code, for each opcode the base profile has figures for and the trace has ops of (an opcode
+// without figures of its own keeps following its kind's, fitted above). Unlike a kind, an opcode is fitted
+// from a single op: its figures override the kind's, so an opcode that runs once per iteration (the
+// embedding, the loss's reductions) would otherwise keep the profiler's figures through every calibration.
+// Ops of one size fit the bandwidth alone, keeping the fixed cost (fit_memory).
 void fit_memory_per_code(const TraceSamples& in, Profile& p, std::string& report) {
   for (const auto& [name, old] : in.base.memory.per_code) {
     std::vector<const Sample*> of_code;
     for (const Sample* s : in.select([](OpKind k) { return memory_bound(k); }))
       if (name == to_string(s->op.code)) of_code.push_back(s);
-    if (of_code.size() < 3) continue;
+    if (of_code.empty()) continue;
     if (auto c = fit_memory(in, of_code, old)) {
       p.memory.per_code[name] = *c;
       report += memory_line("  " + name, of_code.size(), old, *c);

@@ -275,6 +275,35 @@ TEST(ProfilerCalibrate, AllGatherAndReduceScatterCurvesAndTheirSkewAreCalibrated
   EXPECT_EQ(kept.intra_node.allgather->ring.latency_us, 20);
 }
 
+// An opcode with figures of its own is calibrated even where the trace has one op of it (the embedding and
+// the loss's reductions run once per iteration): its figures override its kind's, so a calibration that
+// skipped it would leave the profiler's figures in force.
+TEST(ProfilerCalibrate, AnOpcodeThatRunsOnceIsFittedToItsOp) {
+  Profile truth = known_profile();
+  truth.memory.per_code["EmbeddingFwd"] = {30.0, 4.0};
+  truth.memory.per_code["LogitMax"] = {6.0, 4.0};
+  const ModelSpec model = default_model();
+  const Plan plan = make_uniform_plan(model, BlockPlan{SplitDim::Batch, 1, 1, OverlapMode::None, false},
+                                      BlockPlan{SplitDim::Batch, 1, 1, OverlapMode::None, false}, "custom");
+  const std::string path = (std::filesystem::temp_directory_path() / "domino_calibrate_once.json").string();
+  const TraceFile trace = predicted_trace(truth, plan, model, path);
+  std::filesystem::remove(path);
+  int once = 0;
+  for (const TraceEvent& e : trace.events) once += e.args.value("code", "") == "EmbeddingFwd";
+  ASSERT_EQ(once, 1) << "the premise: one EmbeddingFwd per iteration";
+
+  Profile wrong = truth;
+  wrong.memory.per_code["EmbeddingFwd"] = {90.0, 4.0};  // 3x too fast
+  wrong.memory.per_code["LogitMax"] = {2.0, 4.0};       // 3x too slow
+  const Profile p = calibrate_profile(wrong, trace).profile;
+  EXPECT_NEAR(p.memory.per_code.at("EmbeddingFwd").bandwidth_gbps, 30.0, 0.3);
+  EXPECT_NEAR(p.memory.per_code.at("LogitMax").bandwidth_gbps, 6.0, 0.06);
+  EXPECT_DOUBLE_EQ(p.memory.per_code.at("EmbeddingFwd").launch_overhead_us, 4.0);  // one size: bandwidth alone
+  const Schedule s = build_schedule(model, plan);
+  const double want = simulate(s, CostModel(truth)).iteration_us;
+  EXPECT_NEAR(simulate(s, CostModel(p)).iteration_us, want, 0.001 * want);
+}
+
 TEST(ProfilerCalibrate, RejectsATraceWithoutOps) {
   TraceFile empty;
   empty.path = "empty.json";
