@@ -11,9 +11,6 @@
 #include <mutex>
 #include <thread>
 
-#if defined(__x86_64__) || defined(__i386__)
-#endif
-
 #include "executor/runtime/gloo_comm.hpp"
 #include "executor/runtime/tensor_dump.hpp"
 #include "sim/base/error.hpp"
