@@ -28,6 +28,15 @@ TraceFile predicted_trace(const Profile& truth, const Plan& plan, const ModelSpe
   return read_trace(path);
 }
 
+// The same, through a temporary file of this name that is removed again.
+TraceFile predicted_trace_read_back(const Profile& truth, const Plan& plan, const ModelSpec& model,
+                                    const std::string& name) {
+  const std::string path = (std::filesystem::temp_directory_path() / name).string();
+  TraceFile trace = predicted_trace(truth, plan, model, path);
+  std::filesystem::remove(path);
+  return trace;
+}
+
 TEST(ProfilerCalibrate, RoundTripRecoversTheProfile) {
   const Profile truth = known_profile();
   const ModelSpec model = default_model();  // cpu-gpt, tp 2
@@ -72,10 +81,7 @@ TraceFile known_trace(const std::string& name) {
   const ModelSpec model = default_model();
   const Plan plan = make_uniform_plan(model, BlockPlan{SplitDim::Batch, 1, 1, OverlapMode::None, false},
                                       BlockPlan{SplitDim::Batch, 2, 1, OverlapMode::None, false}, "custom");
-  const std::string path = (std::filesystem::temp_directory_path() / name).string();
-  TraceFile trace = predicted_trace(known_profile(), plan, model, path);
-  std::filesystem::remove(path);
-  return trace;
+  return predicted_trace_read_back(known_profile(), plan, model, name);
 }
 
 // Rank 1 reaches every AllReduce late by a varying skew (400, 1000, 1600 us in turn); rank 0 waits for it, so
@@ -198,9 +204,7 @@ TEST(ProfilerCalibrate, AllReduceFitsTheAlgorithmTheOpsUsed) {
   const ModelSpec model = default_model();
   const Plan plan = make_uniform_plan(model, BlockPlan{SplitDim::Batch, 1, 1, OverlapMode::None, false},
                                       BlockPlan{SplitDim::Batch, 2, 1, OverlapMode::None, false}, "custom");
-  const std::string path = (std::filesystem::temp_directory_path() / "domino_calibrate_nvls.json").string();
-  const TraceFile trace = predicted_trace(truth, plan, model, path);
-  std::filesystem::remove(path);
+  const TraceFile trace = predicted_trace_read_back(truth, plan, model, "domino_calibrate_nvls.json");
   Profile wrong = truth;
   wrong.intra_node.nvls->latency_us = 40.0;  // still below the ring's 60 us: NVLS stays the pick
   wrong.intra_node.nvls->bus_bandwidth_gbps = 1.2;
@@ -285,9 +289,7 @@ TEST(ProfilerCalibrate, AnOpcodeThatRunsOnceIsFittedToItsOp) {
   const ModelSpec model = default_model();
   const Plan plan = make_uniform_plan(model, BlockPlan{SplitDim::Batch, 1, 1, OverlapMode::None, false},
                                       BlockPlan{SplitDim::Batch, 1, 1, OverlapMode::None, false}, "custom");
-  const std::string path = (std::filesystem::temp_directory_path() / "domino_calibrate_once.json").string();
-  const TraceFile trace = predicted_trace(truth, plan, model, path);
-  std::filesystem::remove(path);
+  const TraceFile trace = predicted_trace_read_back(truth, plan, model, "domino_calibrate_once.json");
   int once = 0;
   for (const TraceEvent& e : trace.events) once += e.args.value("code", "") == "EmbeddingFwd";
   ASSERT_EQ(once, 1) << "the premise: one EmbeddingFwd per iteration";
