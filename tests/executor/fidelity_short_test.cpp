@@ -184,6 +184,15 @@ TEST_F(FidelitySweep, ReuseTunedScoresAnotherProfileOnTheSameMeasurements) {
   ASSERT_FALSE(tuned_b.is_null());
   EXPECT_EQ(tuned_b["measured_samples_ms"], tuned_a["measured_samples_ms"]);
   EXPECT_NE(tuned_b["predicted_ms"], tuned_a["predicted_ms"]) << "the other profile predicted the same time";
+  // The configuration records the launch it scores: the settings that took effect there (not "default"), and
+  // the load average it ran under, not the re-score's.
+  const auto config_a = nlohmann::json::parse(slurp(a / "config.json"));
+  const auto config_b = nlohmann::json::parse(slurp(b / "config.json"));
+  const auto launch = nlohmann::json::parse(slurp(a / "meas" / "interleave.json"));
+  EXPECT_EQ(config_a["cpu_placement"], launch["cpu_placement"]);
+  EXPECT_EQ(config_b["cpu_placement"], launch["cpu_placement"]);
+  EXPECT_EQ(config_b["worker_wait"], launch["worker_wait"]);
+  EXPECT_EQ(config_b["load_average"], config_a["load_average"]);
 }
 
 TEST_F(FidelitySweep, BadUsageExitsTwo) {
