@@ -15,10 +15,9 @@ namespace domino::prof {
 CpuPlacement check_placement(const ForkOptions& o) {
   if (o.placement == CpuPlacement::Compute)
     throw_bad_input("domino-profile places whole ranks: --cpu-placement none or rank, not compute");
-  const std::vector<int> cpus = affinity_cpus();
-  bool pinned = false;
-  for (int r = 0; r < o.ranks; ++r)
-    pinned = place_rank({o.placement, o.placement_given, false}, cpus, r, o.ranks).process_cpu >= 0;
+  // Every rank gets a CPU or none does (place_rank does not share CPUs here), so rank 0 answers for all.
+  const bool pinned =
+      place_rank({o.placement, o.placement_given, false}, affinity_cpus(), 0, o.ranks).process_cpu >= 0;
   return pinned ? o.placement : CpuPlacement::None;
 }
 

@@ -24,9 +24,10 @@ enum class CpuPlacement : uint8_t {
 // the core the kernel had put it on (docs/fidelity.md, "Ranks on their own cores").
 inline constexpr CpuPlacement kDefaultPlacement = CpuPlacement::Rank;
 // What domino-profile does when not told. Pinned, its collectives (one per iteration, a barrier before each)
-// first took about 1.3 ms more per small message than unpinned: each message woke a halted vCPU. With an idle-priority poller keeping the
-// CPUs awake (idle_poller.hpp) they took less than unpinned, yet on the same sweep's measurements the pinned
-// profile predicted pinned training no better (docs/fidelity.md, "Ranks on their own cores").
+// first took about 1.3 ms more per small message than unpinned: each message woke a halted vCPU. With an
+// idle-priority poller keeping the CPUs awake (idle_poller.hpp) they took less than unpinned, yet on the same
+// sweep's measurements the pinned profile predicted pinned training no better (docs/fidelity.md, "Ranks on
+// their own cores").
 inline constexpr CpuPlacement kDefaultProfilePlacement = CpuPlacement::None;
 
 // How a stream worker waits for an op of another stream (and the main thread for the workers).

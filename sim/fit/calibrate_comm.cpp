@@ -223,8 +223,8 @@ constexpr double kMaxOverlapShare = 0.05;
 
 // Everything the profile's curves miss per collective inside a training step lands in sync_us: the mean wait
 // for the last rank (the median skew understates it: the waits have a long tail) and a transfer that runs
-// slower between compute ops than in the profiler's back-to-back chain. The compute ops are costed by p as it
-// stands, so fit them first (on a no-comm trace) for the skew not to absorb their error.
+// slower between compute ops than in the profiler's probe (one after a barrier). The compute ops are costed
+// by p as it stands, so fit them first (on a no-comm trace) for the skew not to absorb their error.
 void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, Profile& p, std::string& report) {
   if (in.tp <= 1)
     throw_bad_input("--fit sync_iteration: the trace has one rank, so no collective waits for another");

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 
 #include "executor/profiler/profile_meta.hpp"
 #include "executor/profiler/profile_workload.hpp"
@@ -111,18 +112,26 @@ TEST(ProfilerMeasure, TinyProfileLoadsInTheSimulatorAndReproducesItsPoints) {
   std::filesystem::remove(path);
 }
 
+// What each of two measuring ranks, placed as asked, reports from inside its process (by rank).
+std::vector<nlohmann::json> from_two_ranks(CpuPlacement placement, bool idle_poll,
+                                           const std::function<nlohmann::json()>& report) {
+  ForkOptions fo;
+  fo.ranks = 2;
+  fo.timeout_s = 60;
+  fo.placement = placement;
+  fo.idle_poll = idle_poll;
+  return run_ranks(fo, [&](GlooComm&) { return report(); });
+}
+
 // --cpu-placement rank pins each measuring rank to its own CPU of the mask, as domino-exec places its ranks;
 // none leaves them the whole mask.
 TEST(ProfilerRanks, PlacedOnTheirCpusAsAsked) {
   const std::vector<int> mask = affinity_cpus();
   if (mask.size() < 2) GTEST_SKIP() << "placing 2 ranks needs 2 CPUs in the affinity mask";
   const auto cpus_of_ranks = [](CpuPlacement placement) {
-    ForkOptions fo;
-    fo.ranks = 2;
-    fo.timeout_s = 60;
-    fo.placement = placement;
     std::vector<std::vector<int>> out;
-    for (const nlohmann::json& j : run_ranks(fo, [](GlooComm&) { return nlohmann::json(affinity_cpus()); }))
+    for (const nlohmann::json& j :
+         from_two_ranks(placement, true, [] { return nlohmann::json(affinity_cpus()); }))
       out.push_back(j.get<std::vector<int>>());
     return out;
   };
@@ -153,13 +162,8 @@ TEST(ProfilerRanks, PinnedRanksKeepTheirCpuAwake) {
   const std::vector<int> mask = affinity_cpus();
   if (mask.size() < 2) GTEST_SKIP() << "placing 2 ranks needs 2 CPUs in the affinity mask";
   const auto pollers_of_ranks = [](CpuPlacement placement, bool idle_poll) {
-    ForkOptions fo;
-    fo.ranks = 2;
-    fo.timeout_s = 60;
-    fo.placement = placement;
-    fo.idle_poll = idle_poll;
     std::vector<std::vector<std::vector<int>>> out;  // per rank: each poller's CPUs
-    for (const nlohmann::json& j : run_ranks(fo, [](GlooComm&) {
+    for (const nlohmann::json& j : from_two_ranks(placement, idle_poll, [] {
            nlohmann::json cpus = nlohmann::json::array();
            for (const exectest::IdleThread& t : exectest::idle_priority_threads()) cpus.push_back(t.cpus);
            return cpus;
