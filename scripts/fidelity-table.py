@@ -79,17 +79,21 @@ def read_config(out_dir, config):
             row = {"plan": plan, "status": status}
             pred = load_json(pred_path)
             samples, rounds = [], []
+            busy = None
             for mp in filter(None, meas_paths.split(",")):
                 meas = load_json(mp)
                 if meas:
                     samples += meas["iteration_time_us"]["samples"]
                     rounds.append([s / 1e3 for s in meas["iteration_time_us"]["samples"]])
+                    busy = meas.get("compute_busy_us") if len(rounds) == 1 else None
             if status == "ok" and pred and samples:
                 row["predicted_ms"] = pred["iteration_time_us"] / 1e3
                 row["measured_ms"] = median(samples) / 1e3
                 row["measured_min_ms"] = min(samples) / 1e3
                 row["measured_samples_ms"] = [s / 1e3 for s in samples]
                 row["measured_rounds_ms"] = rounds
+                if busy and all(len(b) == len(samples) for b in busy):
+                    row["compute_busy_ms"] = [[v / 1e3 for v in b] for b in busy]
                 row["error_pct"] = 100.0 * (row["predicted_ms"] - row["measured_ms"]) / row["measured_ms"]
                 row["predicted_exposed_comm_ms"] = pred["exposed_comm_us"] / 1e3
                 cmp = load_json(cmp_path) if cmp_path else None
@@ -160,6 +164,10 @@ def split_half(ok):
     steady = drift_divided_out([r["measured_samples_ms"][:rounds] for r in ok])
     if steady:
         out["drift_divided_out"] = odd_against_even(steady)
+    if all("compute_busy_ms" in r for r in ok):
+        out["compute_speed_taken_out"] = odd_against_even(
+            [compute_speed_taken_out(r["measured_samples_ms"][:rounds], [b[:rounds] for b in r["compute_busy_ms"]])
+             for r in ok])
     return out
 
 
@@ -181,6 +189,15 @@ def drift_divided_out(samples):
     log_factor = [sum(math.log(s[k]) for s in samples) / len(samples) for k in range(rounds)]
     mean_log = sum(log_factor) / rounds
     return [[s[k] / math.exp(log_factor[k] - mean_log) for k in range(rounds)] for s in samples]
+
+
+def compute_speed_taken_out(samples, busy_by_rank):
+    """One plan's samples with its ranks' compute speed taken out: each iteration minus the larger, over the
+    ranks, of that rank's compute-stream time above its median over the plan's iterations. A vCPU that ran
+    slower in one iteration (this machine's vCPUs switch between speeds for seconds at a time) delays the
+    iteration by about its extra compute time; the plan's typical compute time, interference included, stays."""
+    medians = [median(b) for b in busy_by_rank]
+    return [t - max(b[k] - m for b, m in zip(busy_by_rank, medians)) for k, t in enumerate(samples)]
 
 
 def speedups(ok):
@@ -299,7 +316,11 @@ def uncertainty_lines(fig):
                   f"MAPE {half['mape_pct']:.1f} %, Kendall tau {fmt(half['kendall_tau'], '.2f')}"
                   + (f"; with the drift common to each round divided out (every sample over its round's geometric "
                      f"mean across plans): MAPE {half['drift_divided_out']['mape_pct']:.1f} %, Kendall tau "
-                     f"{fmt(half['drift_divided_out']['kendall_tau'], '.2f')}" if "drift_divided_out" in half else ""),
+                     f"{fmt(half['drift_divided_out']['kendall_tau'], '.2f')}" if "drift_divided_out" in half else "")
+                  + (f"; with each iteration's compute speed taken out (minus the larger of the ranks' compute time "
+                     f"above their median): MAPE {half['compute_speed_taken_out']['mape_pct']:.1f} %, Kendall tau "
+                     f"{fmt(half['compute_speed_taken_out']['kendall_tau'], '.2f')}"
+                     if "compute_speed_taken_out" in half else ""),
                   ""]
     near = fig.get("bound")
     if near and "tuned_fraction" in near:

@@ -62,9 +62,32 @@ void attach_duration_spread(const std::vector<RankResult>& ranks, const std::vec
   }
 }
 
+std::vector<std::vector<double>> compute_busy(const std::vector<RankResult>& ranks,
+                                              const std::vector<size_t>& timed, const Schedule& schedule) {
+  std::vector<const RankResult*> by_rank;
+  for (const RankResult& r : ranks) by_rank.push_back(&r);
+  std::sort(by_rank.begin(), by_rank.end(), [](const auto* a, const auto* b) { return a->rank < b->rank; });
+  std::vector<std::vector<double>> out;
+  for (const RankResult* r : by_rank) {
+    std::vector<double> busy;
+    for (size_t i : timed) {
+      double sum = 0;
+      for (const OpTiming& t : r->iterations[i].spans) {
+        if (t.op < 0 || size_t(t.op) >= schedule.ops.size())
+          throw_runtime("rank " + std::to_string(r->rank) + " reported op " + std::to_string(t.op) +
+                        ", which the schedule does not have");
+        if (schedule.ops[size_t(t.op)].stream == Stream::Compute) sum += t.end_us - t.start_us;
+      }
+      busy.push_back(sum);
+    }
+    out.push_back(std::move(busy));
+  }
+  return out;
+}
+
 }  // namespace
 
-RunSummary summarize(const std::vector<RankResult>& ranks) {
+RunSummary summarize(const std::vector<RankResult>& ranks, const Schedule& schedule) {
   RunSummary out;
   if (ranks.empty()) throw_runtime("no rank reported a result");
   const size_t n_iter = ranks[0].iterations.size();
@@ -101,6 +124,7 @@ RunSummary summarize(const std::vector<RankResult>& ranks) {
         tl.spans.push_back({t.op, int32_t(r.rank), t.start_us, t.end_us, {}});
     attach_duration_spread(ranks, timed, tl);
   }
+  out.compute_busy_us = compute_busy(ranks, timed, schedule);
   std::vector<RankResult> sorted = ranks;
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
   for (const RankResult& r : sorted) tl.peak_memory_bytes.push_back(r.peak_memory_bytes);
@@ -117,9 +141,12 @@ nlohmann::json summary_json(const RunSummary& s, const Schedule& schedule, const
                    {"ops", schedule.ops.size()},
                    {"warmup", s.warmup},
                    {"iteration_time_us",
-                    {{"median", s.median_us}, {"p10", s.p10_us}, {"p90", s.p90_us},
+                    {{"median", s.median_us},
+                     {"p10", s.p10_us},
+                     {"p90", s.p90_us},
                      {"samples", s.timeline.iteration_samples_us}}},
                    {"peak_memory_bytes", s.timeline.peak_memory_bytes},
+                   {"compute_busy_us", s.compute_busy_us},
                    {"loss", losses}};
   for (const auto& [k, v] : meta.items()) j[k] = v;
   return j;

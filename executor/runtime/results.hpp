@@ -21,12 +21,17 @@ struct RunSummary {
   std::vector<float> losses;        // rank 0, every iteration (warm-up included)
   int warmup = 0;
   double median_us = 0, p10_us = 0, p90_us = 0;
+  // [rank, ascending][timed iteration]: the summed durations of the rank's compute-stream ops. How fast that
+  // rank computed in that iteration: a CPU's speed drifts between iterations (docs/fidelity.md), and the
+  // fidelity sweep's noise floor takes it out with these.
+  std::vector<std::vector<double>> compute_busy_us;
 };
 
 // Iteration time = the latest end over ranks of that iteration's ops (every rank starts after a barrier).
 // The timeline's spans are those of the timed iteration whose time is the median; each carries its op's
-// duration spread over all timed iterations of its rank.
-RunSummary summarize(const std::vector<RankResult>& ranks);
+// duration spread over all timed iterations of its rank. Runtime error when a span names an op that
+// `schedule` does not have.
+RunSummary summarize(const std::vector<RankResult>& ranks, const Schedule& schedule);
 
 nlohmann::json summary_json(const RunSummary& summary, const Schedule& schedule, const nlohmann::json& meta);
 

@@ -377,6 +377,38 @@ TEST_F(FidelitySweep, TableSplitHalfDividesOutTheDriftCommonToARound) {
   EXPECT_NEAR(half["drift_divided_out"]["mape_pct"].get<double>(), expected, 1e-9) << half.dump();
 }
 
+// A rank whose compute ran 20 ms slower in one iteration: that iteration counts as its plan's typical one
+// once the compute speed is taken out (minus the slower rank's compute time above its median); the rest is
+// kept.
+TEST_F(FidelitySweep, TableSplitHalfTakesEachIterationsComputeSpeedOut) {
+  const fs::path cfg = dir / "cfg";
+  write_interleaved_launch(cfg, {{"megatron-async", 100000, {{100000, 120000, 100000, 100000}}},
+                                 {"domino-ds", 50000, {{50000, 50000, 50000, 55000}}}});
+  auto with_busy = [&](const std::string& plan, std::vector<double> samples,
+                       std::vector<std::vector<double>> busy) {
+    std::ofstream(cfg / (plan + ".json"))
+        << nlohmann::json{{"iteration_time_us", {{"samples", samples}}}, {"compute_busy_us", busy}}.dump();
+  };
+  // megatron-async's rank 1 computed 20 ms longer in round 2; domino-ds's 5 ms in round 4 went elsewhere.
+  with_busy("megatron-async", {100000, 120000, 100000, 100000},
+            {{80000, 80000, 80000, 80000}, {70000, 90000, 70000, 70000}});
+  with_busy("domino-ds", {50000, 50000, 50000, 55000},
+            {{40000, 40000, 40000, 40000}, {40000, 40000, 40000, 40000}});
+  const auto half = table()["figures"]["split_half"];
+  // Raw: async's odd rounds 100, even 110 (median of 120 and 100); ds odd 50, even 52.5.
+  EXPECT_NEAR(half["mape_pct"].get<double>(), 100.0 * (10.0 / 110 + 2.5 / 52.5) / 2, 1e-9) << half.dump();
+  // Taken out: async's round 2 becomes 100; ds keeps its 55 (no compute time behind it).
+  EXPECT_NEAR(half["compute_speed_taken_out"]["mape_pct"].get<double>(), 100.0 * (2.5 / 52.5) / 2, 1e-9);
+  EXPECT_NE(slurp(dir / "fidelity.md").find("compute speed taken out"), std::string::npos);
+
+  // A plan without the compute times (an older launch): the figure is left out, the rest stays.
+  write_interleaved_launch(
+      cfg, {{"megatron-async", 100000, {{100000, 120000}}}, {"domino-ds", 50000, {{50000, 50000}}}});
+  const auto without = table()["figures"]["split_half"];
+  EXPECT_FALSE(without.contains("compute_speed_taken_out")) << without.dump();
+  EXPECT_TRUE(without.contains("drift_divided_out"));
+}
+
 // Without the interleaved flag the rounds of different plans are not aligned: no split-half, no speedups.
 TEST_F(FidelitySweep, TableScoresNoRoundsOfSeparateLaunches) {
   write_rows(dir / "cfg", {{"megatron-async", 100000, {{100000, 100000}}}, {"domino-ds", 80000, {{80000, 99000}}}});

@@ -11,6 +11,7 @@
 #include "executor/runtime/param_init.hpp"
 #include "executor/runtime/results.hpp"
 #include "executor/runtime/tensor_dump.hpp"
+#include "sim/base/error.hpp"
 #include "sim/ir/verify.hpp"
 
 namespace domino {
@@ -167,7 +168,9 @@ TEST(Results, SummaryTakesTheMedianIterationAcrossRanks) {
     return rank_result_from_text(rank_result_to_text(res));  // through the wire format
   };
   // Iteration times are the max over ranks: 30, 50, 40 -> median 40, from iteration 3.
-  const RunSummary s = summarize({rank(1, {999, 30, 10, 40}), rank(0, {5, 20, 50, 35})});
+  Schedule one_op;
+  one_op.ops.resize(1);
+  const RunSummary s = summarize({rank(1, {999, 30, 10, 40}), rank(0, {5, 20, 50, 35})}, one_op);
   EXPECT_EQ(s.warmup, 1);
   EXPECT_EQ(s.timeline.iteration_samples_us, (std::vector<double>{30, 50, 40}));
   EXPECT_EQ(s.median_us, 40);
@@ -184,6 +187,33 @@ TEST(Results, SummaryTakesTheMedianIterationAcrossRanks) {
     EXPECT_DOUBLE_EQ(span.spread.p90_us, span.rank == 1 ? 29 + 0.8 * 8 : 32 + 0.8 * 16);
   }
   EXPECT_EQ(s.losses.size(), 4u);
+}
+
+TEST(Results, ComputeBusyIsEachRanksComputeStreamTimePerTimedIteration) {
+  Schedule schedule;
+  schedule.ops.resize(3);
+  schedule.ops[1].stream = Stream::Comm;  // a collective: waits for the peer, not a measure of compute speed
+  auto rank = [](int r, double scale) {
+    RankResult res;
+    res.rank = r;
+    for (int i = 0; i < 3; ++i) {
+      IterationRecord it;
+      it.timed = i > 0;
+      it.spans = {{0, 0, 10 * scale * (i + 1)}, {1, 0, 1000}, {2, 50, 50 + scale}};
+      res.iterations.push_back(it);
+    }
+    return res;
+  };
+  const RunSummary s = summarize({rank(1, 2.0), rank(0, 1.0)}, schedule);
+  // Ranks ascending; the warm-up iteration is left out; op 1 (communication stream) is not counted.
+  ASSERT_EQ(s.compute_busy_us.size(), 2u);
+  EXPECT_EQ(s.compute_busy_us[0], (std::vector<double>{21, 31}));
+  EXPECT_EQ(s.compute_busy_us[1], (std::vector<double>{42, 62}));
+  EXPECT_EQ(summary_json(s, schedule, {})["compute_busy_us"][1][0].get<double>(), 42);
+
+  RankResult stray = rank(0, 1.0);
+  stray.iterations[1].spans.push_back({7, 0, 1});
+  EXPECT_THROW(summarize({stray}, schedule), Error);
 }
 
 }  // namespace
