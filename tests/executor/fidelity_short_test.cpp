@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -82,18 +83,26 @@ class FidelitySweep : public ::testing::Test {
     EXPECT_EQ(rc, 0) << slurp(dir / "log");
     return nlohmann::json::parse(slurp(dir / "fidelity.json"))["configurations"]["cfg"];
   }
+  // The tools the sweep calls, all built: "" ; otherwise the first missing one.
+  static std::string missing_tool() {
+    for (const char* tool : {"domino-sim", "domino-tune", "domino-exec", "domino-compare", "domino-profile"})
+      if (!fs::exists(fs::path(DOMINO_BIN_DIR) / tool)) return (fs::path(DOMINO_BIN_DIR) / tool).string();
+    return "";
+  }
+  // The short sweep on the tiny cpu-gpt shape over loopback, two rounds, with `flags` added.
+  static std::string short_sweep(const std::string& flags) {
+    return "bash " + (kScripts / "fidelity-sweep").string() +
+           " --short --models cpu-gpt --links 0 --seq-len 32 " +
+           "--micro-batch 4 --iters 2 --warmup 1 --build " + fs::path(DOMINO_BIN_DIR).parent_path().string() +
+           " " + flags;
+  }
   fs::path dir;
 };
 
 TEST_F(FidelitySweep, ShortSweepWritesAWellFormedTable) {
-  const fs::path bin(DOMINO_BIN_DIR);
-  for (const char* tool : {"domino-sim", "domino-tune", "domino-exec", "domino-compare"})
-    if (!fs::exists(bin / tool)) GTEST_SKIP() << (bin / tool) << " not built";
+  if (const std::string tool = missing_tool(); !tool.empty()) GTEST_SKIP() << tool << " not built";
   const fs::path out = dir / "out";
-  const int rc = run("bash " + (kScripts / "fidelity-sweep").string() + " --short --models cpu-gpt --links 0 " +
-                         "--seq-len 32 --micro-batch 4 --iters 2 --warmup 1 --build " + bin.parent_path().string() +
-                         " --out " + out.string(),
-                     dir / "log");
+  const int rc = run(short_sweep("--out " + out.string()), dir / "log");
   ASSERT_EQ(rc, 0) << slurp(dir / "log");
 
   const auto doc = nlohmann::json::parse(slurp(out / "fidelity.json"));
@@ -128,16 +137,9 @@ TEST_F(FidelitySweep, ShortSweepWritesAWellFormedTable) {
 
 // --calibrate: a no-comm run first, the profile's compute fitted to it, every plan predicted with that.
 TEST_F(FidelitySweep, CalibrateFitsComputeOnANoCommRunFirst) {
-  const fs::path bin(DOMINO_BIN_DIR);
-  for (const char* tool : {"domino-sim", "domino-tune", "domino-exec", "domino-compare", "domino-profile"})
-    if (!fs::exists(bin / tool)) GTEST_SKIP() << (bin / tool) << " not built";
+  if (const std::string tool = missing_tool(); !tool.empty()) GTEST_SKIP() << tool << " not built";
   const fs::path out = dir / "out";
-  ASSERT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --short --calibrate --models cpu-gpt --links 0 " +
-                    "--seq-len 32 --micro-batch 4 --iters 2 --warmup 1 --build " + bin.parent_path().string() +
-                    " --out " + out.string(),
-                dir / "log"),
-            0)
-      << slurp(dir / "log");
+  ASSERT_EQ(run(short_sweep("--calibrate --out " + out.string()), dir / "log"), 0) << slurp(dir / "log");
   const fs::path cfg = out / "cpu-gpt-loopback";
   EXPECT_TRUE(fs::exists(cfg / "calib" / "no-comm.trace.json"));
   const std::string profile = slurp(cfg / "calib" / "profile.yaml");
@@ -149,17 +151,36 @@ TEST_F(FidelitySweep, CalibrateFitsComputeOnANoCommRunFirst) {
   EXPECT_NE(slurp(cfg / "logs" / "megatron-sync.sim.log").find("profile.yaml"), std::string::npos);
 }
 
+// --refit-in-launch: no-comm joins the scored launch (unscored), the profile is fitted again on that run and
+// every plan predicted with the refitted profile.
+TEST_F(FidelitySweep, RefitInLaunchPredictsWithTheProfileFittedOnTheScoredLaunch) {
+  if (const std::string tool = missing_tool(); !tool.empty()) GTEST_SKIP() << tool << " not built";
+  const fs::path out = dir / "out";
+  ASSERT_EQ(run(short_sweep("--calibrate --refit-in-launch --out " + out.string()), dir / "log"), 0)
+      << slurp(dir / "log");
+  const fs::path cfg = out / "cpu-gpt-loopback";
+  const auto launch = nlohmann::json::parse(slurp(cfg / "meas" / "interleave.json"));
+  std::vector<std::string> labels;
+  for (const auto& p : launch["plans"]) labels.push_back(p["label"]);
+  EXPECT_NE(std::find(labels.begin(), labels.end(), "no-comm"), labels.end()) << launch["plans"].dump();
+  const std::string refitted = slurp(cfg / "calib" / "in-launch" / "profile.yaml");
+  ASSERT_FALSE(refitted.empty());
+  EXPECT_NE(refitted, slurp(cfg / "calib" / "profile.yaml"))
+      << "fitted on other traces, yet the same figures";
+  EXPECT_NE(slurp(cfg / "logs" / "domino-ds.sim.log").find("in-launch/profile.yaml"), std::string::npos)
+      << slurp(cfg / "logs" / "domino-ds.sim.log");
+  const auto doc = nlohmann::json::parse(slurp(out / "fidelity.json"))["configurations"]["cpu-gpt-loopback"];
+  EXPECT_NE(doc["meta"]["profile"].get<std::string>().find("refitted on the scored launch"),
+            std::string::npos);
+  EXPECT_EQ(doc["figures"]["plans_measured"], 4);  // the four --short plans; no-comm is not scored
+  EXPECT_NE(slurp(out / "fidelity.md").find("no-comm (calibration plan, not scored)"), std::string::npos);
+}
+
 // --reuse with --reuse-tuned: another profile scored on the first sweep's very measurements, its tuned plan
 // included, with no execution and no tuning in between.
 TEST_F(FidelitySweep, ReuseTunedScoresAnotherProfileOnTheSameMeasurements) {
-  const fs::path bin(DOMINO_BIN_DIR);
-  for (const char* tool : {"domino-sim", "domino-tune", "domino-exec", "domino-compare", "domino-profile"})
-    if (!fs::exists(bin / tool)) GTEST_SKIP() << (bin / tool) << " not built";
-  const std::string sweep =
-      "bash " + (kScripts / "fidelity-sweep").string() +
-      " --short --calibrate --models cpu-gpt --links 0 --seq-len 32 --micro-batch 4 --iters 2 "
-      "--warmup 1 --build " +
-      bin.parent_path().string();
+  if (const std::string tool = missing_tool(); !tool.empty()) GTEST_SKIP() << tool << " not built";
+  const std::string sweep = short_sweep("--calibrate");
   const fs::path first = dir / "first", second = dir / "second";
   ASSERT_EQ(run(sweep + " --out " + first.string(), dir / "log1"), 0) << slurp(dir / "log1");
   const fs::path other_profile = fs::path(DOMINO_TEST_DATA) / ".." / "profiles" / "cpu-dev-2gbps.yaml";
@@ -199,6 +220,9 @@ TEST_F(FidelitySweep, BadUsageExitsTwo) {
   EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --bogus", dir / "log"), 2);
   EXPECT_NE(slurp(dir / "log").find("unknown argument '--bogus'"), std::string::npos);
   EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --iters 0", dir / "log"), 2);
+  EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --refit-in-launch", dir / "log"), 2);
+  EXPECT_NE(slurp(dir / "log").find("--refit-in-launch needs --calibrate"), std::string::npos)
+      << slurp(dir / "log");
   EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --reuse-tuned", dir / "log"), 2);
   EXPECT_NE(slurp(dir / "log").find("--reuse-tuned needs --reuse"), std::string::npos) << slurp(dir / "log");
   EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --sync-fit sync_iteration", dir / "log"),
