@@ -220,6 +220,12 @@ TEST_F(FidelitySweep, BadUsageExitsTwo) {
   EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --bogus", dir / "log"), 2);
   EXPECT_NE(slurp(dir / "log").find("unknown argument '--bogus'"), std::string::npos);
   EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --iters 0", dir / "log"), 2);
+  EXPECT_EQ(
+      run("bash " + (kScripts / "fidelity-sweep").string() + " --plans 'no-comm tuned no-comm'", dir / "log"),
+      2);
+  EXPECT_NE(slurp(dir / "log").find("--plans names no-comm twice"), std::string::npos) << slurp(dir / "log");
+  EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --plans ''", dir / "log"), 2);
+  EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --plans tuned --short", dir / "log"), 2);
   EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --refit-in-launch", dir / "log"), 2);
   EXPECT_NE(slurp(dir / "log").find("--refit-in-launch needs --calibrate"), std::string::npos)
       << slurp(dir / "log");
