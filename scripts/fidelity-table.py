@@ -78,14 +78,11 @@ def read_config(out_dir, config):
             plan, pred_path, meas_paths, cmp_path, status = line.rstrip("\n").split("\t")
             row = {"plan": plan, "status": status}
             pred = load_json(pred_path)
-            samples, rounds = [], []
-            busy = None
-            for mp in filter(None, meas_paths.split(",")):
-                meas = load_json(mp)
-                if meas:
-                    samples += meas["iteration_time_us"]["samples"]
-                    rounds.append([s / 1e3 for s in meas["iteration_time_us"]["samples"]])
-                    busy = meas.get("compute_busy_us") if len(rounds) == 1 else None
+            measured = [m for m in map(load_json, filter(None, meas_paths.split(","))) if m]
+            rounds = [[s / 1e3 for s in m["iteration_time_us"]["samples"]] for m in measured]
+            samples = [s for m in measured for s in m["iteration_time_us"]["samples"]]
+            # Per-iteration compute times align with the samples of one launch only.
+            busy = measured[0].get("compute_busy_us") if len(measured) == 1 else None
             if status == "ok" and pred and samples:
                 row["predicted_ms"] = pred["iteration_time_us"] / 1e3
                 row["measured_ms"] = median(samples) / 1e3
@@ -312,15 +309,14 @@ def uncertainty_lines(fig):
                   f"regret {interval(fig, 'regret_pct', '.1f')} %", ""]
     half = fig.get("split_half")
     if half:
+        variants = [("drift_divided_out", "the drift common to each round divided out (every sample over its "
+                     "round's geometric mean across plans)"),
+                    ("compute_speed_taken_out", "each iteration's compute speed taken out (minus the larger of the "
+                     "ranks' compute time above their median)")]
         lines += [f"Noise floor, split-half (odd against even interleaved rounds, {half['rounds']} rounds): "
                   f"MAPE {half['mape_pct']:.1f} %, Kendall tau {fmt(half['kendall_tau'], '.2f')}"
-                  + (f"; with the drift common to each round divided out (every sample over its round's geometric "
-                     f"mean across plans): MAPE {half['drift_divided_out']['mape_pct']:.1f} %, Kendall tau "
-                     f"{fmt(half['drift_divided_out']['kendall_tau'], '.2f')}" if "drift_divided_out" in half else "")
-                  + (f"; with each iteration's compute speed taken out (minus the larger of the ranks' compute time "
-                     f"above their median): MAPE {half['compute_speed_taken_out']['mape_pct']:.1f} %, Kendall tau "
-                     f"{fmt(half['compute_speed_taken_out']['kendall_tau'], '.2f')}"
-                     if "compute_speed_taken_out" in half else ""),
+                  + "".join(f"; with {what}: MAPE {half[key]['mape_pct']:.1f} %, Kendall tau "
+                            f"{fmt(half[key]['kendall_tau'], '.2f')}" for key, what in variants if key in half),
                   ""]
     near = fig.get("bound")
     if near and "tuned_fraction" in near:

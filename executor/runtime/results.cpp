@@ -62,11 +62,8 @@ void attach_duration_spread(const std::vector<RankResult>& ranks, const std::vec
   }
 }
 
-std::vector<std::vector<double>> compute_busy(const std::vector<RankResult>& ranks,
+std::vector<std::vector<double>> compute_busy(const std::vector<const RankResult*>& by_rank,
                                               const std::vector<size_t>& timed, const Schedule& schedule) {
-  std::vector<const RankResult*> by_rank;
-  for (const RankResult& r : ranks) by_rank.push_back(&r);
-  std::sort(by_rank.begin(), by_rank.end(), [](const auto* a, const auto* b) { return a->rank < b->rank; });
   std::vector<std::vector<double>> out;
   for (const RankResult* r : by_rank) {
     std::vector<double> busy;
@@ -124,10 +121,11 @@ RunSummary summarize(const std::vector<RankResult>& ranks, const Schedule& sched
         tl.spans.push_back({t.op, int32_t(r.rank), t.start_us, t.end_us, {}});
     attach_duration_spread(ranks, timed, tl);
   }
-  out.compute_busy_us = compute_busy(ranks, timed, schedule);
-  std::vector<RankResult> sorted = ranks;
-  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
-  for (const RankResult& r : sorted) tl.peak_memory_bytes.push_back(r.peak_memory_bytes);
+  std::vector<const RankResult*> by_rank;
+  for (const RankResult& r : ranks) by_rank.push_back(&r);
+  std::sort(by_rank.begin(), by_rank.end(), [](const auto* a, const auto* b) { return a->rank < b->rank; });
+  out.compute_busy_us = compute_busy(by_rank, timed, schedule);
+  for (const RankResult* r : by_rank) tl.peak_memory_bytes.push_back(r->peak_memory_bytes);
   return out;
 }
 

@@ -89,12 +89,15 @@ class FidelitySweep : public ::testing::Test {
       if (!fs::exists(fs::path(DOMINO_BIN_DIR) / tool)) return (fs::path(DOMINO_BIN_DIR) / tool).string();
     return "";
   }
+  // The command line of the sweep with these arguments.
+  static std::string sweep_with(const std::string& args) {
+    return "bash " + (kScripts / "fidelity-sweep").string() + " " + args;
+  }
   // The short sweep on the tiny cpu-gpt shape over loopback, two rounds, with `flags` added.
   static std::string short_sweep(const std::string& flags) {
-    return "bash " + (kScripts / "fidelity-sweep").string() +
-           " --short --models cpu-gpt --links 0 --seq-len 32 " +
-           "--micro-batch 4 --iters 2 --warmup 1 --build " + fs::path(DOMINO_BIN_DIR).parent_path().string() +
-           " " + flags;
+    return sweep_with(
+        "--short --models cpu-gpt --links 0 --seq-len 32 --micro-batch 4 --iters 2 --warmup 1 --build " +
+        fs::path(DOMINO_BIN_DIR).parent_path().string() + " " + flags);
   }
   fs::path dir;
 };
@@ -217,29 +220,24 @@ TEST_F(FidelitySweep, ReuseTunedScoresAnotherProfileOnTheSameMeasurements) {
 }
 
 TEST_F(FidelitySweep, BadUsageExitsTwo) {
-  EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --bogus", dir / "log"), 2);
+  EXPECT_EQ(run(sweep_with("--bogus"), dir / "log"), 2);
   EXPECT_NE(slurp(dir / "log").find("unknown argument '--bogus'"), std::string::npos);
-  EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --iters 0", dir / "log"), 2);
-  EXPECT_EQ(
-      run("bash " + (kScripts / "fidelity-sweep").string() + " --plans 'no-comm tuned no-comm'", dir / "log"),
-      2);
+  EXPECT_EQ(run(sweep_with("--iters 0"), dir / "log"), 2);
+  EXPECT_EQ(run(sweep_with("--plans 'no-comm tuned no-comm'"), dir / "log"), 2);
   EXPECT_NE(slurp(dir / "log").find("--plans names no-comm twice"), std::string::npos) << slurp(dir / "log");
-  EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --plans ''", dir / "log"), 2);
-  EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --plans tuned --short", dir / "log"), 2);
-  EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --refit-in-launch", dir / "log"), 2);
+  EXPECT_EQ(run(sweep_with("--plans ''"), dir / "log"), 2);
+  EXPECT_EQ(run(sweep_with("--plans tuned --short"), dir / "log"), 2);
+  EXPECT_EQ(run(sweep_with("--refit-in-launch"), dir / "log"), 2);
   EXPECT_NE(slurp(dir / "log").find("--refit-in-launch needs --calibrate"), std::string::npos)
       << slurp(dir / "log");
-  EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --reuse-tuned", dir / "log"), 2);
+  EXPECT_EQ(run(sweep_with("--reuse-tuned"), dir / "log"), 2);
   EXPECT_NE(slurp(dir / "log").find("--reuse-tuned needs --reuse"), std::string::npos) << slurp(dir / "log");
-  EXPECT_EQ(run("bash " + (kScripts / "fidelity-sweep").string() + " --sync-fit sync_iteration", dir / "log"),
-            2);
+  EXPECT_EQ(run(sweep_with("--sync-fit sync_iteration"), dir / "log"), 2);
   EXPECT_NE(slurp(dir / "log").find("--sync-fit needs --calibrate-sync"), std::string::npos)
       << slurp(dir / "log");
   // The table reads a plan's measurement files as a comma-separated list: a comma in the folder would split
   // it.
-  EXPECT_EQ(
-      run("bash " + (kScripts / "fidelity-sweep").string() + " --out " + (dir / "a,b").string(), dir / "log"),
-      2);
+  EXPECT_EQ(run(sweep_with("--out " + (dir / "a,b").string()), dir / "log"), 2);
   EXPECT_FALSE(fs::exists(dir / "a,b"));
 }
 
