@@ -31,12 +31,21 @@ PreparedProbe::PreparedProbe(const std::string& backend, Schedule schedule, cons
 
 PreparedProbe::~PreparedProbe() = default;
 
-std::vector<std::vector<OpTiming>> PreparedProbe::run(int warmup, int iters, GlooComm* barrier_comm) {
+namespace {
+
+RunnerOptions probe_options(int warmup, int iters) {
   RunnerOptions options;
   options.warmup = warmup;
   options.iters = iters;
   options.check_finite = false;  // a probe's values are not a training run's: only its time counts
-  const RankResult result = run_iterations(schedule_, *backend_, barrier_comm, rank_, options);
+  return options;
+}
+
+}  // namespace
+
+std::vector<std::vector<OpTiming>> PreparedProbe::run(int warmup, int iters, GlooComm* barrier_comm) {
+  const RankResult result =
+      run_iterations(schedule_, *backend_, barrier_comm, rank_, probe_options(warmup, iters));
   std::vector<std::vector<OpTiming>> timed;
   for (const IterationRecord& it : result.iterations)
     if (it.timed) timed.push_back(it.spans);
@@ -44,14 +53,20 @@ std::vector<std::vector<OpTiming>> PreparedProbe::run(int warmup, int iters, Glo
 }
 
 std::vector<double> PreparedProbe::time_ops(const RepeatPolicy& policy) {
+  // One set of stream workers for every repeat, as a training run keeps its workers: a worker started per
+  // repeat paid its first allocations (a new thread's malloc arena, Eigen's packing buffers, the kernels'
+  // scratch) inside the op, which made a GEMM of a few microseconds measure 0.2-0.6 ms.
+  IterationRunner runner(schedule_, *backend_, nullptr, rank_, probe_options(0, 1));
   std::vector<double> durations;
   int calls = 0;
-  time_repeats([&] {
-    const std::vector<OpTiming> spans = run(0, 1, nullptr).front();
-    if (calls++ < policy.warmup) return;
-    for (const OpTiming& t : spans)
-      if (spans.size() == 1 || t.op != 0) durations.push_back(duration_us(t));
-  }, policy);
+  time_repeats(
+      [&] {
+        const IterationRecord rec = runner.run_next(true);
+        if (calls++ < policy.warmup) return;
+        for (const OpTiming& t : rec.spans)
+          if (rec.spans.size() == 1 || t.op != 0) durations.push_back(duration_us(t));
+      },
+      policy);
   return durations;
 }
 

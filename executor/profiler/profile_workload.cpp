@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "sim/base/error.hpp"
+#include "sim/ir/gemm_blocks.hpp"
 
 namespace domino::prof {
 
@@ -38,8 +39,11 @@ class Builder {
     return &w_.schedules.back();
   }
 
-  void add_gemm(const Schedule& s, const Op& op) {
-    // Each transpose pair separately: the executor calls Eigen with transposed operands for dgrad and wgrad.
+  void add_gemm(const Schedule& s, const Op& whole) {
+    // The product the backend runs (one block of a GEMM whose rows slice the sequence of several batch
+    // entries: the cost model times it once per block). Each transpose pair separately: the executor calls
+    // Eigen with transposed operands for dgrad and wgrad.
+    const Op op = gemm_block(whole);
     const auto key = std::make_tuple(op.m, op.n, op.k, op.code);
     if (!gemm_seen_.insert(key).second) return;
     Schedule mini = extract_op(s, op);

@@ -1,6 +1,7 @@
 // cost_model.cpp: op durations from a profile. GEMMs: a measured table (exact shape and transpose pair, else
 // the throughput of the nearest measured shapes of the pair in log space) or the roofline
-// max(flops / (peak x efficiency(size)), bytes / memory bandwidth); memory-bound ops: bytes / bandwidth (the
+// max(flops / (peak x efficiency(size)), bytes / memory bandwidth), once per row block (gemm_blocks.hpp);
+// memory-bound ops: bytes / bandwidth (the
 // opcode's, else the kind's, else the general figures); collectives (AllReduce, AllGather,
 // ReduceScatter): arrival skew + the latency and bandwidth of the fastest eligible algorithm (ring, NVLS) of
 // the kind's curves, or the pinned one.
@@ -11,6 +12,7 @@
 #include <tuple>
 
 #include "sim/base/error.hpp"
+#include "sim/ir/gemm_blocks.hpp"
 
 namespace domino {
 
@@ -202,6 +204,14 @@ double CostModel::gemm_us(DType dtype, int64_t m, int64_t n, int64_t k, double f
   return roofline_us(flops, c.peak_flops_per_us, c.efficiency.at(flops), bytes);
 }
 
+double CostModel::blocked_gemm_us(const Op& op) const {
+  const GemmTranspose t = gemm_transpose(op.code);
+  if (op.attrs.row_blocks <= 1) return gemm_us(op.dtype, op.m, op.n, op.k, op.flops, op.bytes, t);
+  const Op block = gemm_block(op);
+  return double(op.attrs.row_blocks) *
+         gemm_us(block.dtype, block.m, block.n, block.k, block.flops, block.bytes, t);
+}
+
 double CostModel::attention_us(DType dtype, double flops, double bytes) const {
   const DTypeCosts& c = costs(dtype);
   if (flops <= 0) return launch_us_ + bytes / mem_bytes_per_us_;
@@ -318,7 +328,7 @@ double CostModel::op_us(const Op& op, int tp, int devices_per_node) const {
   switch (op.kind) {
     case OpKind::Gemm:
       if (profile_.gpu) return gemm_us_on_sms(op, profile_.gpu->sms);
-      return gemm_us(op.dtype, op.m, op.n, op.k, op.flops, op.bytes, gemm_transpose(op.code));
+      return blocked_gemm_us(op);
     case OpKind::Attention: return attention_us(op.dtype, op.flops, op.bytes);
     case OpKind::AllReduce:
     case OpKind::AllGather:

@@ -43,6 +43,8 @@ class CostModel {
   // pair (and its 4-column rows) time it.
   double gemm_us(DType dtype, int64_t m, int64_t n, int64_t k, double flops, double bytes,
                  GemmTranspose t = {}) const;
+  // A GEMM op as a backend runs it without a gpu section: OpAttrs::row_blocks products of one block's shape.
+  double blocked_gemm_us(const Op& op) const;
   double attention_us(DType dtype, double flops, double bytes) const;
   double memory_us(double bytes) const;                // the profile's general memory figures
   double memory_us(OpKind kind, double bytes) const;   // the kind's own figures when it has them
@@ -79,6 +81,7 @@ class CostModel {
   // ceil(tiles / sms_available) waves. op_us is this at gpu.sms. Without a gpu section, or for other
   // kinds (not collectives), op_us: their time does not depend on the SM count here.
   double gemm_us_on_sms(const Op& op, int sms_available) const;
+  double blocked_gemm_us_on_sms(const Op& op, int sms_available) const;  // gemm_us_on_sms of row_blocks > 1
   // CTA tiles of a GEMM (with the tile it runs with) or attention op; 0 for other kinds or without a gpu
   // section.
   int64_t op_tiles(const Op& op) const;

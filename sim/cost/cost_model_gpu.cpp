@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "sim/cost/cost_model.hpp"
+#include "sim/ir/gemm_blocks.hpp"
 
 namespace domino {
 
@@ -27,6 +28,11 @@ int64_t gemm_tiles(const Op& op, const std::array<int, 2>& tile) {
 int64_t CostModel::op_tiles(const Op& op) const {
   if (!profile_.gpu) return 0;
   const GpuProfile& g = *profile_.gpu;
+  if (op.kind == OpKind::Gemm && op.attrs.row_blocks > 1) {
+    // A strided batch runs every block's tiles in one launch; a weight gradient one product at a time.
+    const int64_t per_block = op_tiles(gemm_block(op));
+    return op.code == OpCode::MatMulWgrad ? per_block : per_block * op.attrs.row_blocks;
+  }
   if (op.kind == OpKind::Gemm && op.m > 0 && op.n > 0) return gemm_tiles(op, *gemm_tile(op).tile);
   // Attention (FlashAttention's grid): one CTA per block of attention_tile_m query rows of each head and
   // sequence (blocks do not span batch entries); an op without its query region counts its rows as one.
@@ -79,6 +85,7 @@ double CostModel::gemm_us_on_sms(const Op& op, int sms_available) const {
     return launch_us_ + (alone_us - launch_us_) * scale;
   };
   if (op.kind == OpKind::Attention) return rescaled(attention_us(op.dtype, op.flops, op.bytes));
+  if (op.attrs.row_blocks > 1) return blocked_gemm_us_on_sms(op, sms_available);
   const DTypeCosts& c = costs(op.dtype);
   if (op.m <= 0 || op.n <= 0 || op.k <= 0) return gemm_us(op.dtype, op.m, op.n, op.k, op.flops, op.bytes, gemm_transpose(op.code));
   if (!c.table.empty()) {
@@ -88,6 +95,21 @@ double CostModel::gemm_us_on_sms(const Op& op, int sms_available) const {
   }
   const TileChoice choice = gemm_tile(op);
   return sms_available == all ? choice.us_on_all_sms : tile_model_us(op, sms_available, *choice.tile);
+}
+
+// A GEMM of several row blocks as the CUDA backend runs it (gemm_blocks.hpp): a weight gradient one product
+// per block, accumulating into one output; a forward or input-gradient product one strided batch, whose
+// blocks' tiles share the waves: the block's time alone on every SM, rescaled by the waves of all tiles.
+double CostModel::blocked_gemm_us_on_sms(const Op& op, int sms_available) const {
+  const Op block = gemm_block(op);
+  const double blocks = double(op.attrs.row_blocks);
+  if (op.code == OpCode::MatMulWgrad) return blocks * gemm_us_on_sms(block, sms_available);
+  const double alone = gemm_us_on_sms(block, profile_.gpu->sms);
+  const int64_t tiles = op_tiles(block);
+  if (tiles == 0) return blocks * alone;
+  const double scale =
+      double(waves(tiles * op.attrs.row_blocks, sms_available)) / double(waves(tiles, profile_.gpu->sms));
+  return launch_us_ + (alone - launch_us_) * scale;
 }
 
 int CostModel::collective_sms(const Op& op, int tp, int devices_per_node) const {

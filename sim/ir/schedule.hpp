@@ -226,6 +226,10 @@ struct OpAttrs {
   // PositionAdd on a sequence-sharded buffer: the plan's group count g (> 0), so that a local row's position
   // is sp_layout(...).position(rank, row); 0: the row's seq index.
   int16_t sp_groups = 0;
+  // GEMMs: how many products the backends run it as. Rows that slice the sequence of several batch entries
+  // are not evenly spaced, so each entry's block of rows is its own product (the CPU backend's Eigen runs,
+  // CUDA's strided batch; a weight gradient sums one product per block). 1: one product. Set by the builder.
+  int32_t row_blocks = 1;
 };
 
 // Where a rank's rows of a sequence-sharded buffer come from. The sequence [0, seq) is cut into `groups`

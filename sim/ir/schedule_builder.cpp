@@ -4,6 +4,7 @@
 #include <array>
 
 #include "sim/base/error.hpp"
+#include "sim/ir/gemm_blocks.hpp"
 #include "sim/ir/schedule_builder_internal.hpp"
 
 namespace domino {
@@ -220,6 +221,7 @@ void fill_costs(Schedule& s) {
     op.bytes = bytes * rotated;
     if (op.kind == OpKind::Gemm) {
       op.flops = 2.0 * double(op.m) * double(op.n) * double(op.k);
+      op.attrs.row_blocks = gemm_row_blocks(s, op);
     } else if (op.kind != OpKind::Attention) {
       // The loss ops' and the embedding's work scales with their input, not the small loss outputs.
       const Region& r = op.kind == OpKind::Loss           ? op.in[0]

@@ -2,16 +2,19 @@
 // (chains, AllReduce chains, the sequence-parallel AllGather / ReduceScatter probes, the two-stream
 // experiments) have the shapes the measuring code relies on, and a backend registered under a test name that
 // counts the ops issued on its stream drivers sees every probe: compute ops, the three collectives, the
-// interference and arrival-skew experiments. No timed assertions.
+// interference and arrival-skew experiments; a compute probe's repeats run on one worker thread, as a
+// training run's iterations do. No timed assertions.
 #include <gtest/gtest.h>
-
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "executor/cpu/cpu_backend.hpp"
 #include "executor/job/backends.hpp"
@@ -24,20 +27,32 @@
 namespace domino::prof {
 namespace {
 
-// Issued ops by opcode name, in this process (each forked rank has its own copy).
+// Issued ops by opcode name, in this process (each forked rank has its own copy); the compute stream's
+// iterations that issued ops, and the kernel thread ids that issued them.
 std::mutex issued_mutex;
 std::map<std::string, int> issued;
+int compute_iterations = 0;
+std::set<long> compute_threads;
 
 class CountingDriver final : public StreamDriver {
  public:
-  explicit CountingDriver(std::unique_ptr<StreamDriver> inner) : inner_(std::move(inner)) {}
+  CountingDriver(std::unique_ptr<StreamDriver> inner, Stream stream)
+      : inner_(std::move(inner)), stream_(stream) {}
   void attach_thread() override { inner_->attach_thread(); }
-  void begin_iteration(SteadyClock::time_point t0) override { inner_->begin_iteration(t0); }
+  void begin_iteration(SteadyClock::time_point t0) override {
+    issued_this_iteration_ = false;
+    inner_->begin_iteration(t0);
+  }
   void wait_for(const Op& dep) override { inner_->wait_for(dep); }
   void issue(const Op& op) override {
     {
       std::lock_guard lock(issued_mutex);
       ++issued[to_string(op.code)];
+      if (stream_ == Stream::Compute) {
+        compute_threads.insert(long(::syscall(SYS_gettid)));
+        compute_iterations += !issued_this_iteration_;
+        issued_this_iteration_ = true;
+      }
     }
     inner_->issue(op);
   }
@@ -46,6 +61,8 @@ class CountingDriver final : public StreamDriver {
 
  private:
   std::unique_ptr<StreamDriver> inner_;
+  Stream stream_;
+  bool issued_this_iteration_ = false;
 };
 
 // The CPU backend, counting; its profiling traits ask for chains of 3 so that chains are exercised.
@@ -55,7 +72,7 @@ class CountingBackend final : public Backend {
   TimingMode timing_mode() const override { return inner_->timing_mode(); }
   void prepare(const Schedule& s, const RankContext& ctx) override { inner_->prepare(s, ctx); }
   std::unique_ptr<StreamDriver> make_stream_driver(Stream s) override {
-    return std::make_unique<CountingDriver>(inner_->make_stream_driver(s));
+    return std::make_unique<CountingDriver>(inner_->make_stream_driver(s), s);
   }
   void begin_iteration(int64_t step) override { inner_->begin_iteration(step); }
   std::vector<float> read_region(const Region& r) override { return inner_->read_region(r); }
@@ -149,6 +166,8 @@ TEST(ProfilerBackend, EveryProbeRunsThroughTheNamedBackend) {
     nlohmann::json out = measure_rank(w, comm, mo);
     std::lock_guard lock(issued_mutex);
     out["issued"] = issued;
+    out["compute_iterations"] = compute_iterations;
+    out["compute_threads"] = compute_threads.size();
     return out;
   });
   ASSERT_EQ(ranks.size(), 2u);
@@ -169,6 +188,10 @@ TEST(ProfilerBackend, EveryProbeRunsThroughTheNamedBackend) {
     EXPECT_GT(allreduce_samples, 0);
     EXPECT_GE(count("AllReduce"), allreduce_samples);
     EXPECT_FALSE(r["interference"]["gemm_alone_us"].empty());
+    // A probe's repeats share its workers (a new worker per repeat paid its first allocations inside the op):
+    // far fewer compute threads than compute iterations.
+    EXPECT_LT(2 * r["compute_threads"].get<int>(), r["compute_iterations"].get<int>())
+        << r["compute_threads"] << " threads for " << r["compute_iterations"] << " iterations";
     // The sequence-parallel pair at every AllReduce size, each sample one issued op of its kind.
     for (const auto& [key, code] : {std::pair{"allgather", "AllGather"}, std::pair{"reducescatter", "ReduceScatter"}}) {
       ASSERT_EQ(r[key].size(), r["collectives"].size()) << key;

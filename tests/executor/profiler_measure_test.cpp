@@ -18,6 +18,7 @@
 #include "sim/engine/simulator.hpp"
 #include "sim/fit/profile_fit.hpp"
 #include "sim/fit/stats.hpp"
+#include "sim/ir/gemm_blocks.hpp"
 #include "tests/executor/thread_util.hpp"
 
 namespace domino::prof {
@@ -40,14 +41,27 @@ TEST(ProfilerWorkload, ForModelCoversEveryGemmShapeOfItsPlans) {
   WorkloadOptions wo;
   wo.models = {default_model()};
   const Workload w = plan_workload(wo);
-  // Every GEMM of the domino-ds plan (sliced, chunked, backward) is a measured shape.
-  const Schedule s = build_schedule(wo.models[0], make_strategy_plan("domino-ds", wo.models[0]));
-  for (const Op& op : s.ops) {
-    if (op.kind != OpKind::Gemm) continue;
-    bool found = false;
-    for (const Probe& p : w.gemms) found |= p.op().m == op.m && p.op().n == op.n && p.op().k == op.k;
-    EXPECT_TRUE(found) << op_id(op) << " " << op.m << "x" << op.n << "x" << op.k;
+  // Every GEMM of the domino-ds plan (sliced, chunked, backward) is a measured shape, and so is every product
+  // a plan slicing the sequence runs: one block of rows per batch entry (gemm_blocks.hpp).
+  const BlockPlan by_sequence{SplitDim::Sequence, 2, 1, OverlapMode::None, false};
+  const ModelSpec& model = wo.models[0];
+  ASSERT_GT(model.micro_batch, 1);
+  int blocked = 0;
+  for (const Plan& plan : {make_strategy_plan("domino-ds", model),
+                           make_uniform_plan(model, by_sequence, by_sequence, "custom")}) {
+    for (const Op& whole : build_schedule(model, plan).ops) {
+      if (whole.kind != OpKind::Gemm) continue;
+      blocked += whole.attrs.row_blocks > 1;
+      const Op op = gemm_block(whole);
+      bool found = false;
+      for (const Probe& p : w.gemms) {
+        EXPECT_EQ(p.op().attrs.row_blocks, 1) << p.label;
+        found |= p.op().m == op.m && p.op().n == op.n && p.op().k == op.k && p.op().code == op.code;
+      }
+      EXPECT_TRUE(found) << op_id(op) << " " << op.m << "x" << op.n << "x" << op.k;
+    }
   }
+  EXPECT_GT(blocked, 0);
   // AllReduce sizes reach the model's largest message exactly.
   EXPECT_DOUBLE_EQ(w.allreduce_bytes.back(), double(derive_facts(wo.models[0]).allreduce_bytes));
   EXPECT_DOUBLE_EQ(w.allreduce_bytes.front(), 4.0);

@@ -8,26 +8,10 @@
 
 #include "sim/base/error.hpp"
 #include "sim/cost/cost_model.hpp"
+#include "toy_schedule.hpp"
 
 namespace domino {
 namespace {
-
-// 1 TFLOP/s peak, flat efficiency 0.5, memory 100 GB/s, no launch cost.
-Profile fp32_profile(std::vector<GemmTiming> table) {
-  Profile p;
-  p.name = "transposes";
-  p.devices_per_node = 4;
-  GemmProfile g;
-  g.peak_tflops = 1;
-  g.efficiency = {{1, 0.5}};
-  g.table = std::move(table);
-  p.gemm[static_cast<int>(DType::FP32)] = g;
-  p.memory = {100, 0, {}, {}};
-  p.attention.relative_efficiency = 0.5;
-  p.intra_node = {10, 1, {}, 0};
-  p.interference = {0, 0};
-  return p;
-}
 
 Op gemm(int64_t m, int64_t n, int64_t k, OpCode code) {
   Op op;
@@ -49,8 +33,8 @@ TEST(GemmTranspose, OpcodesMapToTheOperandsTheExecutorTransposes) {
 }
 
 TEST(GemmTranspose, EachPairTakesItsOwnRowOfTheShape) {
-  const CostModel cm(fp32_profile({{256, 256, 256, 100, kNone}, {256, 256, 256, 200, kDgrad},
-                                   {256, 256, 256, 300, kWgrad}}));
+  const CostModel cm(test::fp32_table_profile(
+      {{256, 256, 256, 100, kNone}, {256, 256, 256, 200, kDgrad}, {256, 256, 256, 300, kWgrad}}));
   EXPECT_DOUBLE_EQ(cm.op_us(gemm(256, 256, 256, OpCode::MatMul), 2, 4), 100);
   EXPECT_DOUBLE_EQ(cm.op_us(gemm(256, 256, 256, OpCode::MatMulDgrad), 2, 4), 200);
   EXPECT_DOUBLE_EQ(cm.op_us(gemm(256, 256, 256, OpCode::MatMulWgrad), 2, 4), 300);
@@ -58,7 +42,7 @@ TEST(GemmTranspose, EachPairTakesItsOwnRowOfTheShape) {
 
 TEST(GemmTranspose, AnotherPairsRowIsNeverUsedNorInterpolated) {
   // Only a wgrad row: a forward GEMM of that very shape falls back to the roofline, not to it.
-  const CostModel cm(fp32_profile({{256, 256, 256, 300, kWgrad}}));
+  const CostModel cm(test::fp32_table_profile({{256, 256, 256, 300, kWgrad}}));
   const Op fwd = gemm(256, 256, 256, OpCode::MatMul);
   const double roofline = fwd.flops / (1e6 * 0.5);
   EXPECT_DOUBLE_EQ(cm.op_us(fwd, 2, 4), roofline);
@@ -70,7 +54,7 @@ TEST(GemmTranspose, AnotherPairsRowIsNeverUsedNorInterpolated) {
 }
 
 TEST(GemmTranspose, AFourColumnRowTimesEveryPairUnlessThePairHasItsOwn) {
-  const CostModel cm(fp32_profile({{256, 256, 256, 100}, {256, 256, 256, 250, kDgrad}}));
+  const CostModel cm(test::fp32_table_profile({{256, 256, 256, 100}, {256, 256, 256, 250, kDgrad}}));
   EXPECT_DOUBLE_EQ(cm.op_us(gemm(256, 256, 256, OpCode::MatMul), 2, 4), 100);
   EXPECT_DOUBLE_EQ(cm.op_us(gemm(256, 256, 256, OpCode::MatMulWgrad), 2, 4), 100);
   EXPECT_DOUBLE_EQ(cm.op_us(gemm(256, 256, 256, OpCode::MatMulDgrad), 2, 4), 250);
@@ -79,7 +63,8 @@ TEST(GemmTranspose, AFourColumnRowTimesEveryPairUnlessThePairHasItsOwn) {
 TEST(GemmTranspose, AnOldProfilePredictsEveryOpcodeAsTheForwardGemm) {
   // Four-column rows only: dgrad and wgrad cost what the forward GEMM of their shape costs, exact rows
   // and interpolated ones alike (what the cost model gave before transposes existed).
-  const CostModel cm(fp32_profile({{128, 128, 128, 10}, {128, 128, 512, 30}, {512, 128, 128, 35}}));
+  const CostModel cm(
+      test::fp32_table_profile({{128, 128, 128, 10}, {128, 128, 512, 30}, {512, 128, 128, 35}}));
   for (const auto& [m, n, k] : {std::tuple{128, 128, 128}, {128, 128, 256}, {256, 128, 256}, {2048, 2048, 2048}}) {
     const double fwd = cm.op_us(gemm(m, n, k, OpCode::MatMul), 2, 4);
     EXPECT_DOUBLE_EQ(cm.op_us(gemm(m, n, k, OpCode::MatMulDgrad), 2, 4), fwd);
@@ -119,12 +104,14 @@ interference: {compute_slowdown_during_comm: 0, comm_slowdown_during_compute: 0}
 }
 
 TEST(GemmTranspose, ValidationRejectsADuplicatePair) {
-  EXPECT_THROW(CostModel(fp32_profile({{64, 64, 64, 5, kDgrad}, {64, 64, 64, 6, kDgrad}})), Error);
-  EXPECT_THROW(CostModel(fp32_profile({{64, 64, 64, 5, kDgrad}, {64, 64, 64, 6}})), Error);  // 4-column first
+  EXPECT_THROW(CostModel(test::fp32_table_profile({{64, 64, 64, 5, kDgrad}, {64, 64, 64, 6, kDgrad}})),
+               Error);
+  EXPECT_THROW(CostModel(test::fp32_table_profile({{64, 64, 64, 5, kDgrad}, {64, 64, 64, 6}})),
+               Error);  // 4-column first
 }
 
 TEST(MemoryPerCode, AnOpcodesOwnFiguresWinOverItsKinds) {
-  Profile p = fp32_profile({});
+  Profile p = test::fp32_table_profile({});
   p.memory.per_kind["norm"] = {50, 1};
   p.memory.per_code["LayerNormFwd"] = {200, 3};
   const CostModel cm(p);

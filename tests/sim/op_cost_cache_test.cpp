@@ -133,6 +133,12 @@ TEST(OpCostCache, OpsDifferingInAnyFieldTheCostModelReadsGetTheirOwnCosts) {
       {"m", gemm, [](Op& op) { op.m *= 2; }},
       {"n", gemm, [](Op& op) { op.n *= 2; }},
       {"k", gemm, [](Op& op) { op.k *= 2; }},
+      {"row blocks", gemm,
+       [](Op& op) {
+         op.attrs.row_blocks = 8;  // 8 x 2 x 11 tiles: two waves where the whole rows take one
+         op.n_in = 1;
+         op.in[0] = Region{0, 0, 8, 0, 192, 0, 1024};
+       }},
       {"bytes", gemm, [](Op& op) { op.bytes = 1e12; }},
       {"flops", attention, [](Op& op) { op.flops *= 2; }},
       {"heads", attention, [](Op& op) { op.attrs.heads = 16; }},

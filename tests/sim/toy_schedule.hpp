@@ -25,6 +25,24 @@ inline Profile unit_bytes_profile() {
   return p;
 }
 
+// fp32 GEMMs from `table` (1 TFLOP/s peak and a flat efficiency of 0.5 elsewhere), memory at 100 GB/s, no
+// launch cost, no interference.
+inline Profile fp32_table_profile(std::vector<GemmTiming> table) {
+  Profile p;
+  p.name = "gemm table";
+  p.devices_per_node = 4;
+  GemmProfile g;
+  g.peak_tflops = 1;
+  g.efficiency = {{1, 0.5}};
+  g.table = std::move(table);
+  p.gemm[static_cast<int>(DType::FP32)] = g;
+  p.memory = {100, 0, {}, {}};
+  p.attention.relative_efficiency = 0.5;
+  p.intra_node = {10, 1, {}, 0};
+  p.interference = {0, 0};
+  return p;
+}
+
 // A TP-2 schedule built op by op: compute ops element-wise, communication ops AllReduces, each of `us`
 // microseconds under unit_bytes_profile().
 struct ToySchedule {
