@@ -9,13 +9,11 @@ namespace domino {
 
 namespace {
 
-// A GEMM's operands whose rows are its rows: in[0] and out[0], or in[0] and in[1] for a weight gradient.
-std::array<int, 2> row_operands(const Op& op) {
-  return op.code == OpCode::MatMulWgrad ? std::array<int, 2>{0, 1} : std::array<int, 2>{0, -1};
+// A GEMM's operands whose rows are its rows: its input and output, or both inputs of a weight gradient.
+template <typename OpT>
+auto row_regions(OpT& op) {
+  return std::array{&op.in[0], op.code == OpCode::MatMulWgrad ? &op.in[1] : &op.out[0]};
 }
-
-Region& operand(Op& op, int i) { return i >= 0 ? op.in[size_t(i)] : op.out[0]; }
-const Region& operand(const Op& op, int i) { return i >= 0 ? op.in[size_t(i)] : op.out[0]; }
 
 // A region's rows are evenly spaced when they cover the buffer's whole sequence or a single batch entry.
 bool rows_evenly_spaced(const Schedule& s, const Region& r) {
@@ -26,10 +24,8 @@ bool rows_evenly_spaced(const Schedule& s, const Region& r) {
 
 int32_t gemm_row_blocks(const Schedule& s, const Op& op) {
   if (op.kind != OpKind::Gemm) return 1;
-  for (int i : row_operands(op)) {
-    const Region& r = operand(op, i);
-    if (r.valid() && !rows_evenly_spaced(s, r)) return int32_t(r.b1 - r.b0);
-  }
+  for (const Region* r : row_regions(op))
+    if (r->valid() && !rows_evenly_spaced(s, *r)) return int32_t(r->b1 - r->b0);
   return 1;
 }
 
@@ -40,8 +36,8 @@ Op gemm_block(const Op& op) {
   const int64_t rows = wgrad ? op.k : op.m;
   Op block = op;
   bool cut = rows % blocks == 0;
-  for (int i : row_operands(op)) {
-    Region& r = operand(block, i);
+  for (Region* region : row_regions(block)) {
+    Region& r = *region;
     if (!r.valid()) continue;
     // The first block's rows: its first batch entries, or a single entry's first sequence rows.
     if ((r.b1 - r.b0) % blocks == 0)
