@@ -1,33 +1,45 @@
 # fidelity-calibration.bash: the fidelity sweep's calibration (sourced by scripts/fidelity-sweep, which sets
-# BIN, REUSE, ITERS, WARMUP, OVERRIDES, EXEC_FLAGS, CALIBRATE_SYNC and SYNC_FIT, and the caller's config and
-# link_args).
+# BIN, REUSE, ITERS, WARMUP, OVERRIDES, EXEC_FLAGS, CALIBRATE_SYNC, SYNC_FIT and CALIBRATE_OVERLAP, and the
+# caller's config and link_args).
 # A profile is fitted to the calibration plans' traces: compute figures on no-comm, then (--calibrate-sync)
-# what --sync-fit names, by default the ranks' arrival skew, on megatron-sync. Before the scored launch those
+# what --sync-fit names, by default the ranks' arrival skew, on megatron-sync, then (--calibrate-overlap) the
+# collectives' delay beside compute on OVERLAP_PLAN. Before the scored launch those
 # traces come from a calibration launch of their own (the tuner needs a profile to pick with); with
 # --refit-in-launch the profile is fitted again on the scored launch's own runs of those plans, which ran
 # beside the plans it predicts.
+
+# The overlapped calibration plan: not among the sweep's scored plans, and sliced the same way on every model.
+OVERLAP_PLAN=slices:2x1:batch
 
 # The plans a profile is fitted on, in the order they are fitted.
 calibration_plans() {
   echo no-comm
   [[ $CALIBRATE_SYNC == 0 ]] || echo megatron-sync
+  [[ $CALIBRATE_OVERLAP == 0 ]] || echo "$OVERLAP_PLAN"
 }
 
-# Fits PROFILE to the calibration plans' traces in TRACES (<plan>.trace.json) into OUT/profile.yaml (with
-# --calibrate-sync via OUT/compute.yaml); the fits' reports go to LOGS/<prefix>.profile.log and .sync.log.
+# Fits PROFILE to the calibration plans' traces in TRACES (<plan file name>.trace.json) into OUT/profile.yaml
+# (with --calibrate-sync via OUT/compute.yaml, with --calibrate-overlap via OUT/sync.yaml too); the fits'
+# reports go to LOGS/<prefix>.profile.log, .sync.log and .overlap.log.
 fit_profile() {  # traces profile out logs prefix
   local traces="$1" profile="$2" out="$3" logs="$4" prefix="$5"
   mkdir -p "$out"
-  local fitted="$out/profile.yaml"
+  local fitted="$out/profile.yaml" synced="$out/profile.yaml"
   [[ $CALIBRATE_SYNC == 0 ]] || fitted="$out/compute.yaml"
+  [[ $CALIBRATE_OVERLAP == 0 ]] || synced="$out/sync.yaml"
   if ! "$BIN/domino-profile" --calibrate "$traces/no-comm.trace.json" --profile "$profile" \
       --fit gemm,memory,attention -o "$fitted" > "$logs/$prefix.profile.log" 2>&1; then
     echo "fidelity-sweep: $config: calibrating $(basename "$profile") failed: $(tail -1 "$logs/$prefix.profile.log")"
     return 1
   fi
   if [[ $CALIBRATE_SYNC == 1 ]] && ! "$BIN/domino-profile" --calibrate "$traces/megatron-sync.trace.json" \
-      --profile "$fitted" --fit "$SYNC_FIT" -o "$out/profile.yaml" > "$logs/$prefix.sync.log" 2>&1; then
+      --profile "$fitted" --fit "$SYNC_FIT" -o "$synced" > "$logs/$prefix.sync.log" 2>&1; then
     echo "fidelity-sweep: $config: calibrating the arrival skew failed: $(tail -1 "$logs/$prefix.sync.log")"
+    return 1
+  fi
+  if [[ $CALIBRATE_OVERLAP == 1 ]] && ! "$BIN/domino-profile" --calibrate "$traces/$(file_name "$OVERLAP_PLAN").trace.json" \
+      --profile "$synced" --fit comm_delay -o "$out/profile.yaml" > "$logs/$prefix.overlap.log" 2>&1; then
+    echo "fidelity-sweep: $config: calibrating the collectives' delay failed: $(tail -1 "$logs/$prefix.overlap.log")"
     return 1
   fi
 }
@@ -35,18 +47,19 @@ fit_profile() {  # traces profile out logs prefix
 # --calibrate: the calibration plans' traces of this configuration, executed now in one interleaved launch
 # or taken from the --reuse folder, and the profile fitted to them in DIR/calib/profile.yaml.
 calibrate_profile() {  # config model_arg profile dir
-  local config="$1" model_arg="$2" profile="$3" dir="$4" plan from
+  local config="$1" model_arg="$2" profile="$3" dir="$4" plan from f
   mkdir -p "$dir/calib"
   local missing=()
   for plan in $(calibration_plans); do
-    for from in "$REUSE/$config/calib/$plan.trace.json" "$REUSE/$config/meas/$plan.trace.json"; do
+    f="$(file_name "$plan")"
+    for from in "$REUSE/$config/calib/$f.trace.json" "$REUSE/$config/meas/$f.trace.json"; do
       if [[ -n "$REUSE" && -f "$from" ]]; then
-        cp "$from" "$dir/calib/$plan.trace.json"
+        cp "$from" "$dir/calib/$f.trace.json"
         echo "  calibration: $plan trace reused from $from"
         break
       fi
     done
-    [[ -f "$dir/calib/$plan.trace.json" ]] || missing+=("$plan")
+    [[ -f "$dir/calib/$f.trace.json" ]] || missing+=("$plan")
   done
   if [[ ${#missing[@]} -gt 0 ]]; then
     if ! "$BIN/domino-exec" "$model_arg" --plans "${missing[@]}" "${OVERRIDES[@]}" "${link_args[@]}" \
@@ -55,7 +68,10 @@ calibrate_profile() {  # config model_arg profile dir
       echo "fidelity-sweep: $config: the calibration run (${missing[*]}) failed: $(tail -1 "$dir/logs/calib.exec.log")"
       return 1
     fi
-    for plan in "${missing[@]}"; do cp "$dir/calib/launch/$plan.trace.json" "$dir/calib/$plan.trace.json"; done
+    for plan in "${missing[@]}"; do
+      f="$(file_name "$plan")"
+      cp "$dir/calib/launch/$f.trace.json" "$dir/calib/$f.trace.json"
+    done
   fi
   fit_profile "$dir/calib" "$profile" "$dir/calib" "$dir/logs" calib
 }
@@ -65,7 +81,7 @@ calibrate_profile() {  # config model_arg profile dir
 refit_in_launch() {  # profile dir
   local profile="$1" dir="$2" plan
   for plan in $(calibration_plans); do
-    [[ -f "$dir/meas/$plan.trace.json" ]] ||
+    [[ -f "$dir/meas/$(file_name "$plan").trace.json" ]] ||
       { echo "fidelity-sweep: $config: --refit-in-launch: the scored launch has no $plan trace"; return 1; }
   done
   fit_profile "$dir/meas" "$profile" "$dir/calib/in-launch" "$dir/logs" in-launch

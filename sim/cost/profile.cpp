@@ -311,6 +311,8 @@ void validate_profile(const Profile& p) {
   if (p.inter_node) check_collective(at, *p.inter_node, "collectives.inter_node", false);
   require_non_negative(at, "interference.compute_slowdown_during_comm", p.interference.compute_slowdown_during_comm);
   require_non_negative(at, "interference.comm_slowdown_during_compute", p.interference.comm_slowdown_during_compute);
+  require_non_negative(at, "interference.comm_delay_during_compute_us",
+                       p.interference.comm_delay_during_compute_us);
   if (p.gpu) check_gpu(p, at);
   for (const auto& [key, v] : p.metadata.spread) require_non_negative(at, "metadata.spread." + key, v);
 }

@@ -139,10 +139,23 @@ struct CollectiveProfile {
   bool has_algorithm_figures() const { return ring_sms > 0 || nvls.has_value() || pinned.has_value(); }
 };
 
-// While a compute op and a communication op run together, each progresses at 1/(1 + slowdown).
+// While a compute op and a communication op run together, each progresses at 1/(1 + slowdown). A CPU's
+// collective also loses comm_delay_during_compute_us once when it runs beside compute: its threads sleep on
+// every message and, woken on a core the compute thread holds, wait for it to yield (a scheduler slice), a
+// cost per collective rather than per byte. A collective of standalone time T wholly beside compute takes
+// T (1 + comm slowdown) + delay; partly beside, the delay in proportion.
 struct InterferenceProfile {
   double compute_slowdown_during_comm = 0;
   double comm_slowdown_during_compute = 0;
+  double comm_delay_during_compute_us = 0;
+
+  // The progress rates beside the other stream: a collective's depends on its standalone time (the delay
+  // becomes a rate slowdown of delay / standalone_us), a compute op's does not.
+  double comm_rate(double standalone_us) const {
+    const double delay = standalone_us > 0 ? comm_delay_during_compute_us / standalone_us : 0;
+    return 1.0 / (1.0 + comm_slowdown_during_compute + delay);
+  }
+  double compute_rate() const { return 1.0 / (1.0 + compute_slowdown_during_comm); }
 };
 
 // GPU profiles: what replaces the flat interference factors with a mechanism (docs/profile-format.md).

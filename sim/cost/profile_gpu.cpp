@@ -43,7 +43,8 @@ void validate_gpu(const GpuProfile& g, const InterferenceProfile& flat, const So
   }
   require_positive(at, "gpu.hbm_bandwidth_gbps", g.hbm_bandwidth_gbps);
   require_non_negative(at, "gpu.collective_hbm_bytes_per_bus_byte", g.collective_hbm_bytes_per_bus_byte);
-  if (flat.compute_slowdown_during_comm != 0 || flat.comm_slowdown_during_compute != 0) {
+  if (flat.compute_slowdown_during_comm != 0 || flat.comm_slowdown_during_compute != 0 ||
+      flat.comm_delay_during_compute_us != 0) {
     throw_bad_input(at, "interference factors must be zero with a gpu section (it models interference itself)");
   }
 }
@@ -102,9 +103,12 @@ void read_gpu_or_interference(YamlMap& root, const std::string& file, Profile& p
     return;
   }
   YamlMap intf(root.get_node("interference"), file, "profile interference");
-  intf.finish({"compute_slowdown_during_comm", "comm_slowdown_during_compute"});
+  intf.finish(
+      {"compute_slowdown_during_comm", "comm_slowdown_during_compute", "comm_delay_during_compute_us"});
   p.interference.compute_slowdown_during_comm = non_negative(intf, "compute_slowdown_during_comm");
   p.interference.comm_slowdown_during_compute = non_negative(intf, "comm_slowdown_during_compute");
+  if (intf.has("comm_delay_during_compute_us"))
+    p.interference.comm_delay_during_compute_us = non_negative(intf, "comm_delay_during_compute_us");
 }
 
 void check_gpu(const Profile& p, const SourceLoc& at) {

@@ -139,6 +139,9 @@ std::string profile_to_yaml(const Profile& p) {
     out += fmt::format("interference:\n  compute_slowdown_during_comm: {}\n  comm_slowdown_during_compute: {}\n",
                        num(p.interference.compute_slowdown_during_comm),
                        num(p.interference.comm_slowdown_during_compute));
+    if (p.interference.comm_delay_during_compute_us > 0)
+      out += fmt::format("  comm_delay_during_compute_us: {}\n",
+                         num(p.interference.comm_delay_during_compute_us));
   }
   const ProfileMetadata& md = p.metadata;
   if (!md.empty()) {

@@ -85,7 +85,8 @@ Interference::Interference(const Schedule& schedule, const CostModel& cost, int 
 Interference::Interference(const Schedule& schedule, const CostModel& cost, const std::vector<double>& duration,
                            ContentionFacts& facts) {
   if (!cost.models_sharing()) {
-    flat_ = {1.0 / (1.0 + cost.compute_slowdown()), 1.0 / (1.0 + cost.comm_slowdown())};
+    flat_ = {cost.compute_rate_beside_comm(), cost.comm_rate_beside_compute(0)};
+    if (cost.comm_rates_per_op()) flat_comm_rates(schedule, cost, duration);
     return;
   }
   mechanism_ = true;
@@ -133,8 +134,17 @@ Interference::Interference(const Schedule& schedule, const CostModel& cost, cons
   }
 }
 
+// The per-collective delay makes each collective's rate its own (CostModel::comm_rate_beside_compute).
+void Interference::flat_comm_rates(const Schedule& schedule, const CostModel& cost,
+                                   const std::vector<double>& duration) {
+  const size_t n = schedule.ops.size();
+  comm_rate_.assign(n, flat_[1]);
+  for (size_t i = 0; i < n; ++i)
+    if (collective(schedule.ops[i].kind)) comm_rate_[i] = cost.comm_rate_beside_compute(duration[i]);
+}
+
 Rates Interference::rates(int32_t compute_op, int32_t comm_op) const {
-  if (!mechanism_) return flat_;
+  if (!mechanism_) return comm_rate_.empty() ? flat_ : Rates{flat_[0], comm_rate_[size_t(comm_op)]};
   if (contends_[comm_op] != Contends::Collective) return {1.0, 1.0};
   switch (contends_[compute_op]) {
     case Contends::Sms: return {sms_rate_[size_t(compute_op) * slot_sms_.size() + sms_slot_[comm_op]], 1.0};

@@ -1,5 +1,6 @@
 // interference.hpp: how fast the two running ops progress while both streams are busy. Profiles without
-// a gpu section: flat slowdown factors. GPU profiles: a mechanism. A running collective (AllReduce,
+// a gpu section: flat slowdown factors, and a collective's delay beside compute as a rate of its own per
+// collective (InterferenceProfile::comm_rate). GPU profiles: a mechanism. A running collective (AllReduce,
 // AllGather, ReduceScatter) holds SMs, so a GEMM or attention op beside it runs its tiles in waves over the
 // SMs left; memory-bound ops and the collective share HBM bandwidth in proportion to their demand.
 // Everything per op is precomputed once per schedule, so rates() allocates nothing (the tuner calls it at
@@ -43,9 +44,11 @@ class Interference {
 
  private:
   enum class Contends : uint8_t { Nothing, Sms, Hbm, Collective };
+  void flat_comm_rates(const Schedule& schedule, const CostModel& cost, const std::vector<double>& duration);
 
   bool mechanism_ = false;
   Rates flat_{1.0, 1.0};
+  std::vector<double> comm_rate_;  // flat profiles with a per-collective delay: each comm op's rate
   std::vector<Contends> contends_;
   std::vector<double> hbm_demand_;     // Hbm and Collective ops: bytes per microsecond when alone
   std::vector<int32_t> sms_slot_;      // Collective ops: index into slot_sms_

@@ -27,8 +27,8 @@ struct ErrorSum {
 // The simulator's rate model over the measured overlap: the op's time with the profile's interference.
 double predict(const CostModel& cm, const Sample& s, int tp, int devices_per_node) {
   const double t = cm.op_us(s.op, tp, devices_per_node);
-  const double slow = collective(s.op.kind) ? cm.comm_slowdown() : cm.compute_slowdown();
-  return t + s.overlap * slow / (1 + slow);
+  const double rate = collective(s.op.kind) ? cm.comm_rate_beside_compute(t) : cm.compute_rate_beside_comm();
+  return t + s.overlap * (1 - rate);
 }
 
 // Fit quality: per kind, then over all ops, sum |pred - measured| / sum measured before and after.
@@ -76,7 +76,8 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
                                                  {"reducescatter", &s.reducescatter},
                                                  {"interference", &s.interference},
                                                  {"sync_growth", &s.sync_growth},
-                                                 {"sync_iteration", &s.sync_iteration}};
+                                                 {"sync_iteration", &s.sync_iteration},
+                                                 {"comm_delay", &s.comm_delay}};
   for (size_t start = 0; start <= list.size();) {
     const size_t comma = std::min(list.find(',', start), list.size());
     const std::string name = list.substr(start, comma - start);
@@ -86,7 +87,7 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
     if (!flag)
       throw_bad_input("--fit: unknown part '" + name +
                       "' (give a comma-separated list of memory, gemm, attention, allreduce, allgather, "
-                      "reducescatter, sync, sync_growth, sync_iteration, interference, or all)");
+                      "reducescatter, sync, sync_growth, sync_iteration, interference, comm_delay, or all)");
     *flag = true;
     start = comma + 1;
   }
@@ -100,7 +101,7 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
   using namespace calibration;
   // A gpu section times GEMMs from tiles and models interference by SM and HBM sharing: neither the
   // GEMM curve nor the flat factors would change its predictions, so fitting them would mislead.
-  if (base.gpu && (scope.gemm || scope.interference)) {
+  if (base.gpu && (scope.gemm || scope.interference || scope.comm_delay)) {
     throw_bad_input("profile '" + base.name + "' has a gpu section (GEMM tiles in waves, SM and HBM sharing), " +
                     "which calibration does not fit: use --fit memory,attention,allreduce,allgather,reducescatter,sync");
   }
@@ -123,6 +124,7 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
   else if (scope.sync)
     fit_arrival_skew(in, scope.sync_growth, p, report);
   if (scope.interference) fit_interference(in, p, report);
+  if (scope.comm_delay) fit_comm_delay(in, p, report);
   validate_profile(p);
 
   CalibrationResult res;

@@ -31,10 +31,14 @@ struct CalibrationScope {
   // makes the simulated iteration of a trace whose streams do not overlap (megatron-sync) equal the measured
   // one. Only when named; excludes sync_growth.
   bool sync_iteration = false;
+  // A collective's delay beside compute (interference.comm_delay_during_compute_us), its slowdown held, from
+  // the collectives that ran mostly beside compute. Only when named: it needs a trace whose collectives ran
+  // beside compute (an overlapped plan), and a flat profile.
+  bool comm_delay = false;
 };
 // Parses --fit: a comma-separated list of memory, gemm, attention, allreduce, allgather, reducescatter, sync,
-// sync_growth or sync_iteration (each implies sync; not both), interference, or "all" (every part but
-// sync_growth and sync_iteration). BadInput on anything else.
+// sync_growth or sync_iteration (each implies sync; not both), interference, comm_delay, or "all" (every part
+// but sync_growth, sync_iteration and comm_delay). BadInput on anything else.
 CalibrationScope parse_calibration_scope(const std::string& list);
 
 struct CalibrationResult {

@@ -89,23 +89,66 @@ std::optional<double> fit_slowdown(const std::vector<const Sample*>& s, const st
   return u / (1 - u);
 }
 
-// The slowdown of one stream (comm: the AllReduces) against `cm`, the calibrated costs without interference.
-void fit_stream_slowdown(const TraceSamples& in, const CostModel& cm, bool comm, Profile& p, std::string& report) {
-  std::vector<const Sample*> sel;
-  std::vector<double> pred;
-  // A collective's sample is the rank that waited least: without the arrival skew.
-  const double skew = comm ? group_collective(p, in.tp).sync_us : 0;
+// The collectives' slowdown beside the profile's delay (held): their surcharge, overlap x (1 - rate(simulated
+// time)), against their measured excess over the base cost (the rank that waited least; the simulator's time
+// adds the skew), of least squared error on a grid of 0.01 up to 9 (the rate is not linear in the slowdown).
+// nullopt with fewer than 3 overlapped collectives.
+std::optional<double> fit_slowdown_beside_delay(const std::vector<const Sample*>& s,
+                                                const std::vector<double>& base, double skew,
+                                                InterferenceProfile i) {
+  std::vector<size_t> overlapped;
+  for (size_t k = 0; k < s.size(); ++k)
+    if (s[k]->overlap > 0.05 * s[k]->dur) overlapped.push_back(k);
+  if (overlapped.size() < 3) return std::nullopt;
+  double best = 0, best_error = 1e300;
+  for (int step = 0; step <= 900; ++step) {
+    i.comm_slowdown_during_compute = 0.01 * step;
+    double error = 0;
+    for (size_t k : overlapped) {
+      const double miss = s[k]->overlap * (1 - i.comm_rate(base[k] + skew)) - (s[k]->dur - base[k]);
+      error += miss * miss;
+    }
+    if (error < best_error) best_error = error, best = i.comm_slowdown_during_compute;
+  }
+  return best;
+}
+
+// The ops of one stream (comm: the collectives) with their costs against `cm` (the calibrated costs without
+// interference); a collective's without the arrival skew: its sample is the rank that waited least.
+std::pair<std::vector<const Sample*>, std::vector<double>> stream_samples(const TraceSamples& in,
+                                                                          const CostModel& cm, bool comm,
+                                                                          double skew) {
+  std::pair<std::vector<const Sample*>, std::vector<double>> out;
   for (const Sample& s : in.samples) {
     if (collective(s.op.kind) != comm) continue;
-    sel.push_back(&s);
-    pred.push_back(cm.op_us(s.op, in.tp, in.devices_per_node) - skew);
+    out.first.push_back(&s);
+    out.second.push_back(cm.op_us(s.op, in.tp, in.devices_per_node) - skew);
   }
-  const auto slow = fit_slowdown(sel, pred);
+  return out;
+}
+
+// The slowdown of one stream (comm: the collectives, beside the profile's delay) against `cm`.
+void fit_stream_slowdown(const TraceSamples& in, const CostModel& cm, bool comm, Profile& p,
+                         std::string& report) {
+  const double skew = comm ? group_collective(p, in.tp).sync_us : 0;
+  const auto [sel, base] = stream_samples(in, cm, comm, skew);
+  const std::optional<double> slow = comm && p.interference.comm_delay_during_compute_us > 0
+                                         ? fit_slowdown_beside_delay(sel, base, skew, p.interference)
+                                         : fit_slowdown(sel, base);
   double& field = comm ? p.interference.comm_slowdown_during_compute : p.interference.compute_slowdown_during_comm;
   if (slow) {
     report += fmt::format("interference: {} slowdown {:.3f} -> {:.3f}\n", comm ? "comm" : "compute", field, *slow);
     field = *slow;
   }
+}
+
+// A collective at least this much of whose time the compute stream was busy (the comm delay's samples).
+constexpr double kMostlyBeside = 0.7;
+
+CostModel without_interference(const Profile& p) {
+  Profile none = p;
+  none.interference = {};
+  return CostModel(none);
 }
 
 }  // namespace
@@ -269,11 +312,35 @@ double measured_iteration_us(const TraceFile& trace) {
 }
 
 // From ops that overlapped the other stream, against the calibrated base costs.
+// A collective's per-collective delay is held as profiled (one trace's mix of overlap does not separate it
+// from the slowdown); the slowdown is fitted beside it.
 void fit_interference(const TraceSamples& in, Profile& p, std::string& report) {
-  Profile no_interference = p;
-  no_interference.interference = {};
-  const CostModel cm(no_interference);
+  const CostModel cm = without_interference(p);
   for (bool comm : {false, true}) fit_stream_slowdown(in, cm, comm, p, report);
+}
+
+// The delay is the median, over the collectives that ran mostly beside compute, of their time beyond what the
+// slowdown (held) explains, as if wholly beside it. Two other fits were tried on the sweep's traces and not
+// kept: least squares with the slowdown free too (the slowdown went to the grid's end, 9, the delay to the
+// largest excess) and, per collective, the delay that explains its partial overlap exactly
+// (1 / (1 - lost share) grows without bound as a collective's loss nears its overlap: 1.4-14 ms).
+void fit_comm_delay(const TraceSamples& in, Profile& p, std::string& report) {
+  const double skew = group_collective(p, in.tp).sync_us,
+               slowdown = p.interference.comm_slowdown_during_compute;
+  const auto [sel, base] = stream_samples(in, without_interference(p), true, skew);
+  std::vector<double> excess;
+  for (size_t k = 0; k < sel.size(); ++k)
+    if (sel[k]->overlap >= kMostlyBeside * sel[k]->dur)
+      excess.push_back(sel[k]->dur - base[k] * (1 + slowdown));
+  if (excess.size() < 3) {
+    report += fmt::format("comm delay: not fitted ({} collectives ran mostly beside compute, 3 needed)\n",
+                          excess.size());
+    return;
+  }
+  const double delay = std::max(0.0, median_of(excess));
+  report += fmt::format("comm delay beside compute ({} collectives): {:.0f} -> {:.0f} us\n", excess.size(),
+                        p.interference.comm_delay_during_compute_us, delay);
+  p.interference.comm_delay_during_compute_us = delay;
 }
 
 }  // namespace domino::prof::calibration

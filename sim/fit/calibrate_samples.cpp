@@ -202,10 +202,14 @@ std::vector<const Sample*> TraceSamples::select(const std::function<bool(OpKind)
   return clean.size() >= 3 ? clean : all;
 }
 
+// The standalone time t with dur = t + overlap (1 - rate(t)): a collective's rate depends on t (the
+// per-collective delay), so a few fixed-point steps (each moves t by less than the delay's share).
 double TraceSamples::interference_free(const Sample& s) const {
-  const double slow = collective(s.op.kind) ? base.interference.comm_slowdown_during_compute
-                                            : base.interference.compute_slowdown_during_comm;
-  return s.dur - s.overlap * slow / (1 + slow);
+  const InterferenceProfile& i = base.interference;
+  if (!collective(s.op.kind)) return s.dur - s.overlap * (1 - i.compute_rate());
+  double t = s.dur;
+  for (int step = 0; step < 8; ++step) t = s.dur - s.overlap * (1 - i.comm_rate(std::max(t, 1e-3)));
+  return t;
 }
 
 }  // namespace domino::prof::calibration

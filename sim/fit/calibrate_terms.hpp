@@ -62,6 +62,8 @@ void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, Profile&
 // BadInput when the trace has none.
 double measured_iteration_us(const TraceFile& trace);
 void fit_interference(const TraceSamples& in, Profile& p, std::string& report);
+// The collectives' delay and slowdown beside compute, together, from those that overlapped it.
+void fit_comm_delay(const TraceSamples& in, Profile& p, std::string& report);
 
 // The collective figures a TP group of tp ranks uses: inter-node when it spans nodes and the profile has them
 // (as CostModel::collective_cost chooses).

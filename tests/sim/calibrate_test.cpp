@@ -191,6 +191,8 @@ TEST(ProfilerCalibrate, FitChangesOnlyTheNamedParts) {
   EXPECT_TRUE(p.memory.per_kind.empty());
   const CalibrationScope all = parse_calibration_scope("all");
   EXPECT_TRUE(all.memory && all.gemm && all.attention && all.allreduce && all.sync && all.interference);
+  EXPECT_FALSE(all.comm_delay);  // only when named: it needs a trace with collectives beside compute
+  EXPECT_TRUE(parse_calibration_scope("comm_delay").comm_delay);
   const CalibrationScope two = parse_calibration_scope("sync,gemm");
   EXPECT_TRUE(two.sync && two.gemm && !two.memory && !two.allreduce);
   EXPECT_THROW(parse_calibration_scope("sync,gemms"), Error);
@@ -304,6 +306,38 @@ TEST(ProfilerCalibrate, AnOpcodeThatRunsOnceIsFittedToItsOp) {
   const Schedule s = build_schedule(model, plan);
   const double want = simulate(s, CostModel(truth)).iteration_us;
   EXPECT_NEAR(simulate(s, CostModel(p)).iteration_us, want, 0.001 * want);
+}
+
+// A trace simulated with a known delay beside compute gives the delay back from its collectives (the median
+// one that ran mostly beside compute ran wholly beside it), the slowdown held; and the interference fit finds
+// the slowdown again beside the delay. A trace without overlap leaves the delay as it was.
+TEST(ProfilerCalibrate, CommDelayIsRecoveredFromTheCollectivesBesideCompute) {
+  Profile truth = known_profile();
+  truth.interference = {0.0, 0.3, 800.0};
+  const ModelSpec model = default_model();
+  const BlockPlan sliced{SplitDim::Batch, 2, 1, OverlapMode::Inter, true};
+  const TraceFile trace = predicted_trace_read_back(truth, make_uniform_plan(model, sliced, sliced, "custom"),
+                                                    model, "domino_calibrate_comm_delay.json");
+  Profile start = truth;
+  start.interference.comm_delay_during_compute_us = 0;
+  const CalibrationResult r = calibrate_profile(start, trace, 0, parse_calibration_scope("comm_delay"));
+  EXPECT_NEAR(r.profile.interference.comm_delay_during_compute_us, 800, 1e-3);
+  EXPECT_EQ(r.profile.interference.comm_slowdown_during_compute, 0.3);
+  EXPECT_NE(r.report.find("comm delay beside compute"), std::string::npos) << r.report;
+
+  Profile no_slowdown = truth;
+  no_slowdown.interference.comm_slowdown_during_compute = 0;
+  const Profile refit =
+      calibrate_profile(no_slowdown, trace, 0, parse_calibration_scope("interference")).profile;
+  EXPECT_NEAR(refit.interference.comm_slowdown_during_compute, 0.3, 0.011);
+  EXPECT_EQ(refit.interference.comm_delay_during_compute_us, 800);
+
+  const BlockPlan whole{SplitDim::Batch, 1, 1, OverlapMode::None, false};
+  const TraceFile serial = predicted_trace_read_back(truth, make_uniform_plan(model, whole, whole, "custom"),
+                                                     model, "domino_calibrate_comm_delay_serial.json");
+  const CalibrationResult none = calibrate_profile(start, serial, 0, parse_calibration_scope("comm_delay"));
+  EXPECT_EQ(none.profile.interference.comm_delay_during_compute_us, 0);
+  EXPECT_NE(none.report.find("not fitted"), std::string::npos) << none.report;
 }
 
 TEST(ProfilerCalibrate, RejectsATraceWithoutOps) {

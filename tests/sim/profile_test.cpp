@@ -91,6 +91,18 @@ TEST(ProfileIo, RoundTripsThroughSaveProfile) {
   }
 }
 
+// The collectives' delay beside compute is optional (absent: none, and not written) and round-trips.
+TEST(ProfileIo, CommDelayIsOptionalAndRoundTrips) {
+  Profile p = load_profile((kShipped / "cpu-dev.yaml").string());
+  EXPECT_EQ(p.interference.comm_delay_during_compute_us, 0);
+  EXPECT_EQ(profile_to_yaml(p).find("comm_delay_during_compute_us"), std::string::npos);
+  p.interference.comm_delay_during_compute_us = 1234.5;
+  const fs::path out = fs::temp_directory_path() / "domino_profile_comm_delay.yaml";
+  save_profile(p, out.string());
+  EXPECT_EQ(load_profile(out.string()).interference.comm_delay_during_compute_us, 1234.5);
+  fs::remove(out);
+}
+
 TEST(ProfileIo, GemmTableRoundTrips) {
   Profile p = load_profile((kShipped / "cpu-dev.yaml").string());
   p.gemm[static_cast<int>(DType::FP32)]->table = {{64, 64, 64, 12.5}, {512, 512, 512, 3300.25}};

@@ -133,6 +133,33 @@ TEST(Simulator, InterferenceSpansSeveralOpsOnTheOtherStream) {
   EXPECT_NEAR(span_of(r, ar).end_us, 118.75, 1e-9);
 }
 
+// A CPU collective's delay beside compute (flat profiles): wholly beside compute it takes T (1 + s) + delay,
+// partly beside it the delay in proportion to the overlap; the compute op beside it is not slowed by it.
+TEST(Simulator, ACollectiveBesideComputeLosesItsDelayInProportionToTheOverlap) {
+  Profile p = unit_profile(0, 0.5);
+  p.interference.comm_delay_during_compute_us = 30;
+  {
+    Toy t;
+    const int32_t c = t.compute(200);
+    const int32_t ar = t.comm(60);
+    const SimResult r = simulate(t.s, CostModel(p));
+    EXPECT_NEAR(span_of(r, ar).end_us, 60 * 1.5 + 30, 1e-9);
+    EXPECT_NEAR(span_of(r, c).end_us, 200, 1e-9);
+  }
+  {
+    Toy t;
+    t.compute(40);
+    const int32_t ar = t.comm(60);
+    // Rate 1 / (1 + 0.5 + 30 / 60) = 0.5: 20 us of its work beside the compute op, the other 40 alone.
+    EXPECT_NEAR(span_of(simulate(t.s, CostModel(p)), ar).end_us, 80, 1e-9);
+  }
+  {
+    Toy t;  // a collective alone pays nothing
+    const int32_t ar = t.comm(60);
+    EXPECT_NEAR(span_of(simulate(t.s, CostModel(p)), ar).end_us, 60, 1e-9);
+  }
+}
+
 TEST(Simulator, CrossStreamDepsAreHonoured) {
   Toy t;
   const int32_t a = t.compute(10);
