@@ -143,7 +143,8 @@ struct CollectiveProfile {
 // collective also loses comm_delay_during_compute_us once when it runs beside compute: its threads sleep on
 // every message and, woken on a core the compute thread holds, wait for it to yield (a scheduler slice), a
 // cost per collective rather than per byte. A collective of standalone time T wholly beside compute takes
-// T (1 + comm slowdown) + delay; partly beside, the delay in proportion.
+// T (1 + comm slowdown) + delay; partly beside, the delay in proportion. The compute beside it is slowed only
+// while it transfers.
 struct InterferenceProfile {
   double compute_slowdown_during_comm = 0;
   double comm_slowdown_during_compute = 0;
@@ -156,6 +157,13 @@ struct InterferenceProfile {
     return 1.0 / (1.0 + comm_slowdown_during_compute + delay);
   }
   double compute_rate() const { return 1.0 / (1.0 + compute_slowdown_during_comm); }
+  // A compute op's rate beside a collective of standalone time standalone_us: the compute slowdown only for
+  // the share of the collective's time it transfers, not the delay it waits for a core.
+  double compute_rate_beside(double standalone_us) const {
+    const double active = standalone_us * (1 + comm_slowdown_during_compute);
+    const double share = active > 0 ? active / (active + comm_delay_during_compute_us) : 1.0;
+    return 1.0 / (1.0 + compute_slowdown_during_comm * share);
+  }
 };
 
 // GPU profiles: what replaces the flat interference factors with a mechanism (docs/profile-format.md).

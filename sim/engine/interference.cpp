@@ -139,12 +139,17 @@ void Interference::flat_comm_rates(const Schedule& schedule, const CostModel& co
                                    const std::vector<double>& duration) {
   const size_t n = schedule.ops.size();
   comm_rate_.assign(n, flat_[1]);
+  compute_rate_.assign(n, flat_[0]);
   for (size_t i = 0; i < n; ++i)
-    if (collective(schedule.ops[i].kind)) comm_rate_[i] = cost.comm_rate_beside_compute(duration[i]);
+    if (collective(schedule.ops[i].kind)) {
+      comm_rate_[i] = cost.comm_rate_beside_compute(duration[i]);
+      compute_rate_[i] = cost.profile().interference.compute_rate_beside(duration[i]);
+    }
 }
 
 Rates Interference::rates(int32_t compute_op, int32_t comm_op) const {
-  if (!mechanism_) return comm_rate_.empty() ? flat_ : Rates{flat_[0], comm_rate_[size_t(comm_op)]};
+  if (!mechanism_)
+    return comm_rate_.empty() ? flat_ : Rates{compute_rate_[size_t(comm_op)], comm_rate_[size_t(comm_op)]};
   if (contends_[comm_op] != Contends::Collective) return {1.0, 1.0};
   switch (contends_[compute_op]) {
     case Contends::Sms: return {sms_rate_[size_t(compute_op) * slot_sms_.size() + sms_slot_[comm_op]], 1.0};

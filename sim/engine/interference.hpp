@@ -48,7 +48,8 @@ class Interference {
 
   bool mechanism_ = false;
   Rates flat_{1.0, 1.0};
-  std::vector<double> comm_rate_;  // flat profiles with a per-collective delay: each comm op's rate
+  std::vector<double> comm_rate_;     // flat profiles with a per-collective delay: each comm op's rate,
+  std::vector<double> compute_rate_;  // and the rate of a compute op beside it
   std::vector<Contends> contends_;
   std::vector<double> hbm_demand_;     // Hbm and Collective ops: bytes per microsecond when alone
   std::vector<int32_t> sms_slot_;      // Collective ops: index into slot_sms_

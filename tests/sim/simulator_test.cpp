@@ -134,7 +134,8 @@ TEST(Simulator, InterferenceSpansSeveralOpsOnTheOtherStream) {
 }
 
 // A CPU collective's delay beside compute (flat profiles): wholly beside compute it takes T (1 + s) + delay,
-// partly beside it the delay in proportion to the overlap; the compute op beside it is not slowed by it.
+// partly beside it the delay in proportion to the overlap; the compute op beside it is slowed only while the
+// collective transfers.
 TEST(Simulator, ACollectiveBesideComputeLosesItsDelayInProportionToTheOverlap) {
   Profile p = unit_profile(0, 0.5);
   p.interference.comm_delay_during_compute_us = 30;
@@ -157,6 +158,17 @@ TEST(Simulator, ACollectiveBesideComputeLosesItsDelayInProportionToTheOverlap) {
     Toy t;  // a collective alone pays nothing
     const int32_t ar = t.comm(60);
     EXPECT_NEAR(span_of(simulate(t.s, CostModel(p)), ar).end_us, 60, 1e-9);
+  }
+  {
+    // The compute slowdown applies for the collective's transfer, 90 of its 120 us, not for the delay: the
+    // compute op runs at 1 / (1 + 0.5 x 0.75) beside it.
+    p.interference.compute_slowdown_during_comm = 0.5;
+    Toy t;
+    const int32_t c = t.compute(200);
+    const int32_t ar = t.comm(60);
+    const SimResult r = simulate(t.s, CostModel(p));
+    EXPECT_NEAR(span_of(r, ar).end_us, 120, 1e-9);
+    EXPECT_NEAR(span_of(r, c).end_us, 120 + (200 - 120 / 1.375), 1e-9);
   }
 }
 
