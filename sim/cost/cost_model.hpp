@@ -69,15 +69,6 @@ class CostModel {
   double gemm_efficiency(DType dtype, double flops) const;  // from the curve, before any table
   bool has_dtype(DType dtype) const { return dtype_[static_cast<int>(dtype)].present; }
 
-  // Profiles without a gpu section: progress rates while both streams are busy
-  // (InterferenceProfile::comm_rate, compute_rate); a collective's depends on its standalone time where the
-  // profile has a delay beside compute.
-  double comm_rate_beside_compute(double standalone_us) const {
-    return profile_.interference.comm_rate(standalone_us);
-  }
-  double compute_rate_beside_comm() const { return profile_.interference.compute_rate(); }
-  bool comm_rates_per_op() const { return profile_.interference.comm_delay_during_compute_us > 0; }
-
   // --- GPU profiles (a gpu section; cost_model_gpu.cpp) ---
   bool models_sharing() const { return profile_.gpu.has_value(); }
   int sms() const { return profile_.gpu ? profile_.gpu->sms : 0; }

@@ -85,8 +85,9 @@ Interference::Interference(const Schedule& schedule, const CostModel& cost, int 
 Interference::Interference(const Schedule& schedule, const CostModel& cost, const std::vector<double>& duration,
                            ContentionFacts& facts) {
   if (!cost.models_sharing()) {
-    flat_ = {cost.compute_rate_beside_comm(), cost.comm_rate_beside_compute(0)};
-    if (cost.comm_rates_per_op()) flat_comm_rates(schedule, cost, duration);
+    const InterferenceProfile& flat = cost.profile().interference;
+    flat_ = {flat.compute_rate(), flat.comm_rate(0)};
+    if (flat.comm_delay_during_compute_us > 0) flat_comm_rates(schedule, flat, duration);
     return;
   }
   mechanism_ = true;
@@ -134,16 +135,16 @@ Interference::Interference(const Schedule& schedule, const CostModel& cost, cons
   }
 }
 
-// The per-collective delay makes each collective's rate its own (CostModel::comm_rate_beside_compute).
-void Interference::flat_comm_rates(const Schedule& schedule, const CostModel& cost,
+// The per-collective delay gives each collective, and the compute beside it, rates of their own.
+void Interference::flat_comm_rates(const Schedule& schedule, const InterferenceProfile& flat,
                                    const std::vector<double>& duration) {
   const size_t n = schedule.ops.size();
   comm_rate_.assign(n, flat_[1]);
   compute_rate_.assign(n, flat_[0]);
   for (size_t i = 0; i < n; ++i)
     if (collective(schedule.ops[i].kind)) {
-      comm_rate_[i] = cost.comm_rate_beside_compute(duration[i]);
-      compute_rate_[i] = cost.profile().interference.compute_rate_beside(duration[i]);
+      comm_rate_[i] = flat.comm_rate(duration[i]);
+      compute_rate_[i] = flat.compute_rate_beside(duration[i]);
     }
 }
 

@@ -44,7 +44,8 @@ class Interference {
 
  private:
   enum class Contends : uint8_t { Nothing, Sms, Hbm, Collective };
-  void flat_comm_rates(const Schedule& schedule, const CostModel& cost, const std::vector<double>& duration);
+  void flat_comm_rates(const Schedule& schedule, const InterferenceProfile& flat,
+                       const std::vector<double>& duration);
 
   bool mechanism_ = false;
   Rates flat_{1.0, 1.0};

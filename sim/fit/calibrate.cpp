@@ -24,10 +24,13 @@ struct ErrorSum {
   int n = 0;
 };
 
-// The simulator's rate model over the measured overlap: the op's time with the profile's interference.
+// The simulator's rate model over the measured overlap: the op's time with the profile's interference. A
+// compute op's sample does not say which collectives it overlapped, so it takes the flat compute rate (the
+// simulator's, less the share a collective's delay waits, InterferenceProfile::compute_rate_beside).
 double predict(const CostModel& cm, const Sample& s, int tp, int devices_per_node) {
   const double t = cm.op_us(s.op, tp, devices_per_node);
-  const double rate = collective(s.op.kind) ? cm.comm_rate_beside_compute(t) : cm.compute_rate_beside_comm();
+  const InterferenceProfile& i = cm.profile().interference;
+  const double rate = collective(s.op.kind) ? i.comm_rate(t) : i.compute_rate();
   return t + s.overlap * (1 - rate);
 }
 

@@ -21,6 +21,8 @@ namespace {
 // growth with the compute to be told from noise; otherwise the skew is taken as constant.
 constexpr double kMinComputeSpread = 0.25;
 constexpr double kMinSlopeStandardErrors = 2.0;
+// A collective at least this much of whose time the compute stream was busy (the comm delay's samples).
+constexpr double kMostlyBeside = 0.7;
 
 // Share of the variance of y the line explains.
 double r_squared(const std::vector<double>& x, const std::vector<double>& y, const LineFit& f) {
@@ -141,9 +143,6 @@ void fit_stream_slowdown(const TraceSamples& in, const CostModel& cm, bool comm,
     field = *slow;
   }
 }
-
-// A collective at least this much of whose time the compute stream was busy (the comm delay's samples).
-constexpr double kMostlyBeside = 0.7;
 
 CostModel without_interference(const Profile& p) {
   Profile none = p;
