@@ -1,7 +1,8 @@
 # fidelity-calibration.bash: the fidelity sweep's calibration (sourced by scripts/fidelity-sweep, which sets
-# BIN, REUSE, ITERS, WARMUP, OVERRIDES, EXEC_FLAGS, CALIBRATE_SYNC, SYNC_FIT and CALIBRATE_OVERLAP, and the
-# caller's config and link_args).
-# A profile is fitted to the calibration plans' traces: compute figures on no-comm, then (--calibrate-sync)
+# BIN, REUSE, ITERS, WARMUP, OVERRIDES, EXEC_FLAGS, COMPUTE_FIT, CALIBRATE_SYNC, SYNC_FIT and CALIBRATE_OVERLAP,
+# and the caller's config and link_args).
+# A profile is fitted to the calibration plans' traces: what --compute-fit names, by default the compute
+# figures and the compute stream's stall, on no-comm, then (--calibrate-sync)
 # what --sync-fit names, by default the ranks' arrival skew, on megatron-sync, then (--calibrate-overlap) the
 # collectives' delay beside compute on OVERLAP_PLAN. Before the scored launch those
 # traces come from a calibration launch of their own (the tuner needs a profile to pick with); with
@@ -28,7 +29,7 @@ fit_profile() {  # traces profile out logs prefix
   [[ $CALIBRATE_SYNC == 0 ]] || fitted="$out/compute.yaml"
   [[ $CALIBRATE_OVERLAP == 0 ]] || synced="$out/sync.yaml"
   if ! "$BIN/domino-profile" --calibrate "$traces/no-comm.trace.json" --profile "$profile" \
-      --fit gemm,memory,attention -o "$fitted" > "$logs/$prefix.profile.log" 2>&1; then
+      --fit "$COMPUTE_FIT" -o "$fitted" > "$logs/$prefix.profile.log" 2>&1; then
     echo "fidelity-sweep: $config: calibrating $(basename "$profile") failed: $(tail -1 "$logs/$prefix.profile.log")"
     return 1
   fi

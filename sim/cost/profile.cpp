@@ -313,6 +313,10 @@ void validate_profile(const Profile& p) {
   require_non_negative(at, "interference.comm_slowdown_during_compute", p.interference.comm_slowdown_during_compute);
   require_non_negative(at, "interference.comm_delay_during_compute_us",
                        p.interference.comm_delay_during_compute_us);
+  if (!(p.interference.compute_stall_share >= 0 &&
+        p.interference.compute_stall_share <= kMaxComputeStallShare))
+    throw_bad_input(at, "interference.compute_stall_share must be in [0, " + num(kMaxComputeStallShare) +
+                            "], got " + num(p.interference.compute_stall_share));
   if (p.gpu) check_gpu(p, at);
   for (const auto& [key, v] : p.metadata.spread) require_non_negative(at, "metadata.spread." + key, v);
 }

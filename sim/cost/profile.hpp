@@ -145,10 +145,17 @@ struct CollectiveProfile {
 // cost per collective rather than per byte. A collective of standalone time T wholly beside compute takes
 // T (1 + comm slowdown) + delay; partly beside, the delay in proportion. The compute beside it is slowed only
 // while it transfers.
+// compute_stall_share is the time a CPU rank's compute stream loses in a training step beyond its ops' own
+// (median) times, per unit of them: the slower of the ranks' cores, preemption inside ops and the gaps
+// between them. The simulator holds the stream that much longer after each compute op (its span keeps the
+// op's own time). A stall share above this (the stream idle ten times as long as it computes) describes no
+// machine to predict.
+constexpr double kMaxComputeStallShare = 10;
 struct InterferenceProfile {
   double compute_slowdown_during_comm = 0;
   double comm_slowdown_during_compute = 0;
   double comm_delay_during_compute_us = 0;
+  double compute_stall_share = 0;
 
   // The progress rates beside the other stream: a collective's depends on its standalone time (the delay
   // becomes a rate slowdown of delay / standalone_us), a compute op's does not.

@@ -142,6 +142,8 @@ std::string profile_to_yaml(const Profile& p) {
     if (p.interference.comm_delay_during_compute_us > 0)
       out += fmt::format("  comm_delay_during_compute_us: {}\n",
                          num(p.interference.comm_delay_during_compute_us));
+    if (p.interference.compute_stall_share > 0)
+      out += fmt::format("  compute_stall_share: {}\n", num(p.interference.compute_stall_share));
   }
   const ProfileMetadata& md = p.metadata;
   if (!md.empty()) {

@@ -173,9 +173,17 @@ OpCosts op_costs(const Schedule& schedule, const CostModel& cost, const SimOptio
     const bool silent = collective(op.kind) && !schedule.plan.comm_enabled;
     duration[i] = checked_duration(op, silent ? 0.0 : cost.op_us(op, tp, devices_per_node));
   }
+  const double stall = cost.profile().interference.compute_stall_share;
+  add_compute_stall(schedule, stall, duration);
   Interference interference(schedule, cost, tp, duration);
   const double sync_per_compute = schedule.plan.comm_enabled ? cost.sync_per_compute(tp, devices_per_node) : 0;
-  return OpCosts{std::move(duration), std::move(interference), sync_per_compute};
+  return OpCosts{std::move(duration), std::move(interference), sync_per_compute, stall};
+}
+
+void add_compute_stall(const Schedule& schedule, double stall_share, std::vector<double>& duration) {
+  if (!(stall_share > 0)) return;
+  for (size_t i = 0; i < duration.size(); ++i)
+    if (schedule.ops[i].stream == Stream::Compute) duration[i] *= 1 + stall_share;
 }
 
 SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOptions& options) {
@@ -212,6 +220,11 @@ SimResult simulate(const SimProgram& program, const OpCosts& costs, const SimOpt
   result.overlap_fraction = result.comm_us > 0 ? 1.0 - result.exposed_comm_us / result.comm_us : 1.0;
   result.peak_memory_bytes = options.memory ? schedule_memory_bytes(schedule) : 0;
   if (options.record_timeline) {
+    // A compute op's span is its own time; the stall after it shows as a gap before the stream's next op.
+    if (costs.compute_stall > 0)
+      for (OpSpan& s : tl.spans)
+        if (schedule.ops[size_t(s.op)].stream == Stream::Compute)
+          s.end_us = s.start_us + (s.end_us - s.start_us) / (1 + costs.compute_stall);
     tl.iteration_us = result.iteration_us;
     tl.peak_memory_bytes = {result.peak_memory_bytes};
   }

@@ -38,12 +38,16 @@ SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOpt
 // can share them: simulate(s, cost, options) is simulate(s, op_costs(s, cost, options), options). The arrival
 // skew that grows with the compute between collectives depends on the deps, so simulate adds it per schedule
 // (sim/engine/arrival_skew.hpp) from the rate kept here.
+// A compute op's duration includes the profile's stall share (the stream held that much longer after it).
 struct OpCosts {
   std::vector<double> duration;
   Interference interference;
   double sync_per_compute = 0;  // the profile's, at the schedule's level; 0 when the plan communicates nothing
+  double compute_stall = 0;     // the profile's compute_stall_share, already in the compute ops' durations
 };
 OpCosts op_costs(const Schedule& schedule, const CostModel& cost, const SimOptions& options = {});
+// Stretches every compute op's duration by the stall share (InterferenceProfile::compute_stall_share).
+void add_compute_stall(const Schedule& schedule, double stall_share, std::vector<double>& duration);
 // Ranks in each collective: the plan's TP degree unless the options emulate another.
 int collective_ranks(const Schedule& schedule, const SimOptions& options);
 // `us`, the cost model's duration of `op`; an error naming the op when it is negative, infinite or NaN.

@@ -69,7 +69,8 @@ std::string kind_error_table(const std::vector<KindError>& errors) {
 
 CalibrationScope parse_calibration_scope(const std::string& list) {
   if (list.empty() || list == "all") return {};
-  CalibrationScope s{false, false, false, false, false, false, false, false};
+  CalibrationScope s{false, false, false, false,
+                     false, false, false, false};  // the parts fitted by "all" off
   const std::pair<const char*, bool*> names[] = {{"memory", &s.memory},
                                                  {"gemm", &s.gemm},
                                                  {"attention", &s.attention},
@@ -80,7 +81,8 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
                                                  {"interference", &s.interference},
                                                  {"sync_growth", &s.sync_growth},
                                                  {"sync_iteration", &s.sync_iteration},
-                                                 {"comm_delay", &s.comm_delay}};
+                                                 {"comm_delay", &s.comm_delay},
+                                                 {"stall", &s.stall}};
   for (size_t start = 0; start <= list.size();) {
     const size_t comma = std::min(list.find(',', start), list.size());
     const std::string name = list.substr(start, comma - start);
@@ -88,9 +90,10 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
     for (const auto& [n, f] : names)
       if (name == n) flag = f;
     if (!flag)
-      throw_bad_input("--fit: unknown part '" + name +
-                      "' (give a comma-separated list of memory, gemm, attention, allreduce, allgather, "
-                      "reducescatter, sync, sync_growth, sync_iteration, interference, comm_delay, or all)");
+      throw_bad_input(
+          "--fit: unknown part '" + name +
+          "' (give a comma-separated list of memory, gemm, attention, allreduce, allgather, "
+          "reducescatter, sync, sync_growth, sync_iteration, interference, comm_delay, stall, or all)");
     *flag = true;
     start = comma + 1;
   }
@@ -104,7 +107,7 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
   using namespace calibration;
   // A gpu section times GEMMs from tiles and models interference by SM and HBM sharing: neither the
   // GEMM curve nor the flat factors would change its predictions, so fitting them would mislead.
-  if (base.gpu && (scope.gemm || scope.interference || scope.comm_delay)) {
+  if (base.gpu && (scope.gemm || scope.interference || scope.comm_delay || scope.stall)) {
     throw_bad_input("profile '" + base.name + "' has a gpu section (GEMM tiles in waves, SM and HBM sharing), " +
                     "which calibration does not fit: use --fit memory,attention,allreduce,allgather,reducescatter,sync");
   }
@@ -119,11 +122,12 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
   const CostModel after_memory(p);  // GEMM and attention both scale against the costs before either changed
   if (scope.gemm) fit_gemm_scales(in, after_memory, p, report);
   if (scope.attention) fit_attention_scales(in, after_memory, p, report);
+  if (scope.stall) fit_compute_stall(in, measured_iteration_us(trace, "stall"), p, report);
   if (scope.allreduce) fit_collective(in, OpKind::AllReduce, p, report);
   if (scope.allgather) fit_collective(in, OpKind::AllGather, p, report);
   if (scope.reducescatter) fit_collective(in, OpKind::ReduceScatter, p, report);
   if (scope.sync_iteration)
-    fit_skew_to_iteration(in, measured_iteration_us(trace), p, report);
+    fit_skew_to_iteration(in, measured_iteration_us(trace, "sync_iteration"), p, report);
   else if (scope.sync)
     fit_arrival_skew(in, scope.sync_growth, p, report);
   if (scope.interference) fit_interference(in, p, report);

@@ -35,10 +35,14 @@ struct CalibrationScope {
   // the collectives that ran mostly beside compute. Only when named: it needs a trace whose collectives ran
   // beside compute (an overlapped plan), and a flat profile.
   bool comm_delay = false;
+  // The compute stream's stall share (interference.compute_stall_share): what the measured iteration of a
+  // trace without collectives (no-comm) takes beyond its compute ops' costs, after the compute fits. Only
+  // when named: it needs such a trace, and a flat profile.
+  bool stall = false;
 };
 // Parses --fit: a comma-separated list of memory, gemm, attention, allreduce, allgather, reducescatter, sync,
-// sync_growth or sync_iteration (each implies sync; not both), interference, comm_delay, or "all" (every part
-// but sync_growth, sync_iteration and comm_delay). BadInput on anything else.
+// sync_growth or sync_iteration (each implies sync; not both), interference, comm_delay, stall, or "all"
+// (every part but sync_growth, sync_iteration, comm_delay and stall). BadInput on anything else.
 CalibrationScope parse_calibration_scope(const std::string& list);
 
 struct CalibrationResult {

@@ -276,8 +276,9 @@ void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, Profile&
   const CostModel cm(without_skew);
   double costs = 0, overlapped = 0;
   int collectives = 0;
+  const double stall = p.interference.compute_stall_share;
   for (const Sample& s : in.samples) {
-    costs += cm.op_us(s.op, in.tp, in.devices_per_node);
+    costs += cm.op_us(s.op, in.tp, in.devices_per_node) * (collective(s.op.kind) ? 1 : 1 + stall);
     overlapped += s.overlap;
     if (collective(s.op.kind)) ++collectives;
   }
@@ -301,12 +302,11 @@ void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, Profile&
   c.sync_per_compute = 0;
 }
 
-double measured_iteration_us(const TraceFile& trace) {
+double measured_iteration_us(const TraceFile& trace, const std::string& part) {
   const auto it = trace.meta.find("iteration_time_us");
   if (it == trace.meta.end() || !it->is_number() || !(it->get<double>() > 0))
-    throw_bad_input(trace.path +
-                    ": --fit sync_iteration needs the trace's iteration time (domino.iteration_time_us, "
-                    "written by domino-exec)");
+    throw_bad_input(trace.path + ": --fit " + part +
+                    " needs the trace's iteration time (domino.iteration_time_us, written by domino-exec)");
   return it->get<double>();
 }
 

@@ -1,6 +1,6 @@
 // calibrate_compute.cpp: the compute terms of a calibration (see calibrate_terms.hpp): memory-bound ops
-// (fixed cost + bandwidth, in general and per kind), and a time scale per half-decade of FLOPs for GEMMs and
-// attention, applied to the GEMM table and the efficiency curves.
+// (fixed cost + bandwidth, in general and per kind), a time scale per half-decade of FLOPs for GEMMs and
+// attention, applied to the GEMM table and the efficiency curves, and the compute stream's stall share.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 
+#include "sim/base/error.hpp"
 #include "sim/fit/calibrate_terms.hpp"
 #include "sim/fit/stats.hpp"
 
@@ -156,6 +157,31 @@ void fit_attention_scales(const TraceSamples& in, const CostModel& cm, Profile& 
   for (const auto& [b, s] : bands->c) scales.push_back(s);
   const double c = median_of(scales);
   p.attention.relative_efficiency = std::clamp(p.attention.relative_efficiency / c, 1e-4, 1.0);
+}
+
+// The ranks' compute streams end an iteration later than the sum of the ops' typical times: the slower rank
+// sets the pace, ops are preempted (their mean exceeds their median) and the stream idles between them. On a
+// trace without collectives all of it is stall: iteration / sum of the compute costs - 1.
+void fit_compute_stall(const TraceSamples& in, double iteration_us, Profile& p, std::string& report) {
+  const CostModel cm(p);
+  double costs = 0;
+  int collectives = 0;
+  for (const Sample& s : in.samples) {
+    if (collective(s.op.kind)) ++collectives;
+    costs += cm.op_us(s.op, in.tp, in.devices_per_node);
+  }
+  if (collectives > 0)
+    throw_bad_input(
+        fmt::format("--fit stall needs a trace without collectives (no-comm), whose iteration beyond "
+                    "its compute ops is all stall; this one has {} collectives",
+                    collectives));
+  if (!(costs > 0)) throw_bad_input("--fit stall: the trace has no compute op to charge a stall to");
+  const double stall = std::clamp(iteration_us / costs - 1, 0.0, kMaxComputeStallShare);
+  report += fmt::format(
+      "compute stall from the iteration time ({:.1f} ms measured, {:.1f} ms of compute op "
+      "costs): share {:.3g} -> {:.3g}\n",
+      iteration_us / 1e3, costs / 1e3, p.interference.compute_stall_share, stall);
+  p.interference.compute_stall_share = stall;
 }
 
 }  // namespace domino::prof::calibration

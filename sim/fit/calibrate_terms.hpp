@@ -59,8 +59,11 @@ void fit_arrival_skew(const TraceSamples& in, bool growth, Profile& p, std::stri
 // no collective or its streams overlap.
 void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, Profile& p, std::string& report);
 // The trace's measured iteration time (domino.iteration_time_us, the median over the timed iterations);
-// BadInput when the trace has none.
-double measured_iteration_us(const TraceFile& trace);
+// BadInput naming the --fit part when the trace has none.
+double measured_iteration_us(const TraceFile& trace, const std::string& part);
+// The compute stream's stall share with which the trace's compute ops, costed by p, add up to iteration_us (a
+// trace without collectives: no-comm). BadInput when the trace has a collective.
+void fit_compute_stall(const TraceSamples& in, double iteration_us, Profile& p, std::string& report);
 void fit_interference(const TraceSamples& in, Profile& p, std::string& report);
 // The collectives' delay and slowdown beside compute, together, from those that overlapped it.
 void fit_comm_delay(const TraceSamples& in, Profile& p, std::string& report);

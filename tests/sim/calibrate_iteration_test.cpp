@@ -1,7 +1,8 @@
-// calibrate_iteration_test.cpp: `--fit sync_iteration` (the arrival skew that reproduces a trace's iteration
-// time). A megatron-sync trace predicted by the simulator with a known skew is calibrated from a profile with
-// another skew: the fit must recover the skew and then predict the iteration again. A trace whose streams
-// overlap, one without an iteration time, and asking for two skew fits at once are refused.
+// calibrate_iteration_test.cpp: the fits to a trace's iteration time, `--fit sync_iteration` (the arrival
+// skew) and `--fit stall` (the compute stream's stall). A trace predicted by the simulator with a known skew
+// or stall is calibrated from a profile with another: the fit must recover it and then predict the iteration
+// again. Traces they cannot fit (streams that overlap, collectives in a stall fit, no iteration time) are
+// refused.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -74,6 +75,59 @@ TEST(CalibrateSkewToIteration, RefusesWhatItCannotFit) {
   EXPECT_THROW(parse_calibration_scope("sync_growth,sync_iteration"), Error);
   EXPECT_TRUE(parse_calibration_scope("sync_iteration").sync);
   EXPECT_FALSE(parse_calibration_scope("all").sync_iteration);
+}
+
+Profile with_stall(double share) {
+  Profile p = test::calibration_profile("stalled");
+  p.interference.compute_stall_share = share;
+  return p;
+}
+
+TEST(CalibrateStallToIteration, RecoversTheStallAndTheSkewFittedAfterIt) {
+  Profile truth = with_stall(0.12);
+  truth.intra_node.sync_us = 900;
+  const Predicted no_comm = predicted(truth, "no-comm");
+  const CalibrationResult stalled =
+      calibrate_profile(with_skew(50), no_comm.trace, 0, parse_calibration_scope("stall"));
+  EXPECT_NEAR(stalled.profile.interference.compute_stall_share, 0.12, 1e-9);
+  EXPECT_NE(stalled.report.find("compute stall from the iteration time"), std::string::npos)
+      << stalled.report;
+  EXPECT_NEAR(simulate(no_comm.schedule, CostModel(stalled.profile)).iteration_us, no_comm.iteration_us,
+              1e-6 * no_comm.iteration_us);
+  // The skew fitted to megatron-sync's iteration next charges the compute its stall, not the skew.
+  const Predicted sync = predicted(truth, "megatron-sync");
+  const CalibrationResult skewed =
+      calibrate_profile(stalled.profile, sync.trace, 0, parse_calibration_scope("sync_iteration"));
+  EXPECT_NEAR(skewed.profile.intra_node.sync_us, 900, 1e-6 * 900);
+  EXPECT_NEAR(skewed.profile.interference.compute_stall_share, 0.12, 1e-9);
+}
+
+TEST(CalibrateStallToIteration, AnIterationShorterThanTheOpsLeavesNoStall) {
+  Predicted no_comm = predicted(with_stall(0), "no-comm");
+  no_comm.trace.meta["iteration_time_us"] = 0.9 * no_comm.iteration_us;
+  const CalibrationResult r =
+      calibrate_profile(with_stall(0.3), no_comm.trace, 0, parse_calibration_scope("stall"));
+  EXPECT_EQ(r.profile.interference.compute_stall_share, 0);
+}
+
+TEST(CalibrateStallToIteration, RefusesWhatItCannotFit) {
+  const auto refused = [](const Profile& base, const TraceFile& trace, const std::string& expected) {
+    try {
+      calibrate_profile(base, trace, 0, parse_calibration_scope("stall"));
+      ADD_FAILURE() << "accepted; expected: " << expected;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  refused(with_stall(0), predicted(with_stall(0.1), "megatron-sync").trace, "without collectives");
+  TraceFile no_time = predicted(with_stall(0.1), "no-comm").trace;
+  no_time.meta.erase("iteration_time_us");
+  refused(with_stall(0), no_time, "--fit stall needs the trace's iteration time");
+  const Profile gpu = load_profile(resolve_profile_path("dgx-h100"));
+  refused(gpu, predicted(with_stall(0.1), "no-comm").trace, "gpu section");
+  EXPECT_FALSE(parse_calibration_scope("all").stall);
+  EXPECT_TRUE(parse_calibration_scope("gemm,stall").stall);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ void expect_same_costs(const Schedule& s, const OpCosts& cached, const OpCosts& 
   ASSERT_EQ(cached.duration.size(), fresh.duration.size());
   for (size_t i = 0; i < fresh.duration.size(); ++i) EXPECT_EQ(cached.duration[i], fresh.duration[i]) << op_id(s.ops[i]);
   EXPECT_EQ(cached.sync_per_compute, fresh.sync_per_compute);
+  EXPECT_EQ(cached.compute_stall, fresh.compute_stall);
   for (const Op& c : s.ops) {
     if (c.stream != Stream::Compute) continue;
     for (const Op& m : s.ops) {
@@ -50,6 +51,26 @@ TEST(OpCostCache, EqualsTheCostModelOnBuiltSchedulesOfSeveralPlans) {
   // The schedules share ops: fewer distinct ones than ops, and the later plans add few.
   EXPECT_GT(distinct_after_first, 0u);
   EXPECT_LT(cache.distinct_ops(), 3 * distinct_after_first);
+}
+
+// A flat CPU profile with the terms it alone carries, a collective's delay beside compute and the compute
+// stream's stall: the tuner's cached costs take both as the simulator's do.
+TEST(OpCostCache, EqualsTheCostModelWithACpuProfilesDelayAndStall) {
+  const ModelSpec m = default_model();
+  Profile p = load_profile((std::filesystem::path(DOMINO_SOURCE_DIR) / "profiles" / "cpu-dev.yaml").string());
+  p.interference.comm_delay_during_compute_us = 800;
+  p.interference.compute_stall_share = 0.1;
+  const CostModel cm(p);
+  OpCostCache cache(cm, m.tp);
+  for (const char* name : {"megatron-sync", "domino-deep"}) {
+    SCOPED_TRACE(name);
+    const Schedule s = test::build_verified(m, make_strategy_plan(name, m));
+    const OpCosts cached = cache.op_costs(s, SimOptions{false});
+    EXPECT_EQ(cached.compute_stall, 0.1);
+    expect_same_costs(s, cached, op_costs(s, cm, SimOptions{false}));
+    EXPECT_EQ(simulate(s, cached, SimOptions{false}).iteration_us,
+              simulate(s, cm, SimOptions{false}).iteration_us);
+  }
 }
 
 // The tuner's probes under sequence parallelism are built one by one and costed through the same cache:

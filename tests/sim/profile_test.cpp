@@ -92,15 +92,31 @@ TEST(ProfileIo, RoundTripsThroughSaveProfile) {
 }
 
 // The collectives' delay beside compute is optional (absent: none, and not written) and round-trips.
-TEST(ProfileIo, CommDelayIsOptionalAndRoundTrips) {
-  Profile p = load_profile((kShipped / "cpu-dev.yaml").string());
-  EXPECT_EQ(p.interference.comm_delay_during_compute_us, 0);
-  EXPECT_EQ(profile_to_yaml(p).find("comm_delay_during_compute_us"), std::string::npos);
-  p.interference.comm_delay_during_compute_us = 1234.5;
-  const fs::path out = fs::temp_directory_path() / "domino_profile_comm_delay.yaml";
-  save_profile(p, out.string());
-  EXPECT_EQ(load_profile(out.string()).interference.comm_delay_during_compute_us, 1234.5);
-  fs::remove(out);
+// The CPU-only interference terms: absent (0) in the shipped profile, not written when 0, read back exactly.
+TEST(ProfileIo, OptionalInterferenceTermsAreOmittedAtZeroAndRoundTrip) {
+  const std::pair<const char*, double InterferenceProfile::*> terms[] = {
+      {"comm_delay_during_compute_us", &InterferenceProfile::comm_delay_during_compute_us},
+      {"compute_stall_share", &InterferenceProfile::compute_stall_share}};
+  for (const auto& [key, field] : terms) {
+    Profile p = load_profile((kShipped / "cpu-dev.yaml").string());
+    EXPECT_EQ(p.interference.*field, 0) << key;
+    EXPECT_EQ(profile_to_yaml(p).find(key), std::string::npos) << key;
+    p.interference.*field = 0.1234567;
+    const fs::path out = fs::temp_directory_path() / (std::string("domino_profile_") + key + ".yaml");
+    save_profile(p, out.string());
+    EXPECT_EQ(load_profile(out.string()).interference.*field, 0.1234567) << key;
+    fs::remove(out);
+  }
+}
+
+TEST(ProfileIo, AStallShareBeyondItsBoundOrWithAGpuSectionIsRefused) {
+  Profile flat = load_profile((kShipped / "cpu-dev.yaml").string());
+  flat.interference.compute_stall_share = kMaxComputeStallShare * 1.5;
+  EXPECT_THROW(validate_profile(flat), Error);
+  Profile gpu = load_profile((kShipped / "dgx-h100.yaml").string());
+  ASSERT_TRUE(gpu.gpu.has_value());
+  gpu.interference.compute_stall_share = 0.1;
+  EXPECT_THROW(validate_profile(gpu), Error);
 }
 
 TEST(ProfileIo, GemmTableRoundTrips) {

@@ -172,6 +172,29 @@ TEST(Simulator, ACollectiveBesideComputeLosesItsDelayInProportionToTheOverlap) {
   }
 }
 
+// The compute stream's stall (flat profiles): each compute op holds its stream (1 + share) times its own
+// time, the collectives waiting on it start after that; its span keeps its own time, the stall showing as a
+// gap.
+TEST(Simulator, TheComputeStallHoldsTheStreamAfterEachComputeOpNotTheCollectives) {
+  Profile p = unit_profile();
+  p.interference.compute_stall_share = 0.25;
+  Toy t;
+  const int32_t a = t.compute(40);
+  const int32_t ar = t.comm(60, {a});
+  const int32_t b = t.compute(20);
+  const int32_t c = t.compute(8, {ar});
+  const SimResult r = simulate(t.s, CostModel(p));
+  EXPECT_NEAR(span_of(r, a).end_us, 40, 1e-9);
+  EXPECT_NEAR(span_of(r, ar).start_us, 50, 1e-9);  // after a's stall
+  EXPECT_NEAR(span_of(r, ar).end_us, 110, 1e-9);   // the collective is not stretched
+  EXPECT_NEAR(span_of(r, b).start_us, 50, 1e-9);
+  EXPECT_NEAR(span_of(r, b).end_us, 70, 1e-9);
+  EXPECT_NEAR(span_of(r, c).start_us, 110, 1e-9);
+  EXPECT_NEAR(span_of(r, c).end_us, 118, 1e-9);
+  EXPECT_NEAR(r.iteration_us, 120, 1e-9);
+  EXPECT_NEAR(r.compute_us, 85, 1e-9);  // the stream is held for the stalls too
+}
+
 TEST(Simulator, CrossStreamDepsAreHonoured) {
   Toy t;
   const int32_t a = t.compute(10);
