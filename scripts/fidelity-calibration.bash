@@ -1,13 +1,13 @@
 # fidelity-calibration.bash: the fidelity sweep's calibration (sourced by scripts/fidelity-sweep, which sets
-# BIN, REUSE, ITERS, WARMUP, OVERRIDES, EXEC_FLAGS, COMPUTE_FIT, CALIBRATE_SYNC, SYNC_FIT and CALIBRATE_OVERLAP,
-# and the caller's config and link_args).
+# BIN, REUSE, ITERS, WARMUP, OVERRIDES, EXEC_FLAGS, COMPUTE_FIT, CALIBRATE_SYNC, SYNC_FIT, CALIBRATE_OVERLAP and
+# OVERLAP_FIT, and the caller's config and link_args).
 # A profile is fitted to the calibration plans' traces: what --compute-fit names, by default the compute
-# figures and the compute stream's stall, on no-comm, then (--calibrate-sync)
-# what --sync-fit names, by default the ranks' arrival skew, on megatron-sync, then (--calibrate-overlap) the
-# collectives' delay beside compute on OVERLAP_PLAN. Before the scored launch those
-# traces come from a calibration launch of their own (the tuner needs a profile to pick with); with
-# --refit-in-launch the profile is fitted again on the scored launch's own runs of those plans, which ran
-# beside the plans it predicts.
+# figures and the compute stream's stall, on no-comm, then (--calibrate-sync) what --sync-fit names, by
+# default the ranks' arrival skew, on megatron-sync, then (--calibrate-overlap) what --overlap-fit names, by
+# default the collectives' delay beside compute, on OVERLAP_PLAN. Before the scored launch those traces come
+# from a calibration launch of their own (the tuner needs a profile to pick with); with --refit-in-launch the
+# profile is fitted again on the scored launch's own runs of those plans, which ran beside the plans it
+# predicts.
 
 # The overlapped calibration plan: not among the sweep's scored plans, and sliced the same way on every model.
 OVERLAP_PLAN=slices:2x1:batch
@@ -39,7 +39,7 @@ fit_profile() {  # traces profile out logs prefix
     return 1
   fi
   if [[ $CALIBRATE_OVERLAP == 1 ]] && ! "$BIN/domino-profile" --calibrate "$traces/$(file_name "$OVERLAP_PLAN").trace.json" \
-      --profile "$synced" --fit comm_delay -o "$out/profile.yaml" > "$logs/$prefix.overlap.log" 2>&1; then
+      --profile "$synced" --fit "$OVERLAP_FIT" -o "$out/profile.yaml" > "$logs/$prefix.overlap.log" 2>&1; then
     echo "fidelity-sweep: $config: calibrating the collectives' delay failed: $(tail -1 "$logs/$prefix.overlap.log")"
     return 1
   fi

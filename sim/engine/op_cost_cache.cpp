@@ -83,7 +83,7 @@ OpCosts OpCostCache::op_costs(const Schedule& schedule, const SimOptions& option
   Facts facts(*this, ops);
   Interference interference(schedule, cost_, duration, facts);
   return OpCosts{std::move(duration), std::move(interference),
-                 cost_.sync_per_compute(tp_, cost_.profile().devices_per_node), stall};
+                 cost_.sync_per_compute(tp_, cost_.profile().devices_per_node), stall, !cost_.profile().gpu};
 }
 
 }  // namespace domino

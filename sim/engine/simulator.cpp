@@ -177,7 +177,7 @@ OpCosts op_costs(const Schedule& schedule, const CostModel& cost, const SimOptio
   add_compute_stall(schedule, stall, duration);
   Interference interference(schedule, cost, tp, duration);
   const double sync_per_compute = schedule.plan.comm_enabled ? cost.sync_per_compute(tp, devices_per_node) : 0;
-  return OpCosts{std::move(duration), std::move(interference), sync_per_compute, stall};
+  return OpCosts{std::move(duration), std::move(interference), sync_per_compute, stall, !cost.profile().gpu};
 }
 
 void add_compute_stall(const Schedule& schedule, double stall_share, std::vector<double>& duration) {
@@ -220,11 +220,13 @@ SimResult simulate(const SimProgram& program, const OpCosts& costs, const SimOpt
   result.overlap_fraction = result.comm_us > 0 ? 1.0 - result.exposed_comm_us / result.comm_us : 1.0;
   result.peak_memory_bytes = options.memory ? schedule_memory_bytes(schedule) : 0;
   if (options.record_timeline) {
-    // A compute op's span is its own time; the stall after it shows as a gap before the stream's next op.
-    if (costs.compute_stall > 0)
+    // A CPU compute op's span is its own time alone: what it lost beside a collective and the stream's stall
+    // show as a gap before the stream's next op (the compute thread holds its core through an op; the
+    // communication threads take it between ops).
+    if (costs.compute_loss_between_ops)
       for (OpSpan& s : tl.spans)
         if (schedule.ops[size_t(s.op)].stream == Stream::Compute)
-          s.end_us = s.start_us + (s.end_us - s.start_us) / (1 + costs.compute_stall);
+          s.end_us = s.start_us + costs.duration[size_t(s.op)] / (1 + costs.compute_stall);
     tl.iteration_us = result.iteration_us;
     tl.peak_memory_bytes = {result.peak_memory_bytes};
   }

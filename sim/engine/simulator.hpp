@@ -44,6 +44,8 @@ struct OpCosts {
   Interference interference;
   double sync_per_compute = 0;  // the profile's, at the schedule's level; 0 when the plan communicates nothing
   double compute_stall = 0;     // the profile's compute_stall_share, already in the compute ops' durations
+  // A flat (CPU) profile: a recorded compute span is the op's own time; its losses show as a gap after it.
+  bool compute_loss_between_ops = false;
 };
 OpCosts op_costs(const Schedule& schedule, const CostModel& cost, const SimOptions& options = {});
 // Stretches every compute op's duration by the stall share (InterferenceProfile::compute_stall_share).

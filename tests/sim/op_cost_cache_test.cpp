@@ -22,6 +22,7 @@ void expect_same_costs(const Schedule& s, const OpCosts& cached, const OpCosts& 
   for (size_t i = 0; i < fresh.duration.size(); ++i) EXPECT_EQ(cached.duration[i], fresh.duration[i]) << op_id(s.ops[i]);
   EXPECT_EQ(cached.sync_per_compute, fresh.sync_per_compute);
   EXPECT_EQ(cached.compute_stall, fresh.compute_stall);
+  EXPECT_EQ(cached.compute_loss_between_ops, fresh.compute_loss_between_ops);
   for (const Op& c : s.ops) {
     if (c.stream != Stream::Compute) continue;
     for (const Op& m : s.ops) {

@@ -98,9 +98,10 @@ TEST(Simulator, OverlapEndingMidComputeOpRetimesTheRest) {
   const int32_t ar = t.comm(20);
   const SimResult r = simulate(t.s, CostModel(unit_profile(0.25, 1.0)));
   // Both from 0: the AllReduce needs 20 / 0.5 = 40 us; by then A did 40 * 0.8 = 32 of its 100 us of work
-  // and finishes the remaining 68 alone: 108.
+  // and finishes the remaining 68 alone: 108. A flat profile's compute span is A's own 100 us, the 8 us it
+  // lost a gap after it.
   EXPECT_DOUBLE_EQ(span_of(r, ar).end_us, 40);
-  EXPECT_NEAR(span_of(r, a).end_us, 108, 1e-9);
+  EXPECT_NEAR(span_of(r, a).end_us, 100, 1e-9);
   EXPECT_NEAR(r.iteration_us, 108, 1e-9);
   EXPECT_NEAR(r.compute_us, 108, 1e-9);
   EXPECT_NEAR(r.comm_us, 40, 1e-9);
@@ -113,7 +114,8 @@ TEST(Simulator, OverlapEndingMidCommOpRetimesTheRest) {
   const int32_t ar = t.comm(100);
   const SimResult r = simulate(t.s, CostModel(unit_profile(0.25, 1.0)));
   // A needs 10 / 0.8 = 12.5 us; the AllReduce did 12.5 * 0.5 = 6.25 and finishes 93.75 alone: 106.25.
-  EXPECT_NEAR(span_of(r, a).end_us, 12.5, 1e-9);
+  EXPECT_NEAR(r.compute_us, 12.5, 1e-9);
+  EXPECT_NEAR(span_of(r, a).end_us, 10, 1e-9);  // its own time; the 2.5 us lost beside the AllReduce a gap
   EXPECT_NEAR(span_of(r, ar).end_us, 106.25, 1e-9);
   EXPECT_NEAR(r.exposed_comm_us, 93.75, 1e-9);
   EXPECT_NEAR(r.overlap_fraction, 1 - 93.75 / 106.25, 1e-12);
@@ -129,7 +131,9 @@ TEST(Simulator, InterferenceSpansSeveralOpsOnTheOtherStream) {
   const int32_t c2 = t.compute(10);
   const SimResult r = simulate(t.s, CostModel(unit_profile(0.25, 1.0)));
   // Three compute ops at 0.8: 37.5 us; the AllReduce did 18.75 meanwhile, 81.25 alone after: 118.75.
-  EXPECT_NEAR(span_of(r, c2).end_us, 37.5, 1e-9);
+  EXPECT_NEAR(r.compute_us, 37.5, 1e-9);
+  EXPECT_NEAR(span_of(r, c2).start_us, 25, 1e-9);
+  EXPECT_NEAR(span_of(r, c2).end_us, 35, 1e-9);  // its own 10 us
   EXPECT_NEAR(span_of(r, ar).end_us, 118.75, 1e-9);
 }
 
@@ -168,7 +172,8 @@ TEST(Simulator, ACollectiveBesideComputeLosesItsDelayInProportionToTheOverlap) {
     const int32_t ar = t.comm(60);
     const SimResult r = simulate(t.s, CostModel(p));
     EXPECT_NEAR(span_of(r, ar).end_us, 120, 1e-9);
-    EXPECT_NEAR(span_of(r, c).end_us, 120 + (200 - 120 / 1.375), 1e-9);
+    EXPECT_NEAR(r.compute_us, 120 + (200 - 120 / 1.375), 1e-9);
+    EXPECT_NEAR(span_of(r, c).end_us, 200, 1e-9);
   }
 }
 
