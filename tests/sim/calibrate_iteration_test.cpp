@@ -30,6 +30,18 @@ Predicted predicted(const Profile& truth, const std::string& strategy) {
   return out;
 }
 
+// calibrate_profile(base, trace, scope) must refuse with BadInput whose message holds `expected`.
+void expect_refused(const Profile& base, const TraceFile& trace, const std::string& scope,
+                    const std::string& expected) {
+  try {
+    calibrate_profile(base, trace, 0, parse_calibration_scope(scope));
+    ADD_FAILURE() << "accepted; expected: " << expected;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+}
+
 Profile with_skew(double sync_us) {
   Profile p = test::calibration_profile("skewed");
   p.intra_node.sync_us = sync_us;
@@ -48,23 +60,9 @@ TEST(CalibrateSkewToIteration, RecoversTheSkewThatMadeTheIteration) {
               1e-6 * sync.iteration_us);
 }
 
-TEST(CalibrateSkewToIteration, AnIterationShorterThanTheOpsLeavesNoSkew) {
-  Predicted sync = predicted(with_skew(0), "megatron-sync");
-  sync.trace.meta["iteration_time_us"] = 0.5 * sync.iteration_us;
-  const CalibrationResult r =
-      calibrate_profile(with_skew(400), sync.trace, 0, parse_calibration_scope("sync_iteration"));
-  EXPECT_EQ(r.profile.intra_node.sync_us, 0);
-}
-
 TEST(CalibrateSkewToIteration, RefusesWhatItCannotFit) {
   const auto refused = [](const TraceFile& trace, const std::string& expected) {
-    try {
-      calibrate_profile(with_skew(50), trace, 0, parse_calibration_scope("sync_iteration"));
-      ADD_FAILURE() << "accepted; expected: " << expected;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::BadInput);
-      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
-    }
+    expect_refused(with_skew(50), trace, "sync_iteration", expected);
   };
   // domino-ds hides its AllReduces behind compute: its iteration is not the sum of its ops.
   refused(predicted(with_skew(500), "domino-ds").trace, "streams do not overlap");
@@ -102,30 +100,28 @@ TEST(CalibrateStallToIteration, RecoversTheStallAndTheSkewFittedAfterIt) {
   EXPECT_NEAR(skewed.profile.interference.compute_stall_share, 0.12, 1e-9);
 }
 
-TEST(CalibrateStallToIteration, AnIterationShorterThanTheOpsLeavesNoStall) {
+// A measured iteration shorter than the ops' costs leaves nothing to charge: the skew and the stall become 0.
+TEST(CalibrateToIteration, AnIterationShorterThanTheOpsLeavesNoSkewAndNoStall) {
+  Predicted sync = predicted(with_skew(0), "megatron-sync");
+  sync.trace.meta["iteration_time_us"] = 0.5 * sync.iteration_us;
+  EXPECT_EQ(calibrate_profile(with_skew(400), sync.trace, 0, parse_calibration_scope("sync_iteration"))
+                .profile.intra_node.sync_us,
+            0);
   Predicted no_comm = predicted(with_stall(0), "no-comm");
   no_comm.trace.meta["iteration_time_us"] = 0.9 * no_comm.iteration_us;
-  const CalibrationResult r =
-      calibrate_profile(with_stall(0.3), no_comm.trace, 0, parse_calibration_scope("stall"));
-  EXPECT_EQ(r.profile.interference.compute_stall_share, 0);
+  EXPECT_EQ(calibrate_profile(with_stall(0.3), no_comm.trace, 0, parse_calibration_scope("stall"))
+                .profile.interference.compute_stall_share,
+            0);
 }
 
 TEST(CalibrateStallToIteration, RefusesWhatItCannotFit) {
-  const auto refused = [](const Profile& base, const TraceFile& trace, const std::string& expected) {
-    try {
-      calibrate_profile(base, trace, 0, parse_calibration_scope("stall"));
-      ADD_FAILURE() << "accepted; expected: " << expected;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::BadInput);
-      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
-    }
-  };
-  refused(with_stall(0), predicted(with_stall(0.1), "megatron-sync").trace, "without collectives");
+  expect_refused(with_stall(0), predicted(with_stall(0.1), "megatron-sync").trace, "stall",
+                 "without collectives");
   TraceFile no_time = predicted(with_stall(0.1), "no-comm").trace;
   no_time.meta.erase("iteration_time_us");
-  refused(with_stall(0), no_time, "--fit stall needs the trace's iteration time");
+  expect_refused(with_stall(0), no_time, "stall", "--fit stall needs the trace's iteration time");
   const Profile gpu = load_profile(resolve_profile_path("dgx-h100"));
-  refused(gpu, predicted(with_stall(0.1), "no-comm").trace, "gpu section");
+  expect_refused(gpu, predicted(with_stall(0.1), "no-comm").trace, "stall", "gpu section");
   EXPECT_FALSE(parse_calibration_scope("all").stall);
   EXPECT_TRUE(parse_calibration_scope("gemm,stall").stall);
 }
