@@ -69,8 +69,7 @@ std::string kind_error_table(const std::vector<KindError>& errors) {
 
 CalibrationScope parse_calibration_scope(const std::string& list) {
   if (list.empty() || list == "all") return {};
-  CalibrationScope s{false, false, false, false,
-                     false, false, false, false};  // the parts fitted by "all" off
+  CalibrationScope s{false, false, false, false, false, false, false, false};
   const std::pair<const char*, bool*> names[] = {{"memory", &s.memory},
                                                  {"gemm", &s.gemm},
                                                  {"attention", &s.attention},
