@@ -138,7 +138,8 @@ TEST_F(FidelitySweep, ShortSweepWritesAWellFormedTable) {
   EXPECT_TRUE(fs::exists(out / "cpu-gpt-loopback" / "plans" / "tuned.yaml"));
 }
 
-// --calibrate: a no-comm run first, the profile's compute fitted to it, every plan predicted with that.
+// --calibrate: a no-comm run first, the profile's compute and its stall fitted to it, every plan predicted
+// with that.
 TEST_F(FidelitySweep, CalibrateFitsComputeOnANoCommRunFirst) {
   if (const std::string tool = missing_tool(); !tool.empty()) GTEST_SKIP() << tool << " not built";
   const fs::path out = dir / "out";
@@ -147,6 +148,8 @@ TEST_F(FidelitySweep, CalibrateFitsComputeOnANoCommRunFirst) {
   EXPECT_TRUE(fs::exists(cfg / "calib" / "no-comm.trace.json"));
   const std::string profile = slurp(cfg / "calib" / "profile.yaml");
   EXPECT_NE(profile.find("calibrat"), std::string::npos) << profile.substr(0, 400);
+  EXPECT_NE(profile.find("compute stall from the iteration time"), std::string::npos)
+      << profile.substr(0, 400);
   const auto doc = nlohmann::json::parse(slurp(out / "fidelity.json"))["configurations"]["cpu-gpt-loopback"];
   EXPECT_EQ(doc["meta"]["calibrated_on"], "no-comm");
   EXPECT_EQ(doc["figures"]["plans_measured"], 4);  // --short has no no-comm row: every plan is scored
@@ -234,6 +237,12 @@ TEST_F(FidelitySweep, BadUsageExitsTwo) {
   EXPECT_NE(slurp(dir / "log").find("--reuse-tuned needs --reuse"), std::string::npos) << slurp(dir / "log");
   EXPECT_EQ(run(sweep_with("--sync-fit sync_iteration"), dir / "log"), 2);
   EXPECT_NE(slurp(dir / "log").find("--sync-fit needs --calibrate-sync"), std::string::npos)
+      << slurp(dir / "log");
+  EXPECT_EQ(run(sweep_with("--compute-fit gemm"), dir / "log"), 2);
+  EXPECT_NE(slurp(dir / "log").find("--compute-fit needs --calibrate"), std::string::npos)
+      << slurp(dir / "log");
+  EXPECT_EQ(run(sweep_with("--calibrate-sync --overlap-fit interference"), dir / "log"), 2);
+  EXPECT_NE(slurp(dir / "log").find("--overlap-fit needs --calibrate-overlap"), std::string::npos)
       << slurp(dir / "log");
   // The table reads a plan's measurement files as a comma-separated list: a comma in the folder would split
   // it.
