@@ -19,6 +19,14 @@ calibration_plans() {
   [[ $CALIBRATE_OVERLAP == 0 ]] || echo "$OVERLAP_PLAN"
 }
 
+# One fit: domino-profile --calibrate TRACE --profile IN --fit PARTS -o OUT, its report in LOG; on failure
+# says that calibrating WHAT failed, with the report's last line.
+fit_step() {  # trace in parts out log what
+  "$BIN/domino-profile" --calibrate "$1" --profile "$2" --fit "$3" -o "$4" > "$5" 2>&1 && return 0
+  echo "fidelity-sweep: $config: calibrating $6 failed: $(tail -1 "$5")"
+  return 1
+}
+
 # Fits PROFILE to the calibration plans' traces in TRACES (<plan file name>.trace.json) into OUT/profile.yaml
 # (with --calibrate-sync via OUT/compute.yaml, with --calibrate-overlap via OUT/sync.yaml too); the fits'
 # reports go to LOGS/<prefix>.profile.log, .sync.log and .overlap.log.
@@ -28,21 +36,12 @@ fit_profile() {  # traces profile out logs prefix
   local fitted="$out/profile.yaml" synced="$out/profile.yaml"
   [[ $CALIBRATE_SYNC == 0 ]] || fitted="$out/compute.yaml"
   [[ $CALIBRATE_OVERLAP == 0 ]] || synced="$out/sync.yaml"
-  if ! "$BIN/domino-profile" --calibrate "$traces/no-comm.trace.json" --profile "$profile" \
-      --fit "$COMPUTE_FIT" -o "$fitted" > "$logs/$prefix.profile.log" 2>&1; then
-    echo "fidelity-sweep: $config: calibrating $(basename "$profile") failed: $(tail -1 "$logs/$prefix.profile.log")"
-    return 1
-  fi
-  if [[ $CALIBRATE_SYNC == 1 ]] && ! "$BIN/domino-profile" --calibrate "$traces/megatron-sync.trace.json" \
-      --profile "$fitted" --fit "$SYNC_FIT" -o "$synced" > "$logs/$prefix.sync.log" 2>&1; then
-    echo "fidelity-sweep: $config: calibrating the arrival skew failed: $(tail -1 "$logs/$prefix.sync.log")"
-    return 1
-  fi
-  if [[ $CALIBRATE_OVERLAP == 1 ]] && ! "$BIN/domino-profile" --calibrate "$traces/$(file_name "$OVERLAP_PLAN").trace.json" \
-      --profile "$synced" --fit "$OVERLAP_FIT" -o "$out/profile.yaml" > "$logs/$prefix.overlap.log" 2>&1; then
-    echo "fidelity-sweep: $config: calibrating the collectives' delay failed: $(tail -1 "$logs/$prefix.overlap.log")"
-    return 1
-  fi
+  fit_step "$traces/no-comm.trace.json" "$profile" "$COMPUTE_FIT" "$fitted" "$logs/$prefix.profile.log" \
+    "$(basename "$profile")" || return 1
+  [[ $CALIBRATE_SYNC == 0 ]] || fit_step "$traces/megatron-sync.trace.json" "$fitted" "$SYNC_FIT" "$synced" \
+    "$logs/$prefix.sync.log" "the arrival skew" || return 1
+  [[ $CALIBRATE_OVERLAP == 0 ]] || fit_step "$traces/$(file_name "$OVERLAP_PLAN").trace.json" "$synced" \
+    "$OVERLAP_FIT" "$out/profile.yaml" "$logs/$prefix.overlap.log" "the collectives' delay" || return 1
 }
 
 # --calibrate: the calibration plans' traces of this configuration, executed now in one interleaved launch

@@ -78,8 +78,7 @@ OpCosts OpCostCache::op_costs(const Schedule& schedule, const SimOptions& option
     entry_[i] = entry_of(ops[i]);
     duration[i] = entries_[size_t(entry_[i])].us;
   }
-  const double stall = cost_.profile().interference.compute_stall_share;
-  add_compute_stall(schedule, stall, duration);
+  const double stall = add_compute_stall(schedule, cost_, duration);
   Facts facts(*this, ops);
   Interference interference(schedule, cost_, duration, facts);
   return OpCosts{std::move(duration), std::move(interference),

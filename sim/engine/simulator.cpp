@@ -173,17 +173,18 @@ OpCosts op_costs(const Schedule& schedule, const CostModel& cost, const SimOptio
     const bool silent = collective(op.kind) && !schedule.plan.comm_enabled;
     duration[i] = checked_duration(op, silent ? 0.0 : cost.op_us(op, tp, devices_per_node));
   }
-  const double stall = cost.profile().interference.compute_stall_share;
-  add_compute_stall(schedule, stall, duration);
+  const double stall = add_compute_stall(schedule, cost, duration);
   Interference interference(schedule, cost, tp, duration);
   const double sync_per_compute = schedule.plan.comm_enabled ? cost.sync_per_compute(tp, devices_per_node) : 0;
   return OpCosts{std::move(duration), std::move(interference), sync_per_compute, stall, !cost.profile().gpu};
 }
 
-void add_compute_stall(const Schedule& schedule, double stall_share, std::vector<double>& duration) {
-  if (!(stall_share > 0)) return;
-  for (size_t i = 0; i < duration.size(); ++i)
-    if (schedule.ops[i].stream == Stream::Compute) duration[i] *= 1 + stall_share;
+double add_compute_stall(const Schedule& schedule, const CostModel& cost, std::vector<double>& duration) {
+  const double stall = cost.profile().interference.compute_stall_share;
+  if (stall > 0)
+    for (size_t i = 0; i < duration.size(); ++i)
+      if (schedule.ops[i].stream == Stream::Compute) duration[i] *= 1 + stall;
+  return stall;
 }
 
 SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOptions& options) {

@@ -48,8 +48,9 @@ struct OpCosts {
   bool compute_loss_between_ops = false;
 };
 OpCosts op_costs(const Schedule& schedule, const CostModel& cost, const SimOptions& options = {});
-// Stretches every compute op's duration by the stall share (InterferenceProfile::compute_stall_share).
-void add_compute_stall(const Schedule& schedule, double stall_share, std::vector<double>& duration);
+// Stretches every compute op's duration by the profile's stall share (InterferenceProfile::
+// compute_stall_share) and returns the share.
+double add_compute_stall(const Schedule& schedule, const CostModel& cost, std::vector<double>& duration);
 // Ranks in each collective: the plan's TP degree unless the options emulate another.
 int collective_ranks(const Schedule& schedule, const SimOptions& options);
 // `us`, the cost model's duration of `op`; an error naming the op when it is negative, infinite or NaN.

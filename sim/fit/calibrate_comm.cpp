@@ -21,7 +21,9 @@ namespace {
 // growth with the compute to be told from noise; otherwise the skew is taken as constant.
 constexpr double kMinComputeSpread = 0.25;
 constexpr double kMinSlopeStandardErrors = 2.0;
-// A collective at least this much of whose time the compute stream was busy (the comm delay's samples).
+// An op that overlapped the other stream for more than this share of its time (the slowdowns' samples), and
+// a collective at least this much of whose time the compute stream was busy (the comm delay's samples).
+constexpr double kOverlapped = 0.05;
 constexpr double kMostlyBeside = 0.7;
 
 // Share of the variance of y the line explains.
@@ -80,7 +82,7 @@ std::optional<double> fit_slowdown(const std::vector<const Sample*>& s, const st
   int n = 0;
   for (size_t i = 0; i < s.size(); ++i) {
     total += s[i]->dur;
-    if (s[i]->overlap <= 0.05 * s[i]->dur) continue;
+    if (s[i]->overlap <= kOverlapped * s[i]->dur) continue;
     ++n;
     total_overlap += s[i]->overlap;
     so += s[i]->overlap * s[i]->overlap;
@@ -100,7 +102,7 @@ std::optional<double> fit_slowdown_beside_delay(const std::vector<const Sample*>
                                                 InterferenceProfile i) {
   std::vector<size_t> overlapped;
   for (size_t k = 0; k < s.size(); ++k)
-    if (s[k]->overlap > 0.05 * s[k]->dur) overlapped.push_back(k);
+    if (s[k]->overlap > kOverlapped * s[k]->dur) overlapped.push_back(k);
   if (overlapped.size() < 3) return std::nullopt;
   double best = 0, best_error = 1e300;
   for (int step = 0; step <= 900; ++step) {
@@ -273,15 +275,8 @@ void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, Profile&
   Profile without_skew = p;
   group_collective(without_skew, in.tp).sync_us = 0;
   group_collective(without_skew, in.tp).sync_per_compute = 0;
-  const CostModel cm(without_skew);
-  double costs = 0, overlapped = 0;
-  int collectives = 0;
-  const double stall = p.interference.compute_stall_share;
-  for (const Sample& s : in.samples) {
-    costs += cm.op_us(s.op, in.tp, in.devices_per_node) * (collective(s.op.kind) ? 1 : 1 + stall);
-    overlapped += s.overlap;
-    if (collective(s.op.kind)) ++collectives;
-  }
+  const auto [costs, overlapped, collectives] =
+      in.serial_cost(CostModel(without_skew), p.interference.compute_stall_share);
   if (collectives == 0)
     throw_bad_input("--fit sync_iteration: the trace has no collective to charge a skew to");
   if (overlapped > kMaxOverlapShare * iteration_us)

@@ -163,24 +163,18 @@ void fit_attention_scales(const TraceSamples& in, const CostModel& cm, Profile& 
 // sets the pace, ops are preempted (their mean exceeds their median) and the stream idles between them. On a
 // trace without collectives all of it is stall: iteration / sum of the compute costs - 1.
 void fit_compute_stall(const TraceSamples& in, double iteration_us, Profile& p, std::string& report) {
-  const CostModel cm(p);
-  double costs = 0;
-  int collectives = 0;
-  for (const Sample& s : in.samples) {
-    if (collective(s.op.kind)) ++collectives;
-    costs += cm.op_us(s.op, in.tp, in.devices_per_node);
-  }
-  if (collectives > 0)
+  const SerialCost ops = in.serial_cost(CostModel(p), 0.0);  // the ops' own costs
+  if (ops.collectives > 0)
     throw_bad_input(
         fmt::format("--fit stall needs a trace without collectives (no-comm), whose iteration beyond "
                     "its compute ops is all stall; this one has {} collectives",
-                    collectives));
-  if (!(costs > 0)) throw_bad_input("--fit stall: the trace has no compute op to charge a stall to");
-  const double stall = std::clamp(iteration_us / costs - 1, 0.0, kMaxComputeStallShare);
+                    ops.collectives));
+  if (!(ops.us > 0)) throw_bad_input("--fit stall: the trace has no compute op to charge a stall to");
+  const double stall = std::clamp(iteration_us / ops.us - 1, 0.0, kMaxComputeStallShare);
   report += fmt::format(
       "compute stall from the iteration time ({:.1f} ms measured, {:.1f} ms of compute op "
       "costs): share {:.3g} -> {:.3g}\n",
-      iteration_us / 1e3, costs / 1e3, p.interference.compute_stall_share, stall);
+      iteration_us / 1e3, ops.us / 1e3, p.interference.compute_stall_share, stall);
   p.interference.compute_stall_share = stall;
 }
 

@@ -212,4 +212,15 @@ double TraceSamples::interference_free(const Sample& s) const {
   return t;
 }
 
+SerialCost TraceSamples::serial_cost(const CostModel& cm, double compute_stall) const {
+  SerialCost out;
+  for (const Sample& s : samples) {
+    const bool comm = collective(s.op.kind);
+    out.us += cm.op_us(s.op, tp, devices_per_node) * (comm ? 1 : 1 + compute_stall);
+    out.overlapped_us += s.overlap;
+    out.collectives += comm;
+  }
+  return out;
+}
+
 }  // namespace domino::prof::calibration

@@ -23,6 +23,14 @@ struct Sample {
   double compute_between = -1;
 };
 
+// The trace's ops costed as if run one after another (what the simulator's iteration is when the streams do
+// not overlap): each op's cost, a compute op's stretched by a stall share; with what the trace overlapped.
+struct SerialCost {
+  double us = 0;
+  double overlapped_us = 0;  // time the trace's ops ran beside the other stream
+  int collectives = 0;
+};
+
 // The trace read once for every fit. Holds the samples the selections point into: not copyable.
 struct TraceSamples {
   const Profile& base;  // the profile being calibrated, as it came in
@@ -40,6 +48,8 @@ struct TraceSamples {
   std::vector<const Sample*> select(const std::function<bool(OpKind)>& of_kind) const;
   // A sample's duration without the old profile's interference over its measured overlap.
   double interference_free(const Sample& s) const;
+  // The samples costed by cm one after another, compute ops stretched by compute_stall.
+  SerialCost serial_cost(const CostModel& cm, double compute_stall) const;
 };
 
 // The terms, in the order calibrate_profile applies them (a later one fits against the earlier results).
