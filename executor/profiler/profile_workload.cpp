@@ -74,15 +74,17 @@ class Builder {
     }
   }
 
+  // The first layer's attention ops, every slice of it (a sequence slice's queries see more keys than the
+  // slice before), one probe per (opcode, FLOPs, bytes).
   void add_attention(const Schedule& s, const std::string& tag) {
-    for (OpCode code : {OpCode::AttnFwd, OpCode::AttnBwd}) {
-      for (const Op& op : s.ops) {
-        if (op.code != code) continue;
-        Schedule mini = extract_op(s, op);
-        if (mini_bytes(mini) <= kMaxProbeBytes)
-          w_.attention.push_back({fmt::format("attention {} {}", to_string(code), tag), keep(std::move(mini))});
-        break;
-      }
+    for (const Op& op : s.ops) {
+      if (op.kind != OpKind::Attention || op.layer != 0) continue;
+      if (!attn_seen_.insert({op.code, op.flops, op.bytes}).second) continue;
+      Schedule mini = extract_op(s, op);
+      if (mini_bytes(mini) > kMaxProbeBytes) continue;
+      const std::string slice = op.slice >= 0 ? fmt::format(" slice {}", op.slice) : "";
+      w_.attention.push_back(
+          {fmt::format("attention {} {}{}", to_string(op.code), tag, slice), keep(std::move(mini))});
     }
   }
 
@@ -90,6 +92,7 @@ class Builder {
   Workload& w_;
   std::set<std::tuple<int64_t, int64_t, int64_t, OpCode>> gemm_seen_;
   std::set<std::pair<OpCode, int64_t>> mem_seen_;
+  std::set<std::tuple<OpCode, double, double>> attn_seen_;
 };
 
 }  // namespace
@@ -179,6 +182,31 @@ void add_memory_probes(Builder& add, const WorkloadOptions& opt, const ModelSpec
   }
 }
 
+// Attention over sequence length and heads per rank (the TP degree divides the heads), whole and split in
+// two by sequence; then as every --for model's plans run it, its micro-batch split 1, 2 and 4 ways by batch
+// and by sequence. A sequence slice keeps its probabilities' rows whole while its FLOPs shrink, which is what
+// tells attention's FLOP rate from its byte rate (attention.per_code).
+void add_attention_probes(Builder& add, const WorkloadOptions& opt, const ModelSpec& base) {
+  const std::vector<int> seqs = opt.quick ? std::vector<int>{64, 128} : std::vector<int>{64, 128, 256};
+  for (int seq : seqs)
+    for (int tp : {1, 2, 4}) {
+      if (opt.quick && tp == 4) continue;
+      ModelSpec m = base;
+      m.gpus_per_node = std::max(m.gpus_per_node, tp);
+      m.seq_len = seq;
+      m.tp = tp;
+      m.micro_batch = std::min(base.micro_batch, 4);
+      const std::string tag = fmt::format("seq {} heads/rank {}", seq, m.heads_per_rank());
+      if (const auto s = try_build(m, 1, 1, SplitDim::Batch)) add.add_attention(*s, tag);
+      if (const auto s = try_build(m, 2, 1, SplitDim::Sequence)) add.add_attention(*s, tag + " sequence/2");
+    }
+  for (const ModelSpec& model : opt.models)
+    for (int p : opt.quick ? std::vector<int>{1, 2} : std::vector<int>{1, 2, 4})
+      for (SplitDim dim : {SplitDim::Batch, SplitDim::Sequence})
+        if (const auto s = try_build(model, p, 1, dim))
+          add.add_attention(*s, fmt::format("{} {}/{}", model.name, to_string(dim), p));
+}
+
 }  // namespace
 
 Workload plan_workload(const WorkloadOptions& opt) {
@@ -219,19 +247,7 @@ Workload plan_workload(const WorkloadOptions& opt) {
 
   add_memory_probes(add, opt, base);
 
-  // Attention over sequence length and heads per rank (the TP degree divides the heads).
-  const std::vector<int> seqs = opt.quick ? std::vector<int>{64, 128} : std::vector<int>{64, 128, 256};
-  for (int seq : seqs)
-    for (int tp : {1, 2, 4}) {
-      if (opt.quick && tp == 4) continue;
-      ModelSpec m = base;
-      m.gpus_per_node = std::max(m.gpus_per_node, tp);
-      m.seq_len = seq;
-      m.tp = tp;
-      m.micro_batch = std::min(base.micro_batch, 4);
-      if (const auto s = try_build(m, 1, 1, SplitDim::Batch))
-        add.add_attention(*s, fmt::format("seq {} heads/rank {}", seq, m.heads_per_rank()));
-    }
+  add_attention_probes(add, opt, base);
 
   // AllReduce sizes: 4 B and powers of 4 (quick: of 16) up to the largest the model needs, plus its sizes.
   if (opt.models.empty()) max_ar = opt.max_allreduce_bytes;

@@ -25,7 +25,7 @@ struct Workload {
   std::deque<Schedule> schedules;  // stable addresses for Probe::mini
   std::vector<Probe> gemms;        // distinct (m, n, k)
   std::vector<Probe> memory_ops;   // norm, activation, elementwise, copy, optimizer, embedding, loss
-  std::vector<Probe> attention;    // AttnFwd / AttnBwd over seq_len and heads per rank
+  std::vector<Probe> attention;    // AttnFwd / AttnBwd over seq_len, heads per rank and slices
   std::vector<double> allreduce_bytes;  // ascending, distinct; also the AllGather / ReduceScatter full sizes
   std::optional<Probe> interference_gemm;
   double interference_bytes = 0;

@@ -107,6 +107,12 @@ CostModel::CostModel(Profile profile) : profile_(std::move(profile)) {
     attention_curve_.log_x.push_back(std::log(p.gflop * 1e9));
     attention_curve_.y.push_back(p.efficiency);
   }
+  for (const auto& [name, a] : profile_.attention.per_code) {
+    const size_t i = name == to_string(OpCode::AttnFwd) ? 0 : 1;  // validated: AttnFwd or AttnBwd
+    attention_code_[i] =
+        AttentionCode{a.launch_overhead_us, a.gflops > 0 ? 1 / (a.gflops * 1e3) : 0,
+                      a.bandwidth_gbps > 0 ? 1 / (a.bandwidth_gbps * kBytesPerUsPerGbps) : 0};
+  }
   mem_bytes_per_us_ = profile_.memory.bandwidth_gbps * kBytesPerUsPerGbps;
   launch_us_ = profile_.memory.launch_overhead_us;
   for (int k = 0; k < kNumOpKinds; ++k) {
@@ -220,6 +226,17 @@ double CostModel::attention_us(DType dtype, double flops, double bytes) const {
   return roofline_us(flops, c.peak_flops_per_us, eff, bytes);
 }
 
+static_assert(int(OpCode::AttnBwd) == int(OpCode::AttnFwd) + 1, "attention_code_ is indexed from AttnFwd");
+
+double CostModel::attention_us(const Op& op) const {
+  const int i = int(op.code) - int(OpCode::AttnFwd);
+  if (i >= 0 && i < int(attention_code_.size()) && attention_code_[size_t(i)]) {
+    const AttentionCode& a = *attention_code_[size_t(i)];
+    return a.launch_us + op.flops * a.us_per_flop + op.bytes * a.us_per_byte;
+  }
+  return attention_us(op.dtype, op.flops, op.bytes);
+}
+
 double CostModel::memory_us(double bytes) const { return launch_us_ + bytes / mem_bytes_per_us_; }
 
 double CostModel::memory_us(OpKind kind, double bytes) const {
@@ -329,7 +346,8 @@ double CostModel::op_us(const Op& op, int tp, int devices_per_node) const {
     case OpKind::Gemm:
       if (profile_.gpu) return gemm_us_on_sms(op, profile_.gpu->sms);
       return blocked_gemm_us(op);
-    case OpKind::Attention: return attention_us(op.dtype, op.flops, op.bytes);
+    case OpKind::Attention:
+      return attention_us(op);
     case OpKind::AllReduce:
     case OpKind::AllGather:
     case OpKind::ReduceScatter: return collective(op, tp, devices_per_node).us;

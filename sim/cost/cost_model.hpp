@@ -45,7 +45,9 @@ class CostModel {
                  GemmTranspose t = {}) const;
   // A GEMM op as a backend runs it without a gpu section: OpAttrs::row_blocks products of one block's shape.
   double blocked_gemm_us(const Op& op) const;
-  double attention_us(DType dtype, double flops, double bytes) const;
+  double attention_us(DType dtype, double flops, double bytes) const;  // the curve (or relative efficiency)
+  // An attention op: its opcode's own figures (attention.per_code) where it has them, else the curve.
+  double attention_us(const Op& op) const;
   double memory_us(double bytes) const;                // the profile's general memory figures
   double memory_us(OpKind kind, double bytes) const;   // the kind's own figures when it has them
   double memory_us(const Op& op) const;                // the opcode's own figures, else its kind's
@@ -163,6 +165,11 @@ class CostModel {
   std::array<KindMemory, kNumOpKinds> kind_memory_{};
   // Per opcode: its own figures (memory.per_code), if it has them.
   std::array<std::optional<KindMemory>, size_t(OpCode::ReduceScatter) + 1> code_memory_{};
+  // attention.per_code, indexed by the opcode's distance from AttnFwd (AttnFwd, AttnBwd).
+  struct AttentionCode {
+    double launch_us = 0, us_per_flop = 0, us_per_byte = 0;
+  };
+  std::array<std::optional<AttentionCode>, 2> attention_code_{};
   double launch_us_ = 0;
   CollectiveCosts intra_, inter_;
   GpuCosts gpu_;

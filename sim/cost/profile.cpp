@@ -167,6 +167,47 @@ void check_memory_costs(const SourceLoc& at, const std::map<std::string, MemoryC
   }
 }
 
+constexpr const char* kPerCodeWithGpu =
+    "cannot be given with a gpu section (the gpu section times attention by its tiles over the SMs)";
+
+// attention.per_code: {launch_overhead_us, gflops, bandwidth_gbps} under AttnFwd and AttnBwd.
+std::map<std::string, AttentionCost> read_attention_costs(YamlMap& attn) {
+  std::map<std::string, AttentionCost> out;
+  const auto node = attn.opt_node("per_code");
+  if (!node) return out;
+  YamlMap entries(*node, attn.file(), "profile attention.per_code");
+  for (const std::string& name : attention_codes()) {
+    if (auto entry = entries.opt_node(name)) {
+      YamlMap e(*entry, attn.file(), "profile attention.per_code." + name);
+      const AttentionCost c{non_negative(e, "launch_overhead_us"), non_negative(e, "gflops"),
+                            non_negative(e, "bandwidth_gbps")};
+      if (!(c.gflops > 0) && !(c.bandwidth_gbps > 0))
+        e.fail("gflops", "is 0 and so is bandwidth_gbps: give at least one rate (a 0 drops its term)");
+      out[name] = c;
+      e.finish();
+    }
+  }
+  entries.finish();
+  return out;
+}
+
+void check_attention_costs(const SourceLoc& at, const Profile& p) {
+  const auto& codes = attention_codes();
+  for (const auto& [name, c] : p.attention.per_code) {
+    const std::string what = "attention.per_code." + name;
+    if (std::find(codes.begin(), codes.end(), name) == codes.end())
+      throw_bad_input(
+          at, "profile attention.per_code: '" + name + "' is not an attention opcode (AttnFwd, AttnBwd)");
+    require_non_negative(at, what + ".launch_overhead_us", c.launch_overhead_us);
+    require_non_negative(at, what + ".gflops", c.gflops);
+    require_non_negative(at, what + ".bandwidth_gbps", c.bandwidth_gbps);
+    if (!(c.gflops > 0) && !(c.bandwidth_gbps > 0))
+      throw_bad_input(at, what + ": gflops and bandwidth_gbps are both 0");
+  }
+  if (p.gpu && !p.attention.per_code.empty())
+    throw_bad_input(at, std::string("attention.per_code ") + kPerCodeWithGpu);
+}
+
 ProfileMetadata read_metadata(const std::string& file, const YAML::Node& node) {
   YamlMap m(node, file, "profile metadata");
   m.finish({"machine", "date", "build_flags", "library_versions", "spread"});
@@ -229,6 +270,7 @@ Profile read_profile(const YAML::Node& root, const std::string& file) {
   mem.finish();
 
   YamlMap attn(m.get_node("attention"), file, "profile attention");
+  p.attention.per_code = read_attention_costs(attn);
   attn.finish({"relative_efficiency", "efficiency"});
   const bool has_rel = attn.has("relative_efficiency"), has_curve = attn.has("efficiency");
   if (has_rel == has_curve) {
@@ -249,6 +291,7 @@ Profile read_profile(const YAML::Node& root, const std::string& file) {
     p.inter_node = read_collective(file, *n, "profile collectives.inter_node", false);
 
   read_gpu_or_interference(m, file, p);
+  if (p.gpu && !p.attention.per_code.empty()) attn.fail("per_code", kPerCodeWithGpu);
 
   if (auto md = m.opt_node("metadata")) p.metadata = read_metadata(file, *md);
   return p;
@@ -273,6 +316,11 @@ const std::vector<std::string>& memory_bound_codes() {
       if (memory_bound(kind_of(OpCode(c)))) out.push_back(to_string(OpCode(c)));
     return out;
   }();
+  return codes;
+}
+
+const std::vector<std::string>& attention_codes() {
+  static const std::vector<std::string> codes = {to_string(OpCode::AttnFwd), to_string(OpCode::AttnBwd)};
   return codes;
 }
 
@@ -307,6 +355,7 @@ void validate_profile(const Profile& p) {
   } else {
     check_curve(p.attention.efficiency, "attention.efficiency", {at});
   }
+  check_attention_costs(at, p);
   check_collective(at, p.intra_node, "collectives.intra_node", true);
   if (p.inter_node) check_collective(at, *p.inter_node, "collectives.inter_node", false);
   require_non_negative(at, "interference.compute_slowdown_during_comm", p.interference.compute_slowdown_during_comm);

@@ -67,11 +67,28 @@ struct MemoryProfile {
 const std::vector<std::string>& memory_bound_kinds();
 const std::vector<std::string>& memory_bound_codes();
 
+// An attention opcode's own figures: launch + flops / compute rate + bytes / bandwidth, the two terms added,
+// not the larger of them: a core runs the score products and the row-wise softmax over the probabilities one
+// after the other. A rate of 0 leaves its term out (at least one is positive). The bytes are dominated by
+// the probabilities' rows, which a sequence slice keeps whole while its FLOPs shrink, so FLOPs alone cannot
+// time both a batch slice and a sequence slice.
+struct AttentionCost {
+  double launch_overhead_us = 0;
+  double gflops = 0;          // GFLOP/s (1e9 FLOP per second); 0: no FLOP term
+  double bandwidth_gbps = 0;  // GB/s; 0: no byte term
+  auto operator<=>(const AttentionCost&) const = default;
+};
+
 // Attention runs at relative_efficiency x the GEMM efficiency at the same size, unless it has its own curve.
+// per_code (optional; keys AttnFwd, AttnBwd) replaces both for its opcode; not with a gpu section, whose
+// mechanism times attention by its tiles.
 struct AttentionProfile {
   double relative_efficiency = 1;
   std::vector<EfficiencyPoint> efficiency;  // when non-empty, replaces relative_efficiency
+  std::map<std::string, AttentionCost> per_code = {};
 };
+// The opcodes attention.per_code may name.
+const std::vector<std::string>& attention_codes();
 
 // One point of a measured collective curve: messages of `bytes` reach `bus_bandwidth_gbps`.
 struct BusBandwidthPoint {

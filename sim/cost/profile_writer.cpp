@@ -130,6 +130,10 @@ std::string profile_to_yaml(const Profile& p) {
   } else {
     write_curve(out, "  ", p.attention.efficiency);
   }
+  if (!p.attention.per_code.empty()) out += "  per_code:\n";
+  for (const auto& [name, c] : p.attention.per_code)
+    out += fmt::format("    {}: {{launch_overhead_us: {}, gflops: {}, bandwidth_gbps: {}}}\n", name,
+                       num(c.launch_overhead_us), num(c.gflops), num(c.bandwidth_gbps));
   out += "collectives:\n";
   write_collective(out, "intra_node", p.intra_node);
   if (p.inter_node) write_collective(out, "inter_node", *p.inter_node);

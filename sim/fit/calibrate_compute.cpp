@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <optional>
 
@@ -58,8 +59,11 @@ struct BandScales {
 
 // The band scales of one op kind's samples (durations without the old interference) against `cm`; appends
 // the report line. nullopt when the trace has none of the kind.
-std::optional<BandScales> fit_bands(const TraceSamples& in, const CostModel& cm, OpKind kind, std::string& report) {
-  const auto sel = in.select([&](OpKind k) { return k == kind; });
+std::optional<BandScales> fit_bands(const TraceSamples& in, const CostModel& cm, OpKind kind,
+                                    std::string& report,
+                                    const std::function<bool(const Op&)>& take = nullptr) {
+  auto sel = in.select([&](OpKind k) { return k == kind; });
+  if (take) std::erase_if(sel, [&](const Sample* s) { return !take(s->op); });
   if (sel.empty()) return std::nullopt;
   std::map<int, std::pair<double, double>> acc;  // sum measured, sum predicted
   for (const Sample* s : sel) {
@@ -144,10 +148,28 @@ void fit_gemm_scales(const TraceSamples& in, const CostModel& cm, Profile& p, st
   scale_curve(g->efficiency, *bands, &g->peak_tflops);
 }
 
-// Attention scales its own curve; a profile without one has a single relative efficiency, scaled by the
-// median band.
+// An attention opcode with figures of its own (attention.per_code) scales them by its ops' measured over
+// predicted time; the others scale the curve; a profile without one has a single relative efficiency, scaled
+// by the median band.
 void fit_attention_scales(const TraceSamples& in, const CostModel& cm, Profile& p, std::string& report) {
-  const auto bands = fit_bands(in, cm, OpKind::Attention, report);
+  for (auto& [name, cost] : p.attention.per_code) {
+    double measured = 0, predicted = 0;
+    int n = 0;
+    for (const Sample* s : in.select([](OpKind k) { return k == OpKind::Attention; })) {
+      if (name != to_string(s->op.code)) continue;
+      measured += in.interference_free(*s);
+      predicted += cm.op_us(s->op, in.tp, in.devices_per_node);
+      ++n;
+    }
+    if (!(predicted > 0 && measured > 0)) continue;
+    const double c = measured / predicted;
+    cost.launch_overhead_us *= c;
+    cost.gflops /= c;
+    cost.bandwidth_gbps /= c;
+    report += fmt::format("attention {} ({} ops): time scale {:.3f}\n", name, n, c);
+  }
+  const auto own = [&](const Op& op) { return p.attention.per_code.count(to_string(op.code)) > 0; };
+  const auto bands = fit_bands(in, cm, OpKind::Attention, report, [&](const Op& op) { return !own(op); });
   if (!bands) return;
   if (!p.attention.efficiency.empty()) {
     scale_curve(p.attention.efficiency, *bands, nullptr);

@@ -114,6 +114,7 @@ FitResult fit_profile(const FitInput& in) {
   fit_collectives(in, out);
   fit_arrival_skew(in, out);
   fit_interference(in, out);
+  fit_attention_per_code(compute, out);
 
   p.notes = notes + "; load average at the end " + in.load_average_at_end;
   validate_profile(p);

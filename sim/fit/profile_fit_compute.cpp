@@ -1,6 +1,6 @@
 // profile_fit_compute.cpp: the compute terms of fit_profile (see profile_fit_terms.hpp): memory-bound ops
 // (fixed cost + bandwidth, least squares, in general and per kind), the GEMM table with a peak and an
-// efficiency curve over size, and attention's efficiency curve against the GEMM peak.
+// efficiency curve over size, attention's efficiency curve against the GEMM peak and its per-opcode figures.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <map>
 
 #include "sim/base/error.hpp"
+#include "sim/cost/cost_model.hpp"
 #include "sim/fit/profile_fit_terms.hpp"
 
 namespace domino::prof::fitting {
@@ -55,6 +56,44 @@ std::pair<double, DType> gemm_peak(const FitInput& in, const std::vector<Point>&
   }
   if (!(peak > 0)) throw_runtime("profiler: no GEMM was measured");
   return {peak, gemm_dtype};
+}
+
+// One attention opcode's own figures (attention.per_code): launch + flops / rate + bytes / bandwidth by
+// non-negative least squares on relative errors, kept only where they time the opcode's probes better (median
+// relative error) than the efficiency curve does: with probes whose FLOPs and bytes grow together the two
+// rates are not told apart, and the curve is then the better guess.
+void fit_attention_code(const std::vector<Point>& compute, const std::string& code, FitOutput out) {
+  std::vector<double> ones, flops, bytes, t;
+  std::vector<DType> dtypes;
+  for (const Point& pt : compute) {
+    if (pt.entry.at("kind") != "attention" || pt.entry.value("code", std::string()) != code) continue;
+    ones.push_back(1);
+    flops.push_back(pt.entry.at("flops"));
+    bytes.push_back(pt.entry.at("bytes"));
+    t.push_back(pt.t.median_us);
+    dtypes.push_back(DType(pt.entry.value("dtype", int(DType::FP32))));
+  }
+  if (t.size() < 4) return;  // three figures need more points than that
+  const NonNegativeFit f = fit_non_negative({ones, flops, bytes}, t, relative_weights(t));
+  if (!f.ok || !(f.c[1] > 0 || f.c[2] > 0)) return;
+  const AttentionCost cost{f.c[0], f.c[1] > 0 ? 1e-3 / f.c[1] : 0, f.c[2] > 0 ? 1e-3 / f.c[2] : 0};
+  const CostModel curve(out.p);
+  std::vector<double> err_curve, err_own;
+  for (size_t i = 0; i < t.size(); ++i) {
+    // The CPU backend computes in fp32 whatever the model's dtype: the curve of the dtype the profile has.
+    DType d = dtypes[i];
+    for (int k = 0; k < kNumDTypes && !curve.has_dtype(d); ++k) d = DType(k);
+    err_curve.push_back(std::abs(curve.attention_us(d, flops[i], bytes[i]) / t[i] - 1));
+    err_own.push_back(std::abs((f.c[0] + f.c[1] * flops[i] + f.c[2] * bytes[i]) / t[i] - 1));
+  }
+  const double curve_err = median_of(err_curve), own_err = median_of(err_own);
+  const bool keep = own_err < curve_err;
+  out.summary += fmt::format(
+      "attention {} ({} points): launch {:.1f} us + {:.4g} GFLOP/s + {:.4g} GB/s, median "
+      "error {:.1f} % against the efficiency curve's {:.1f} %{}\n",
+      code, t.size(), cost.launch_overhead_us, cost.gflops, cost.bandwidth_gbps, 100 * own_err,
+      100 * curve_err, keep ? "" : " (not kept)");
+  if (keep) out.p.attention.per_code[code] = cost;
 }
 
 }  // namespace
@@ -164,6 +203,10 @@ void fit_attention(const std::vector<Point>& compute, double peak, FitOutput out
   out.p.metadata.spread["attention"] = median_of(aspread);
   out.summary += fmt::format("attention ({} points): efficiency {:.2f} .. {:.2f} of the GEMM peak\n", aflops.size(),
                              out.p.attention.efficiency.front().efficiency, out.p.attention.efficiency.back().efficiency);
+}
+
+void fit_attention_per_code(const std::vector<Point>& compute, FitOutput out) {
+  for (const std::string& code : attention_codes()) fit_attention_code(compute, code, out);
 }
 
 }  // namespace domino::prof::fitting

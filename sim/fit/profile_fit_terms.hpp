@@ -33,6 +33,9 @@ void fit_memory_per_kind(const std::vector<Point>& compute, FitOutput out);
 // Returns the peak in FLOP/us (full precision: attention's efficiencies are relative to it).
 double fit_gemm(const FitInput& in, const std::vector<Point>& compute, FitOutput out);
 void fit_attention(const std::vector<Point>& compute, double peak, FitOutput out);
+// attention.per_code where it times the probes better than the curve; last, on the otherwise complete
+// profile.
+void fit_attention_per_code(const std::vector<Point>& compute, FitOutput out);
 void fit_collectives(const FitInput& in, FitOutput out);  // AllReduce, AllGather, ReduceScatter
 void fit_arrival_skew(const FitInput& in, FitOutput out);
 void fit_interference(const FitInput& in, FitOutput out);

@@ -2,6 +2,7 @@
 #include "sim/fit/stats.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <map>
 
@@ -60,6 +61,63 @@ LineFit fit_slope(const std::vector<double>& x, const std::vector<double>& y, co
   f.b = sxy / sxx;
   f.ok = std::isfinite(f.b);
   return f;
+}
+
+namespace {
+
+// Solves the normal equations of the columns picked by `mask` (Gaussian elimination with partial pivoting);
+// empty when they are singular.
+std::vector<double> solve_subset(const std::vector<std::vector<double>>& cols, const std::vector<double>& y,
+                                 const std::vector<double>& w, unsigned mask) {
+  std::vector<size_t> use;
+  for (size_t j = 0; j < cols.size(); ++j)
+    if (mask >> j & 1u) use.push_back(j);
+  const size_t k = use.size();
+  std::vector<std::vector<double>> a(k, std::vector<double>(k + 1, 0));
+  for (size_t i = 0; i < y.size(); ++i)
+    for (size_t r = 0; r < k; ++r) {
+      for (size_t c = 0; c < k; ++c) a[r][c] += w[i] * cols[use[r]][i] * cols[use[c]][i];
+      a[r][k] += w[i] * cols[use[r]][i] * y[i];
+    }
+  double scale = 0;
+  for (size_t r = 0; r < k; ++r) scale = std::max(scale, std::abs(a[r][r]));
+  for (size_t c = 0; c < k; ++c) {
+    size_t pivot = c;
+    for (size_t r = c + 1; r < k; ++r)
+      if (std::abs(a[r][c]) > std::abs(a[pivot][c])) pivot = r;
+    if (!(std::abs(a[pivot][c]) > 1e-12 * scale)) return {};
+    std::swap(a[c], a[pivot]);
+    for (size_t r = 0; r < k; ++r) {
+      if (r == c) continue;
+      const double f = a[r][c] / a[c][c];
+      for (size_t j = c; j <= k; ++j) a[r][j] -= f * a[c][j];
+    }
+  }
+  std::vector<double> coef(cols.size(), 0);
+  for (size_t r = 0; r < k; ++r) coef[use[r]] = a[r][k] / a[r][r];
+  return coef;
+}
+
+}  // namespace
+
+NonNegativeFit fit_non_negative(const std::vector<std::vector<double>>& columns, const std::vector<double>& y,
+                                const std::vector<double>& w) {
+  NonNegativeFit best;
+  double best_sse = 0;
+  for (unsigned mask = 1; mask < 1u << columns.size(); ++mask) {
+    if (size_t(std::popcount(mask)) > y.size()) continue;
+    const std::vector<double> c = solve_subset(columns, y, w, mask);
+    if (c.empty() || std::any_of(c.begin(), c.end(), [](double v) { return !(v >= 0) || !std::isfinite(v); }))
+      continue;
+    double sse = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      double fitted = 0;
+      for (size_t j = 0; j < columns.size(); ++j) fitted += c[j] * columns[j][i];
+      sse += w[i] * (fitted - y[i]) * (fitted - y[i]);
+    }
+    if (!best.ok || sse < best_sse) best = {c, true}, best_sse = sse;
+  }
+  return best;
 }
 
 std::vector<double> relative_weights(const std::vector<double>& y) {

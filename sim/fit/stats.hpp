@@ -32,6 +32,15 @@ struct LineFit {
 };
 LineFit fit_line(const std::vector<double>& x, const std::vector<double>& y, const std::vector<double>& w);
 LineFit fit_slope(const std::vector<double>& x, const std::vector<double>& y, const std::vector<double>& w, double a);
+// Weighted least squares for y = sum_j c_j x_j with every c_j >= 0 (columns[j] holds x_j over the points; at
+// most a handful of columns): the best fit over the subsets of columns whose unconstrained solution is
+// non-negative, the others' coefficients 0. ok false when no subset can be solved (too few points).
+struct NonNegativeFit {
+  std::vector<double> c;
+  bool ok = false;
+};
+NonNegativeFit fit_non_negative(const std::vector<std::vector<double>>& columns, const std::vector<double>& y,
+                                const std::vector<double>& w);
 // Weights 1/y^2: least squares on relative errors (sizes span decades).
 std::vector<double> relative_weights(const std::vector<double>& y);
 

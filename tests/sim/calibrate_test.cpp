@@ -198,6 +198,31 @@ TEST(ProfilerCalibrate, FitChangesOnlyTheNamedParts) {
   EXPECT_THROW(parse_calibration_scope("sync,gemms"), Error);
 }
 
+// An attention opcode with figures of its own is scaled to its ops (here AttnFwd, measured 1.6x slower than
+// the base profile says); the other opcode keeps following the curve, which is scaled to its ops alone.
+TEST(ProfilerCalibrate, AttentionPerCodeFiguresAreScaledToTheirOwnOps) {
+  Profile truth = known_profile();
+  truth.attention.per_code["AttnFwd"] = {30, 0.5, 0.2};
+  const TraceFile trace = predicted_trace_read_back(
+      truth,
+      make_uniform_plan(default_model(), BlockPlan{SplitDim::Sequence, 2, 1, OverlapMode::None, false},
+                        BlockPlan{SplitDim::Batch, 1, 1, OverlapMode::None, false}, "custom"),
+      default_model(), "domino_calibrate_attention_per_code.json");
+  Profile base = truth;
+  base.attention.per_code["AttnFwd"] = {30 / 1.6, 0.5 * 1.6, 0.2 * 1.6};
+  for (auto& e : base.attention.efficiency) e.efficiency *= 1.25;
+  const CalibrationResult r = calibrate_profile(base, trace, 0, parse_calibration_scope("attention"));
+  const AttentionCost& fwd = r.profile.attention.per_code.at("AttnFwd");
+  EXPECT_NEAR(fwd.launch_overhead_us, 30, 1e-6 * 30);
+  EXPECT_NEAR(fwd.gflops, 0.5, 1e-6 * 0.5);
+  EXPECT_NEAR(fwd.bandwidth_gbps, 0.2, 1e-6 * 0.2);
+  ASSERT_EQ(r.profile.attention.efficiency.size(), truth.attention.efficiency.size());
+  for (size_t i = 0; i < truth.attention.efficiency.size(); ++i)
+    EXPECT_NEAR(r.profile.attention.efficiency[i].efficiency, truth.attention.efficiency[i].efficiency,
+                0.02 * truth.attention.efficiency[i].efficiency);
+  EXPECT_NE(r.report.find("attention AttnFwd"), std::string::npos) << r.report;
+}
+
 // With NVLS beside the ring, each AllReduce's old bandwidth term is that of the algorithm the base profile
 // picks for it: here NVLS for every message (min_ranks 2 so that the 2-rank model can use it).
 TEST(ProfilerCalibrate, AllReduceFitsTheAlgorithmTheOpsUsed) {

@@ -118,6 +118,25 @@ TEST(CostModel, AttentionRunsAtItsRelativeEfficiency) {
   EXPECT_NEAR(CostModel(own).op_us(op, 8, 8), 2 + 200e9 / (1e8 * 0.25), 1e-9);
 }
 
+// An opcode with figures of its own adds its FLOP and byte terms (not the larger of them); the other opcode
+// keeps the curve; a rate of 0 drops its term.
+TEST(CostModel, AttentionPerCodeAddsItsFlopAndByteTerms) {
+  Profile p = toy_profile();
+  p.attention.per_code["AttnFwd"] = {5, 20, 2};  // 20 GFLOP/s = 2e4 FLOP/us, 2 GB/s = 2e3 B/us
+  const CostModel cm(p);
+  Op fwd;
+  fwd.kind = OpKind::Attention;
+  fwd.code = OpCode::AttnFwd;
+  fwd.flops = 4e6;
+  fwd.bytes = 1e6;
+  EXPECT_NEAR(cm.op_us(fwd, 8, 8), 5 + 4e6 / 2e4 + 1e6 / 2e3, 1e-9);
+  Op bwd = fwd;
+  bwd.code = OpCode::AttnBwd;
+  EXPECT_NEAR(cm.op_us(bwd, 8, 8), CostModel(toy_profile()).op_us(bwd, 8, 8), 1e-12);
+  p.attention.per_code["AttnFwd"].bandwidth_gbps = 0;
+  EXPECT_NEAR(CostModel(p).op_us(fwd, 8, 8), 5 + 4e6 / 2e4, 1e-9);
+}
+
 Op allreduce_op(double bytes) {
   Op ar;
   ar.kind = OpKind::AllReduce;

@@ -32,6 +32,32 @@ TEST(ProfilerStats, LineFitRecoversLatencyAndSlope) {
   EXPECT_NEAR(f.b, 1 / 1200.0, 1e-12);
 }
 
+// y = 3 + 2 x1 exactly, with a third column that would take a negative coefficient: it is dropped, the
+// others recovered; an intercept the data drive below zero is held at 0.
+TEST(ProfilerStats, NonNegativeFitDropsTermsThatWouldGoNegative) {
+  const std::vector<double> ones = {1, 1, 1, 1, 1}, x1 = {1, 2, 3, 4, 5}, x2 = {5, 1, 4, 2, 3};
+  std::vector<double> y, w(5, 1.0);
+  for (size_t i = 0; i < 5; ++i) y.push_back(3 + 2 * x1[i] - 0.5 * x2[i]);
+  const NonNegativeFit f = fit_non_negative({ones, x1, x2}, y, w);
+  ASSERT_TRUE(f.ok);
+  EXPECT_EQ(f.c[2], 0);
+  for (double c : f.c) EXPECT_GE(c, 0);
+  std::vector<double> exact;
+  for (double x : x1) exact.push_back(3 + 2 * x);
+  const NonNegativeFit g = fit_non_negative({ones, x1, x2}, exact, w);
+  ASSERT_TRUE(g.ok);
+  EXPECT_NEAR(g.c[0], 3, 1e-9);
+  EXPECT_NEAR(g.c[1], 2, 1e-9);
+  EXPECT_NEAR(g.c[2], 0, 1e-9);
+  std::vector<double> below;  // y = -4 + 3 x1: the intercept cannot go negative
+  for (double x : x1) below.push_back(-4 + 3 * x);
+  const NonNegativeFit h = fit_non_negative({ones, x1}, below, w);
+  ASSERT_TRUE(h.ok);
+  EXPECT_EQ(h.c[0], 0);
+  EXPECT_GT(h.c[1], 0);
+  EXPECT_FALSE(fit_non_negative({{}, {}}, {}, {}).ok);  // no point: nothing to solve
+}
+
 TEST(ProfilerStats, LogBinsIncrease) {
   const auto c = log_binned_median({1, 1.1, 10, 11, 1000}, {0.1, 0.3, 0.5, 0.5, 0.9}, 0.5);
   ASSERT_EQ(c.size(), 3u);
@@ -163,6 +189,45 @@ TEST(ProfilerFit, TablesReproduceTheMeasuredMediansExactly) {
     const double measured = timing_of(s).median_us;
     EXPECT_NEAR(cm.gemm_us(DType::FP32, e["m"], e["n"], e["k"], e["flops"], e["bytes"]), measured, 1e-9 * measured);
   }
+}
+
+// Attention probes of one opcode whose FLOPs and bytes vary apart (sequence slices keep their probabilities'
+// rows whole): launch + FLOPs / rate + bytes / bandwidth is recovered and kept, as it times them better than
+// the curve. Probes that follow a curve over FLOPs (time growing as its square root, whatever the bytes) keep
+// the curve alone.
+TEST(ProfilerFit, AttentionOpcodeGetsItsOwnRatesWhereTheyTimeItsProbesBetter) {
+  const double launch = 40, gflops = 30, gbps = 8;
+  std::mt19937 rng(11);
+  const auto with_probes = [&](const char* code, const std::vector<double>& flops_list, const auto& time_of) {
+    FitInput in = synthetic_input(Truth{}, 2);
+    for (auto& rank : in.ranks)
+      for (double flops : flops_list)
+        for (double bytes : {5e5, 2e6, 8e6})
+          rank["compute"].push_back({{"label", "attention"},
+                                     {"kind", "attention"},
+                                     {"code", code},
+                                     {"m", 1},
+                                     {"n", 1},
+                                     {"k", 0},
+                                     {"flops", flops},
+                                     {"bytes", bytes},
+                                     {"samples_us", samples(time_of(flops, bytes), rng)}});
+    return fit_profile(in);
+  };
+  const FitResult fwd = with_probes("AttnFwd", {2e6, 8e6, 3e7, 1e8}, [&](double flops, double bytes) {
+    return launch + flops / (gflops * 1e3) + bytes / (gbps * 1e3);
+  });
+  const auto& own = fwd.profile.attention.per_code;
+  ASSERT_EQ(own.count("AttnFwd"), 1u) << fwd.summary;
+  EXPECT_EQ(own.size(), 1u);
+  EXPECT_NEAR(own.at("AttnFwd").gflops, gflops, 0.05 * gflops);
+  EXPECT_NEAR(own.at("AttnFwd").bandwidth_gbps, gbps, 0.05 * gbps);
+  EXPECT_NEAR(own.at("AttnFwd").launch_overhead_us, launch, 0.3 * launch);
+  // FLOPs in bins of their own (the synthetic attention points sit at 1e7, 1e8 and 1e9).
+  const FitResult bwd = with_probes("AttnBwd", {2e6, 5e6, 2e7, 5e7},
+                                    [](double flops, double) { return 2000 * std::sqrt(flops / 1e6); });
+  EXPECT_TRUE(bwd.profile.attention.per_code.empty()) << bwd.summary;
+  EXPECT_NE(bwd.summary.find("AttnBwd"), std::string::npos);  // tried and reported
 }
 
 // The GEMMs of the same passes after the AllReduces are the baseline where there are enough of them: here

@@ -119,6 +119,27 @@ TEST(ProfileIo, AStallShareBeyondItsBoundOrWithAGpuSectionIsRefused) {
   EXPECT_THROW(validate_profile(gpu), Error);
 }
 
+// attention.per_code: read back exactly (a rate of 0 included), refused with a gpu section, which times
+// attention by its tiles, and without any rate.
+TEST(ProfileIo, AttentionPerCodeRoundTripsAndIsRefusedWhereItCannotApply) {
+  Profile p = load_profile((kShipped / "cpu-dev.yaml").string());
+  EXPECT_EQ(profile_to_yaml(p).find("per_code:\n    Attn"), std::string::npos);
+  p.attention.per_code["AttnFwd"] = {12.25, 48.5, 3.125};
+  p.attention.per_code["AttnBwd"] = {0, 31.75, 0};
+  const Profile back = load_profile_string(profile_to_yaml(p), "<roundtrip>");
+  EXPECT_EQ(back.attention.per_code, p.attention.per_code);
+  Profile no_rate = p;
+  no_rate.attention.per_code["AttnBwd"].gflops = 0;
+  EXPECT_THROW(validate_profile(no_rate), Error);
+  Profile unknown = p;
+  unknown.attention.per_code["GeluFwd"] = {1, 1, 1};
+  EXPECT_THROW(validate_profile(unknown), Error);
+  Profile gpu = load_profile((kShipped / "dgx-h100.yaml").string());
+  gpu.attention.per_code = p.attention.per_code;
+  EXPECT_THROW(validate_profile(gpu), Error);
+  EXPECT_THROW(load_profile_string(profile_to_yaml(gpu), "<gpu>"), Error);
+}
+
 TEST(ProfileIo, GemmTableRoundTrips) {
   Profile p = load_profile((kShipped / "cpu-dev.yaml").string());
   p.gemm[static_cast<int>(DType::FP32)]->table = {{64, 64, 64, 12.5}, {512, 512, 512, 3300.25}};
