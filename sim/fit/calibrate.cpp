@@ -96,8 +96,6 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
     *flag = true;
     start = comma + 1;
   }
-  if (s.sync_growth && s.sync_iteration)
-    throw_bad_input("--fit: sync_growth and sync_iteration are two ways to fit the arrival skew: name one");
   s.sync = s.sync || s.sync_growth || s.sync_iteration;
   return s;
 }
@@ -126,7 +124,7 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
   if (scope.allgather) fit_collective(in, OpKind::AllGather, p, report);
   if (scope.reducescatter) fit_collective(in, OpKind::ReduceScatter, p, report);
   if (scope.sync_iteration)
-    fit_skew_to_iteration(in, measured_iteration_us(trace, "sync_iteration"), p, report);
+    fit_skew_to_iteration(in, measured_iteration_us(trace, "sync_iteration"), scope.sync_growth, p, report);
   else if (scope.sync)
     fit_arrival_skew(in, scope.sync_growth, p, report);
   if (scope.interference) fit_interference(in, p, report);

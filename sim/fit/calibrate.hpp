@@ -29,7 +29,7 @@ struct CalibrationScope {
   bool sync_growth = false;
   // sync_us from the trace's iteration time instead of its median skew: the constant per collective that
   // makes the simulated iteration of a trace whose streams do not overlap (megatron-sync) equal the measured
-  // one. Only when named; excludes sync_growth.
+  // one. Only when named. With sync_growth as well: the growth (sync_per_compute, sync_us 0) that does so.
   bool sync_iteration = false;
   // A collective's delay beside compute (interference.comm_delay_during_compute_us), its slowdown held, from
   // the collectives that ran mostly beside compute. Only when named: it needs a trace whose collectives ran
@@ -41,8 +41,9 @@ struct CalibrationScope {
   bool stall = false;
 };
 // Parses --fit: a comma-separated list of memory, gemm, attention, allreduce, allgather, reducescatter, sync,
-// sync_growth or sync_iteration (each implies sync; not both), interference, comm_delay, stall, or "all"
-// (every part but sync_growth, sync_iteration, comm_delay and stall). BadInput on anything else.
+// sync_growth, sync_iteration (each implies sync; both: the growth from the iteration), interference,
+// comm_delay, stall, or "all" (every part but sync_growth, sync_iteration, comm_delay and stall). BadInput on
+// anything else.
 CalibrationScope parse_calibration_scope(const std::string& list);
 
 struct CalibrationResult {

@@ -268,8 +268,12 @@ constexpr double kMaxOverlapShare = 0.05;
 // Everything the profile's curves miss per collective inside a training step lands in sync_us: the mean wait
 // for the last rank (the median skew understates it: the waits have a long tail) and a transfer that runs
 // slower between compute ops than in the profiler's probe (one after a barrier). The compute ops are costed
-// by p as it stands, so fit them first (on a no-comm trace) for the skew not to absorb their error.
-void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, Profile& p, std::string& report) {
+// by p as it stands, so fit them first (on a no-comm trace) for the skew not to absorb their error. With
+// `growth` it lands in sync_per_compute instead, per microsecond of the compute between the collectives (the
+// trace's own, as Sample::compute_between measures it), so that a plan pays for that compute and not per
+// collective.
+void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, bool growth, Profile& p,
+                           std::string& report) {
   if (in.tp <= 1)
     throw_bad_input("--fit sync_iteration: the trace has one rank, so no collective waits for another");
   Profile without_skew = p;
@@ -286,13 +290,32 @@ void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, Profile&
         "{:.1f} ms iteration (at most {:.0f} %)",
         overlapped / 1e3, 100 * overlapped / iteration_us, iteration_us / 1e3, 100 * kMaxOverlapShare));
   CollectiveProfile& c = group_collective(p, in.tp);
-  const double sync = std::max(0.0, (iteration_us - costs) / collectives);
-  report += fmt::format(
-      "arrival skew from the iteration time ({:.1f} ms measured, {:.1f} ms of op costs without "
-      "skew, {} collectives): sync {:.3g} -> {:.3g} us{}\n",
-      iteration_us / 1e3, costs / 1e3, collectives, c.sync_us, sync,
-      c.sync_per_compute > 0 ? fmt::format(", sync_per_compute {:.3g} -> 0", c.sync_per_compute)
-                             : std::string());
+  const double excess = std::max(0.0, iteration_us - costs);
+  const std::string measured = fmt::format(
+      "arrival skew from the iteration time ({:.1f} ms measured, {:.1f} ms of "
+      "op costs without skew, {} collectives",
+      iteration_us / 1e3, costs / 1e3, collectives);
+  if (growth) {
+    double between = 0;
+    for (const Sample& s : in.samples)
+      if (collective(s.op.kind)) between += std::max(0.0, s.compute_between);
+    if (!(between > 0))
+      throw_bad_input(
+          "--fit sync_iteration,sync_growth: the trace's collectives have no compute between them");
+    const double rate = std::min(excess / between, 1.0);
+    report += fmt::format(
+        "{}, {:.1f} ms of compute between them): sync {:.3g} -> 0 us, sync_per_compute {:.3g} -> "
+        "{:.3g}\n",
+        measured, between / 1e3, c.sync_us, c.sync_per_compute, rate);
+    c.sync_us = 0;
+    c.sync_per_compute = rate;
+    return;
+  }
+  const double sync = excess / collectives;
+  report +=
+      fmt::format("{}): sync {:.3g} -> {:.3g} us{}\n", measured, c.sync_us, sync,
+                  c.sync_per_compute > 0 ? fmt::format(", sync_per_compute {:.3g} -> 0", c.sync_per_compute)
+                                         : std::string());
   c.sync_us = sync;
   c.sync_per_compute = 0;
 }

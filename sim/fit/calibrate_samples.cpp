@@ -167,7 +167,7 @@ std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
     const std::pair<double, double> pick = comm ? fastest(po.dur_overlap) : median_over_ranks(po.dur_overlap);
     const double skew = comm && po.starts.size() > 1 ? wait_for_last(po.starts) : -1;
     const auto compute = between.find(index);
-    const double compute_between = skew >= 0 && compute != between.end() ? compute->second : -1;
+    const double compute_between = comm && compute != between.end() ? compute->second : -1;
     if (pick.first > 0) out.push_back({po.op, pick.first, pick.second, skew, compute_between});
   }
   return out;

@@ -67,7 +67,8 @@ void fit_arrival_skew(const TraceSamples& in, bool growth, Profile& p, std::stri
 // The constant sync_us with which the trace's ops, costed by p, add up to iteration_us (a trace whose streams
 // do not overlap: the simulator's iteration is then the sum of its ops' costs). BadInput when the trace has
 // no collective or its streams overlap.
-void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, Profile& p, std::string& report);
+void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, bool growth, Profile& p,
+                           std::string& report);
 // The trace's measured iteration time (domino.iteration_time_us, the median over the timed iterations);
 // BadInput naming the --fit part when the trace has none.
 double measured_iteration_us(const TraceFile& trace, const std::string& part);
