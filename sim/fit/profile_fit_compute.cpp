@@ -60,8 +60,8 @@ std::pair<double, DType> gemm_peak(const FitInput& in, const std::vector<Point>&
 
 // One attention opcode's own figures (attention.per_code): launch + flops / rate + bytes / bandwidth by
 // non-negative least squares on relative errors, kept only where they time the opcode's probes better (median
-// relative error) than the efficiency curve does: with probes whose FLOPs and bytes grow together the two
-// rates are not told apart, and the curve is then the better guess.
+// relative error) than the efficiency curve does: a backend whose attention time is not affine in its FLOPs
+// and bytes keeps the curve.
 void fit_attention_code(const std::vector<Point>& compute, const std::string& code, FitOutput out) {
   std::vector<double> ones, flops, bytes, t;
   std::vector<DType> dtypes;
