@@ -56,11 +56,12 @@ TEST(OpCostCache, EqualsTheCostModelOnBuiltSchedulesOfSeveralPlans) {
 
 // A flat CPU profile with the terms it alone carries, a collective's delay beside compute and the compute
 // stream's stall: the tuner's cached costs take both as the simulator's do.
-TEST(OpCostCache, EqualsTheCostModelWithACpuProfilesDelayAndStall) {
+TEST(OpCostCache, EqualsTheCostModelWithACpuProfilesDelayStallAndAttentionPerCode) {
   const ModelSpec m = default_model();
   Profile p = load_profile((std::filesystem::path(DOMINO_SOURCE_DIR) / "profiles" / "cpu-dev.yaml").string());
   p.interference.comm_delay_during_compute_us = 800;
   p.interference.compute_stall_share = 0.1;
+  p.attention.per_code["AttnBwd"] = {20, 80, 15};  // AttnFwd keeps the curve
   const CostModel cm(p);
   OpCostCache cache(cm, m.tp);
   for (const char* name : {"megatron-sync", "domino-deep"}) {
