@@ -152,15 +152,16 @@ void fit_gemm_scales(const TraceSamples& in, const CostModel& cm, Profile& p, st
 // predicted time; the others scale the curve; a profile without one has a single relative efficiency, scaled
 // by the median band.
 void fit_attention_scales(const TraceSamples& in, const CostModel& cm, Profile& p, std::string& report) {
+  const auto attention = in.select([](OpKind k) { return k == OpKind::Attention; });
   for (auto& [name, cost] : p.attention.per_code) {
     double measured = 0, predicted = 0;
     int n = 0;
-    for (const Sample* s : in.select([](OpKind k) { return k == OpKind::Attention; })) {
-      if (name != to_string(s->op.code)) continue;
-      measured += in.interference_free(*s);
-      predicted += cm.op_us(s->op, in.tp, in.devices_per_node);
-      ++n;
-    }
+    for (const Sample* s : attention)
+      if (name == to_string(s->op.code)) {
+        measured += in.interference_free(*s);
+        predicted += cm.op_us(s->op, in.tp, in.devices_per_node);
+        ++n;
+      }
     if (!(predicted > 0 && measured > 0)) continue;
     const double c = measured / predicted;
     cost.launch_overhead_us *= c;
@@ -168,8 +169,9 @@ void fit_attention_scales(const TraceSamples& in, const CostModel& cm, Profile& 
     cost.bandwidth_gbps /= c;
     report += fmt::format("attention {} ({} ops): time scale {:.3f}\n", name, n, c);
   }
-  const auto own = [&](const Op& op) { return p.attention.per_code.count(to_string(op.code)) > 0; };
-  const auto bands = fit_bands(in, cm, OpKind::Attention, report, [&](const Op& op) { return !own(op); });
+  const auto bands = fit_bands(in, cm, OpKind::Attention, report, [&](const Op& op) {
+    return !p.attention.per_code.contains(to_string(op.code));
+  });
   if (!bands) return;
   if (!p.attention.efficiency.empty()) {
     scale_curve(p.attention.efficiency, *bands, nullptr);

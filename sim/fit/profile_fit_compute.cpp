@@ -64,27 +64,29 @@ std::pair<double, DType> gemm_peak(const FitInput& in, const std::vector<Point>&
 // and bytes keeps the curve.
 void fit_attention_code(const std::vector<Point>& compute, const std::string& code, FitOutput out) {
   std::vector<double> ones, flops, bytes, t;
-  std::vector<DType> dtypes;
+  std::vector<Op> ops;
   for (const Point& pt : compute) {
     if (pt.entry.at("kind") != "attention" || pt.entry.value("code", std::string()) != code) continue;
-    ones.push_back(1);
-    flops.push_back(pt.entry.at("flops"));
-    bytes.push_back(pt.entry.at("bytes"));
-    t.push_back(pt.t.median_us);
-    dtypes.push_back(DType(pt.entry.value("dtype", int(DType::FP32))));
+    Op& op = ops.emplace_back();
+    op.kind = OpKind::Attention;
+    op.code = code == to_string(OpCode::AttnFwd) ? OpCode::AttnFwd : OpCode::AttnBwd;
+    op.dtype = DType(pt.entry.value("dtype", int(DType::FP32)));
+    op.flops = pt.entry.at("flops"), op.bytes = pt.entry.at("bytes");
+    ones.push_back(1), flops.push_back(op.flops), bytes.push_back(op.bytes), t.push_back(pt.t.median_us);
   }
   if (t.size() < 4) return;  // three figures need more points than that
   const NonNegativeFit f = fit_non_negative({ones, flops, bytes}, t, relative_weights(t));
   if (!f.ok || !(f.c[1] > 0 || f.c[2] > 0)) return;
   const AttentionCost cost{f.c[0], f.c[1] > 0 ? 1e-3 / f.c[1] : 0, f.c[2] > 0 ? 1e-3 / f.c[2] : 0};
-  const CostModel curve(out.p);
+  Profile with_own = out.p;
+  with_own.attention.per_code[code] = cost;
+  const CostModel curve(out.p), own(with_own);
   std::vector<double> err_curve, err_own;
   for (size_t i = 0; i < t.size(); ++i) {
     // The CPU backend computes in fp32 whatever the model's dtype: the curve of the dtype the profile has.
-    DType d = dtypes[i];
-    for (int k = 0; k < kNumDTypes && !curve.has_dtype(d); ++k) d = DType(k);
-    err_curve.push_back(std::abs(curve.attention_us(d, flops[i], bytes[i]) / t[i] - 1));
-    err_own.push_back(std::abs((f.c[0] + f.c[1] * flops[i] + f.c[2] * bytes[i]) / t[i] - 1));
+    for (int k = 0; k < kNumDTypes && !curve.has_dtype(ops[i].dtype); ++k) ops[i].dtype = DType(k);
+    err_curve.push_back(std::abs(curve.attention_us(ops[i]) / t[i] - 1));
+    err_own.push_back(std::abs(own.attention_us(ops[i]) / t[i] - 1));
   }
   const double curve_err = median_of(err_curve), own_err = median_of(err_own);
   const bool keep = own_err < curve_err;
@@ -93,7 +95,7 @@ void fit_attention_code(const std::vector<Point>& compute, const std::string& co
       "error {:.1f} % against the efficiency curve's {:.1f} %{}\n",
       code, t.size(), cost.launch_overhead_us, cost.gflops, cost.bandwidth_gbps, 100 * own_err,
       100 * curve_err, keep ? "" : " (not kept)");
-  if (keep) out.p.attention.per_code[code] = cost;
+  if (keep) out.p = with_own;
 }
 
 }  // namespace

@@ -32,8 +32,8 @@ TEST(ProfilerStats, LineFitRecoversLatencyAndSlope) {
   EXPECT_NEAR(f.b, 1 / 1200.0, 1e-12);
 }
 
-// y = 3 + 2 x1 exactly, with a third column that would take a negative coefficient: it is dropped, the
-// others recovered; an intercept the data drive below zero is held at 0.
+// y = 3 + 2 x1 - 0.5 x2: x2's coefficient would be negative, so it is dropped; y = 3 + 2 x1 exactly is
+// recovered; an intercept the data drive below zero is held at 0.
 TEST(ProfilerStats, NonNegativeFitDropsTermsThatWouldGoNegative) {
   const std::vector<double> ones = {1, 1, 1, 1, 1}, x1 = {1, 2, 3, 4, 5}, x2 = {5, 1, 4, 2, 3};
   std::vector<double> y, w(5, 1.0);
