@@ -57,6 +57,8 @@ int64_t probe_cache_bytes() {
   return bytes;
 }
 
+// Capped: a probe of a few KiB against a last-level cache of 100 MiB or more (a server socket's, of which a
+// VM shares a part) rotates over kMaxColdSets sets, most of the cache rather than twice it.
 int cold_buffer_sets(int64_t probe_bytes, int64_t cache_bytes) {
   const double sets = std::ceil(2.0 * double(cache_bytes) / double(std::max<int64_t>(probe_bytes, 1)));
   return int(std::clamp(sets, 1.0, double(kMaxColdSets)));

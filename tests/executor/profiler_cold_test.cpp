@@ -62,9 +62,13 @@ TEST(ColdCache, EveryMemoryBoundProbeOfAWorkloadRotatesBeyondTheCacheRead) {
   const Workload w = plan_workload(wo);
   ASSERT_FALSE(w.memory_ops.empty());
   const int64_t cache = probe_cache_bytes();
+  // ... or as far as a chain can: a few-KiB probe against a last-level cache of 100 MiB and more (a server
+  // socket's, shared by a VM) needs more sets than a chain tells apart; it rotates over that many.
   for (const Probe& p : w.memory_ops) {
     const int64_t bytes = mini_bytes(*p.mini);
-    EXPECT_GT(double(cold_buffer_sets(bytes, cache)) * double(bytes), double(cache)) << p.label;
+    const int sets = cold_buffer_sets(bytes, cache);
+    EXPECT_TRUE(double(sets) * double(bytes) > double(cache) || sets == kMaxColdSets)
+        << p.label << ": " << sets << " sets of " << bytes << " B against a cache of " << cache << " B";
   }
 }
 
