@@ -23,12 +23,12 @@ enum class CpuPlacement : uint8_t {
 // time and rank placement 1.75-2.1x: a woken communication thread waited behind the other rank's compute on
 // the core the kernel had put it on (docs/fidelity.md, "Ranks on their own cores").
 inline constexpr CpuPlacement kDefaultPlacement = CpuPlacement::Rank;
-// What domino-profile does when not told. Pinned, its collectives (one per iteration, a barrier before each)
-// first took about 1.3 ms more per small message than unpinned: each message woke a halted vCPU. With an
-// idle-priority poller keeping the CPUs awake (idle_poller.hpp) they took less than unpinned, yet on the same
-// sweep's measurements the pinned profile predicted pinned training no better (docs/fidelity.md, "Ranks on
-// their own cores").
-inline constexpr CpuPlacement kDefaultProfilePlacement = CpuPlacement::None;
+// What domino-profile does when not told: as domino-exec runs the ranks, so that a probe measures the regime
+// the training step runs in. Each pinned rank also runs an idle-priority poller (idle_poller.hpp): without it
+// every message woke a halted vCPU (about 1.3 ms more per small message). Unpinned, on a 2-vCPU Intel VM the
+// AllReduce probes were bimodal and their medians out of order (64 B 2.6 ms, 16 KiB 0.3 ms, 1.5 MiB 3.0 ms
+// against 0.9 ms in training); pinned they grew with the message (docs/fidelity.md, "A second machine").
+inline constexpr CpuPlacement kDefaultProfilePlacement = CpuPlacement::Rank;
 
 // How a stream worker waits for an op of another stream (and the main thread for the workers).
 enum class WorkerWait : uint8_t {

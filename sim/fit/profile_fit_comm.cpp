@@ -95,6 +95,44 @@ std::vector<double> arrival_skews(const FitInput& in) {
   return skew;
 }
 
+// Messages that took over kOutOfOrder times as long as a bigger one: no transport makes a bigger message
+// faster, so their probes were disturbed (on a virtual machine most often a halted CPU woken for each
+// message). The table keeps every point as measured; the summary names them, the worst first, so that a
+// profile that would predict small collectives slower than big ones is not taken on trust.
+constexpr double kOutOfOrder = 1.5;
+
+std::string out_of_order_messages(std::vector<std::pair<double, Timing>> coll, const std::string& name) {
+  std::sort(coll.begin(), coll.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  int count = 0;
+  double worst = 0;
+  std::string example;
+  size_t fastest_bigger = coll.size();  // index of the fastest message bigger than the one at hand
+  for (size_t i = coll.size(); i-- > 0;) {
+    const double t = coll[i].second.median_us;
+    if (fastest_bigger < coll.size()) {
+      const auto& [big_bytes, big] = coll[fastest_bigger];
+      const double ratio = t / std::max(big.median_us, 1e-9);
+      if (big_bytes > coll[i].first && ratio > kOutOfOrder) {
+        ++count;
+        if (ratio > worst) {
+          worst = ratio;
+          example = fmt::format("{} B took {:.0f} us, {} B {:.0f} us", int64_t(coll[i].first), t,
+                                int64_t(big_bytes), big.median_us);
+        }
+      }
+    }
+    if (fastest_bigger == coll.size() || t < coll[fastest_bigger].second.median_us) fastest_bigger = i;
+  }
+  if (count == 0) return "";
+  return fmt::format(
+      "{}: {} of {} message sizes took over {}x as long as a bigger message ({}): their probes were "
+      "disturbed, "
+      "and the profile keeps those times (on a virtual machine a halted CPU waking for each message does "
+      "this; "
+      "--cpu-placement rank keeps the ranks' CPUs awake)\n",
+      name, count, coll.size(), kOutOfOrder, example);
+}
+
 // One algorithm's curve of one kind: time = latency + ring traffic / busbw (CostModel::collective_cost), and the
 // table of every measured size. `label` names it in spreads and the summary ("" for the AllReduce ring of a
 // one-curve profile).
@@ -128,6 +166,7 @@ CollectiveCurve fit_curve(const std::vector<std::pair<double, Timing>>& coll, co
                              "reproduces the fastest message)", name, label.empty() ? "" : " " + label, f.a, c.latency_us);
   out.summary += fmt::format("{}{} ({} sizes, {} ranks): latency {:.3g} us, bus bandwidth {:.3g} GB/s\n", name,
                              label.empty() ? "" : " " + label, x.size(), in.tp, f.a, c.bus_bandwidth_gbps);
+  out.summary += out_of_order_messages(coll, name + (label.empty() ? "" : " " + label));
   return c;
 }
 

@@ -191,6 +191,24 @@ TEST(ProfilerFit, TablesReproduceTheMeasuredMediansExactly) {
   }
 }
 
+// A disturbed probe (here a 1 KiB message timed at 20x a 1 MiB one, on both ranks) is named in the summary;
+// clean measurements name none.
+TEST(ProfilerFit, MessagesSlowerThanABiggerOneAreNamed) {
+  FitInput in = synthetic_input(Truth{}, 2);
+  EXPECT_EQ(fit_profile(in).summary.find("bigger message"), std::string::npos);
+  double big_us = 0;
+  for (const auto& e : in.ranks[0]["collectives"])
+    if (e["bytes"].get<double>() == 1024.0 * 1024)
+      big_us = timing_of(e["samples_us"].get<std::vector<double>>()).median_us;
+  ASSERT_GT(big_us, 0);
+  for (auto& rank : in.ranks)
+    for (auto& e : rank["collectives"])
+      if (e["bytes"].get<double>() == 1024.0) e["samples_us"] = std::vector<double>(9, 20 * big_us);
+  const std::string summary = fit_profile(in).summary;
+  EXPECT_NE(summary.find("AllReduce: 1 of "), std::string::npos) << summary;
+  EXPECT_NE(summary.find("1024 B took"), std::string::npos) << summary;
+}
+
 // Attention probes of one opcode whose FLOPs and bytes vary apart (sequence slices keep their probabilities'
 // rows whole): launch + FLOPs / rate + bytes / bandwidth is recovered and kept, as it times them better than
 // the curve. Probes that follow a curve over FLOPs (time growing as its square root, whatever the bytes) keep
