@@ -95,10 +95,11 @@ std::vector<double> arrival_skews(const FitInput& in) {
   return skew;
 }
 
-// Messages that took over kOutOfOrder times as long as a bigger one: no transport makes a bigger message
-// faster, so their probes were disturbed (on a virtual machine most often a halted CPU woken for each
-// message). The table keeps every point as measured; the summary counts them and names the worst, so that a
-// profile that would predict small collectives slower than big ones is not taken on trust.
+// Messages that took over kOutOfOrder times as long as a bigger one: a bigger message is never cheaper to
+// move, so either their probes were disturbed (on a virtual machine most often a halted CPU woken for each
+// message) or the transport stalls at that size (Gloo's ReduceScatter of 8 or 96 KiB between pinned ranks,
+// reproducibly: docs/fidelity.md). The table keeps every point as measured; the summary counts them and names
+// the worst, so that a profile predicting small collectives slower than big ones is not taken on trust.
 constexpr double kOutOfOrder = 1.5;
 
 std::string out_of_order_messages(std::vector<std::pair<double, Timing>> coll, const std::string& name) {
@@ -125,9 +126,9 @@ std::string out_of_order_messages(std::vector<std::pair<double, Timing>> coll, c
   }
   if (count == 0) return "";
   return fmt::format(
-      "{}: {} of {} message sizes took over {}x as long as a bigger message ({}): their probes were disturbed, "
-      "and the profile keeps those times (unpinned ranks on a virtual machine do this: a halted CPU wakes for "
-      "each message; --cpu-placement rank keeps the ranks' CPUs awake)\n",
+      "{}: {} of {} message sizes took over {}x as long as a bigger message ({}): their probes were "
+      "disturbed or the transport stalled at that size, and the profile keeps those times (measure again to "
+      "tell; with --cpu-placement none on a virtual machine a halted CPU wakes for each message)\n",
       name, count, coll.size(), kOutOfOrder, example);
 }
 

@@ -64,6 +64,23 @@ void write_interleaved_launch(const fs::path& cfg, const std::vector<KnownRow>& 
   std::ofstream(cfg / "config.json") << nlohmann::json{{"model", "m"}, {"interleaved", true}}.dump();
 }
 
+// A predicted trace beside a hand-made row's prediction (CONFIG/PLAN.pred.trace.json): one op per duration,
+// back to back on one stream.
+void write_predicted_trace(const fs::path& cfg, const std::string& plan, const std::vector<double>& op_us) {
+  nlohmann::json events = nlohmann::json::array();
+  double ts = 0;
+  for (size_t i = 0; i < op_us.size(); ++i) {
+    events.push_back({{"name", "op" + std::to_string(i)},
+                      {"ph", "X"},
+                      {"pid", 0},
+                      {"tid", 0},
+                      {"ts", ts},
+                      {"dur", op_us[i]}});
+    ts += op_us[i];
+  }
+  std::ofstream(cfg / (plan + ".pred.trace.json")) << nlohmann::json{{"traceEvents", events}}.dump();
+}
+
 class FidelitySweep : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -453,6 +470,36 @@ TEST_F(FidelitySweep, TableScoresNoRoundsOfSeparateLaunches) {
   EXPECT_FALSE(fig.contains("split_half")) << fig.dump();
   EXPECT_FALSE(fig.contains("speedup")) << fig.dump();
   EXPECT_TRUE(fig.contains("interval_95")) << fig.dump();
+}
+
+// The tuner's pick with a named plan's very schedule: the two runs' gap is reported, and the regret takes the
+// mean of the two as the time of both; a pick whose predicted ops differ is scored on its own run.
+TEST_F(FidelitySweep, TablePoolsTheTunedPickWithItsScheduleTwin) {
+  const fs::path cfg = dir / "cfg";
+  write_interleaved_launch(cfg, {{"megatron-async", 100000, {{100000, 100000, 100000, 100000}}},
+                                 {"domino-ds", 120000, {{104000, 104000, 104000, 104000}}},
+                                 {"tuned", 100000, {{110000, 110000, 110000, 110000}}}});
+  write_predicted_trace(cfg, "megatron-async", {60000, 40000});
+  write_predicted_trace(cfg, "domino-ds", {70000, 50000});
+  write_predicted_trace(cfg, "tuned", {60000, 40000});
+  const auto fig = table()["figures"];
+  ASSERT_TRUE(fig.contains("tuned_twin")) << fig.dump();
+  EXPECT_EQ(fig["tuned_twin"]["plan"], "megatron-async");
+  EXPECT_NEAR(fig["tuned_twin"]["gap_pct"].get<double>(), 10.0, 1e-9);
+  EXPECT_NEAR(fig["tuned_twin"]["round_ratio"]["median"].get<double>(), 1.1, 1e-12);
+  // Both runs count 105 ms; domino-ds's 104 ms is the best measured.
+  EXPECT_NEAR(fig["regret_pct"].get<double>(), 100.0 * (105.0 / 104 - 1), 1e-9);
+  EXPECT_EQ(fig["best_measured_plan"], "domino-ds");
+  EXPECT_NE(slurp(dir / "fidelity.md").find("schedule op for op"), std::string::npos);
+
+  write_predicted_trace(cfg, "tuned", {60000, 40001});  // one op's predicted time differs: another schedule
+  const auto apart = table()["figures"];
+  EXPECT_FALSE(apart.contains("tuned_twin")) << apart.dump();
+  EXPECT_NEAR(apart["regret_pct"].get<double>(), 10.0, 1e-9);
+  EXPECT_EQ(apart["best_measured_plan"], "megatron-async");
+
+  fs::remove(cfg / "tuned.pred.trace.json");  // equal predicted times alone do not make one schedule
+  EXPECT_FALSE(table()["figures"].contains("tuned_twin"));
 }
 
 }  // namespace
