@@ -165,8 +165,9 @@ struct CollectiveProfile {
 // compute_stall_share is the time a CPU rank's compute stream loses in a training step beyond its ops' own
 // (median) times, per unit of them: the slower of the ranks' cores, preemption inside ops and the gaps
 // between them. The simulator holds the stream that much longer after each compute op (its span keeps the
-// op's own time). A stall share above this (the stream idle ten times as long as it computes) describes no
-// machine to predict.
+// op's own time); a collective beside it moves at its own speed for the stall's share of that time
+// (comm_rate_beside_held_op). A stall share above this (the stream idle ten times as long as it computes)
+// describes no machine to predict.
 constexpr double kMaxComputeStallShare = 10;
 struct InterferenceProfile {
   double compute_slowdown_during_comm = 0;
@@ -179,6 +180,12 @@ struct InterferenceProfile {
   double comm_rate(double standalone_us) const {
     const double delay = standalone_us > 0 ? comm_delay_during_compute_us / standalone_us : 0;
     return 1.0 / (1.0 + comm_slowdown_during_compute + delay);
+  }
+  // A collective's rate beside a compute op as the simulator holds the stream: the op's own time and its
+  // stall after it (compute_stall_share of that time), in which the compute thread lets go of the core and
+  // the collective's threads move it at its own speed; at comm_rate while the op runs.
+  double comm_rate_beside_held_op(double standalone_us) const {
+    return (comm_rate(standalone_us) + compute_stall_share) / (1.0 + compute_stall_share);
   }
   double compute_rate() const { return 1.0 / (1.0 + compute_slowdown_during_comm); }
   // A compute op's rate beside a collective of standalone time standalone_us: the compute slowdown only for

@@ -86,7 +86,7 @@ Interference::Interference(const Schedule& schedule, const CostModel& cost, cons
                            ContentionFacts& facts) {
   if (!cost.models_sharing()) {
     const InterferenceProfile& flat = cost.profile().interference;
-    flat_ = {flat.compute_rate(), flat.comm_rate(0)};
+    flat_ = {flat.compute_rate(), flat.comm_rate_beside_held_op(0)};
     if (flat.comm_delay_during_compute_us > 0) flat_comm_rates(schedule, flat, duration);
     return;
   }
@@ -143,7 +143,7 @@ void Interference::flat_comm_rates(const Schedule& schedule, const InterferenceP
   compute_rate_.assign(n, flat_[0]);
   for (size_t i = 0; i < n; ++i)
     if (collective(schedule.ops[i].kind)) {
-      comm_rate_[i] = flat.comm_rate(duration[i]);
+      comm_rate_[i] = flat.comm_rate_beside_held_op(duration[i]);
       compute_rate_[i] = flat.compute_rate_beside(duration[i]);
     }
 }

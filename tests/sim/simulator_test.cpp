@@ -177,6 +177,28 @@ TEST(Simulator, ACollectiveBesideComputeLosesItsDelayInProportionToTheOverlap) {
   }
 }
 
+// A CPU compute op holds its stream for its own time and its stall after it; in the stall the compute thread
+// lets go of the core, and a collective beside it moves at its own speed there, at the slowed rate only for
+// the op's own time: (1 / (1 + 3) + 0.25) / 1.25 = 0.4 of its speed over the held time.
+TEST(Simulator, ACollectiveBesideAComputeOpMovesAtItsOwnSpeedInTheStall) {
+  Profile p = unit_profile(0, 3.0);
+  p.interference.compute_stall_share = 0.25;
+  {
+    Toy t;
+    t.compute(200);  // holds its stream 250 us
+    const int32_t ar = t.comm(60);
+    EXPECT_NEAR(span_of(simulate(t.s, CostModel(p)), ar).end_us, 60 / 0.4, 1e-9);
+  }
+  {
+    // No stall: a quarter of its speed beside the op, 50 us of its work in 200 us, the other 10 alone after.
+    p.interference.compute_stall_share = 0;
+    Toy t;
+    t.compute(200);
+    const int32_t ar = t.comm(60);
+    EXPECT_NEAR(span_of(simulate(t.s, CostModel(p)), ar).end_us, 210, 1e-9);
+  }
+}
+
 // The compute stream's stall (flat profiles): each compute op holds its stream (1 + share) times its own
 // time, the collectives waiting on it start after that; its span keeps its own time, the stall showing as a
 // gap.
