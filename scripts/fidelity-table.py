@@ -168,28 +168,26 @@ def predicted_ops(row):
 
 
 def schedule_twin(rows):
-    """The measured plan whose predicted schedule is the tuner's pick's, op for op (the tuner often picks a
-    named strategy's plan), or None: two runs of one schedule in one launch, whose gap is the measurement's."""
+    """(the tuner's pick, the measured plan whose predicted schedule is the pick's op for op), or None: the tuner
+    often picks a named strategy's plan, and then the launch ran one schedule twice, their gap the measurement's."""
     tuned = next((r for r in rows if r["plan"] == "tuned" and "error_pct" in r), None)
-    if tuned is None:
+    ops = predicted_ops(tuned) if tuned else None
+    if not ops:
         return None
-    ops = None
     for r in rows:
-        if r is tuned or "error_pct" not in r or r["predicted_ms"] != tuned["predicted_ms"]:
-            continue
-        ops = predicted_ops(tuned) if ops is None else ops
-        if ops and predicted_ops(r) == ops:
-            return r
+        if r is not tuned and "error_pct" in r and r["predicted_ms"] == tuned["predicted_ms"] \
+                and predicted_ops(r) == ops:
+            return tuned, r
     return None
 
 
 def twin_gap(rows, ok):
     """The tuner's pick against its schedule twin: the gap of their medians and, per interleaved round, the
     median and p10-p90 of the pick's time over the twin's."""
-    twin = schedule_twin(rows)
-    if twin is None:
+    pair = schedule_twin(rows)
+    if pair is None:
         return None
-    tuned = next(r for r in rows if r["plan"] == "tuned")
+    tuned, twin = pair
     rounds = min(len(tuned["measured_samples_ms"]), len(twin["measured_samples_ms"]))
     per_round = [a / b for a, b in zip(tuned["measured_samples_ms"][:rounds], twin["measured_samples_ms"][:rounds])]
     return {"plan": twin["plan"], "scored": any(r is twin for r in ok),

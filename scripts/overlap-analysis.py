@@ -32,9 +32,9 @@ def busy_within(intervals, start, end):
 def samples_of(trace_path, groups):
     with open(trace_path, encoding="utf-8") as f:
         events = [e for e in json.load(f).get("traceEvents", []) if e.get("ph") == "X"]
-    compute = defaultdict(list)  # rank -> compute-stream op intervals
+    compute = defaultdict(list)  # rank -> compute-stream op intervals (a collective there is not compute)
     for e in events:
-        if e.get("tid") == 0:
+        if e.get("tid") == 0 and e.get("cat") not in COLLECTIVES:
             compute[e["pid"]].append((e["ts"], e["ts"] + e["dur"]))
     for e in events:
         if e.get("cat") in COLLECTIVES:
