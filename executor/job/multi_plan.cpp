@@ -102,9 +102,13 @@ void run_several_plans_rank(const ExecOptions& o, const PlanSet& set, const Comm
     results[i].peak_memory_bytes = backends.back()->peak_memory_bytes();
   }
   const bool report = rank == 0 && !o.run.quiet;
+  // Round r starts from the (r mod n)-th plan: every plan takes every place of a round equally often, so that
+  // what a place brings (the plan that ran just before, the round's barrier) does not land on one plan.
+  const size_t n = set.plans.size();
   for (int round = 0; round < o.run.warmup + o.run.iters; ++round) {
     const bool timed = round >= o.run.warmup;
-    for (size_t i = 0; i < set.plans.size(); ++i) {
+    for (size_t place = 0; place < n; ++place) {
+      const size_t i = (place + size_t(round)) % n;
       IterationRecord rec = runners[i]->run_next(timed);
       if (report) print_iteration(set.plans[i], round, rec);
       results[i].iterations.push_back(std::move(rec));

@@ -17,7 +17,7 @@ struct PlanEntry {
 };
 
 struct PlanSet {
-  std::vector<PlanEntry> plans;  // in the order given: the order of every interleaved round
+  std::vector<PlanEntry> plans;  // in the order given: the first round's order (later rounds rotate it)
   size_t baseline = 0;           // the plan ratios are taken against: megatron-async when given, else the first
   int ranks = 1;
 };

@@ -1,6 +1,7 @@
 // exec_interleave_test.cpp: domino-exec --plans end to end on the tiny model: three plans (named strategies,
 // and a plan file listed in a --plans-file) in one two-rank launch write one trace per plan with exactly that
-// plan's simulator op ids, their timed iterations alternate A B C A B C, and the combined summary's ratios
+// plan's simulator op ids, their timed iterations alternate with the order rotating from round to round
+// (B C A, C A B, A B C after one warm-up round), and the combined summary's ratios
 // are the per-round quotients of the plans' samples; the same in env mode (torchrun); plans of another model
 // or TP degree, and flags that contradict --plans, are refused with exit 2 before anything runs.
 #include <gtest/gtest.h>
@@ -56,7 +57,15 @@ TEST(ExecInterleave, ThreePlansInOneLaunchAlternateAndTraceTheirOwnOps) {
     EXPECT_EQ(read_trace(stem + ".trace.json").meta["interleaved"]["iteration_start_us"], t);
   }
   std::sort(starts.begin(), starts.end());
-  for (size_t k = 0; k < starts.size(); ++k) EXPECT_EQ(starts[k].second, k % 3) << "timed iteration " << k;
+  // Round r (the warm-up round is round 0) starts from plan r mod 3: B C A, C A B, A B C; each plan takes
+  // each place of a round once.
+  std::set<std::pair<size_t, size_t>> plan_places;
+  for (size_t k = 0; k < starts.size(); ++k) {
+    const size_t round = 1 + k / 3, place = k % 3;
+    EXPECT_EQ(starts[k].second, (place + round) % 3) << "timed iteration " << k;
+    plan_places.insert({starts[k].second, place});
+  }
+  EXPECT_EQ(plan_places.size(), 9u);
 
   const nlohmann::json combined = read_json(dir / "out/interleave.json");
   EXPECT_EQ(combined["baseline"], "megatron-async");
