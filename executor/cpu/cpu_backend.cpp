@@ -131,10 +131,7 @@ class CpuBackend final : public Backend {
   }
   // fp32 math; ops take milliseconds, so one op per sample and a generous time per probe.
   ProfilingTraits profiling_traits() const override {
-    return {.gemm_dtype = DType::FP32,
-            .min_chain = 1,
-            .probe_budget_us = 600'000,
-            .gemm_operands_core_cold = true};
+    return {.gemm_dtype = DType::FP32, .min_chain = 1, .probe_budget_us = 600'000};
   }
 
   void run(const Op& op, CpuStreamDriver& driver) {

@@ -1,12 +1,10 @@
-// cold_cache.cpp: cache sizes from sysfs and the buffer sets that exceed them (cold_cache.hpp).
+// cold_cache.cpp: the last-level cache size from sysfs and the buffer sets that exceed it (cold_cache.hpp).
 #include "executor/profiler/cold_cache.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
-#include <map>
 
 namespace domino::prof {
 
@@ -32,11 +30,13 @@ int64_t size_bytes(const std::string& text) {
   return 0;
 }
 
-// Data or unified caches of the folder: level -> the largest size at that level.
-std::map<int, int64_t> data_caches(const std::string& cache_dir) {
+}  // namespace
+
+int64_t last_level_cache_bytes(const std::string& cache_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  std::map<int, int64_t> by_level;
+  int best_level = 0;
+  int64_t best = 0;
   for (const auto& entry : fs::directory_iterator(cache_dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("index", 0) != 0) continue;
@@ -44,35 +44,16 @@ std::map<int, int64_t> data_caches(const std::string& cache_dir) {
     const std::string level_text = first_word(entry.path() / "level");
     const int level = level_text.empty() ? 0 : std::atoi(level_text.c_str());
     const int64_t bytes = size_bytes(first_word(entry.path() / "size"));
-    if (bytes > 0) by_level[level] = std::max(by_level[level], bytes);
+    if (bytes > 0 && (level > best_level || (level == best_level && bytes > best)))
+      best_level = level, best = bytes;
   }
-  return by_level;
-}
-
-}  // namespace
-
-int64_t last_level_cache_bytes(const std::string& cache_dir) {
-  const auto caches = data_caches(cache_dir);
-  return caches.empty() ? 0 : caches.rbegin()->second;
-}
-
-int64_t core_cache_bytes(const std::string& cache_dir) {
-  const auto caches = data_caches(cache_dir);
-  return caches.size() < 2 ? 0 : std::prev(caches.end(), 2)->second;
+  return best;
 }
 
 int64_t probe_cache_bytes() {
   static const int64_t bytes = [] {
     const int64_t llc = last_level_cache_bytes();
     return llc > 0 ? llc : int64_t(64) << 20;
-  }();
-  return bytes;
-}
-
-int64_t probe_core_cache_bytes() {
-  static const int64_t bytes = [] {
-    const int64_t core = core_cache_bytes();
-    return core > 0 ? core : int64_t(2) << 20;
   }();
   return bytes;
 }

@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "executor/profiler/cold_cache.hpp"
-#include "executor/profiler/profile_workload.hpp"
 #include "sim/base/error.hpp"
 
 namespace domino::prof {
@@ -102,16 +100,6 @@ Schedule chain_of(const Schedule& mini, int copies, bool separate_buffers) {
   s.plan = mini.plan;
   append_chain(s, mini, copies, separate_buffers);
   return s;
-}
-
-Schedule compute_probe_chain(const Schedule& mini, const ProfilingTraits& traits) {
-  if (mini.ops.size() != 1) throw_runtime("profiler: a probe schedule must hold exactly one op");
-  const OpKind kind = mini.ops.front().kind;
-  const bool gemm_cold = kind == OpKind::Gemm && traits.gemm_operands_core_cold;
-  int sets = 1;
-  if (memory_bound(kind)) sets = cold_buffer_sets(mini_bytes(mini), probe_cache_bytes());
-  if (gemm_cold) sets = cold_buffer_sets(mini_bytes(mini), probe_core_cache_bytes());
-  return chain_of(mini, std::max(traits.min_chain, sets), memory_bound(kind) || gemm_cold);
 }
 
 void fill_with_values(Schedule& schedule, int ranks) {

@@ -8,7 +8,6 @@
 
 #include <cstdint>
 
-#include "executor/runtime/backend.hpp"
 #include "sim/ir/schedule.hpp"
 
 namespace domino::prof {
@@ -17,12 +16,6 @@ namespace domino::prof {
 // has its own set of buffers (a memory-bound op then finds its data out of cache, as in a training step
 // where other ops ran in between); otherwise every copy works on the same buffers.
 Schedule chain_of(const Schedule& mini, int copies, bool separate_buffers);
-
-// A compute probe's chain as the backend's traits ask: at least min_chain copies; a memory-bound op, and a
-// GEMM where traits.gemm_operands_core_cold, on buffer sets of their own that together take twice the
-// last-level cache (memory-bound) or a core's cache (GEMM), so that each copy finds its data out of that
-// cache (cold_cache.hpp).
-Schedule compute_probe_chain(const Schedule& mini, const ProfilingTraits& traits);
 
 // Activations, gradients and workspaces start as zeros in the executor; kernel speed must not depend on
 // zeros (cuBLAS runs faster on them), so the probe's are relabelled as replicated parameters, which

@@ -4,12 +4,11 @@
 // figures), or the group deadlocks.
 #include "executor/profiler/rank_measure.hpp"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cmath>
 
 #include "executor/job/backends.hpp"
+#include "executor/profiler/cold_cache.hpp"
 #include "executor/profiler/probe_runner.hpp"
 #include "executor/profiler/probe_schedule.hpp"
 #include "executor/profiler/progress_line.hpp"
@@ -58,37 +57,35 @@ double agree(GlooComm& comm, double value) {
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
-// Compute probes are measured in passes, each over every probe with a share of the repeats: on a machine
-// whose speed drifts over minutes (a virtual machine's neighbours, the clock), a slow minute then slows every
-// shape a little instead of the shapes measured in it, and the shapes' relative times, which decide between
-// slicings, keep. A full and a --quick profile an hour apart, one pass each, disagreed by 1.1x to 1.9x per
-// GEMM row count.
-int compute_passes(bool quick) { return quick ? 2 : 3; }
-
-// Repeats are iterations of a chain of `ops` ops, each giving ops (or ops - 1) samples; one pass of `passes`
-// takes its share. A chain of three ops or more is timed from its first iteration, whose first op (left out)
-// warms up: with a warm-up iteration, 256-row GEMMs measured 10-34 % too fast against 1024-row ones, judged
-// by training on the Xeon VM; without, between 4 % too slow and 9 % too fast (docs/profiling.md).
-RepeatPolicy compute_policy(const ProfilingTraits& traits, bool quick, int ops, int passes) {
+// Repeats are iterations of a chain of `ops` ops, each giving ops (or ops - 1) samples.
+RepeatPolicy compute_policy(const ProfilingTraits& traits, bool quick, int ops) {
   const int samples_per_iteration = std::max(1, ops > 1 ? ops - 1 : 1);
   RepeatPolicy p;
-  p.warmup = ops > 2 ? 0 : quick || passes > 1 ? 1 : 2;
-  p.min_repeats = ceil_div(ceil_div(quick ? 5 : 9, samples_per_iteration), passes);
-  p.max_repeats = ceil_div(ceil_div(quick ? 15 : 60, samples_per_iteration), passes);
-  p.min_total_us = traits.probe_budget_us * (quick ? 0.1 : 1.0) / passes;
+  p.warmup = quick ? 1 : 2;
+  p.min_repeats = ceil_div(quick ? 5 : 9, samples_per_iteration);
+  p.max_repeats = ceil_div(quick ? 15 : 60, samples_per_iteration);
+  p.min_total_us = traits.probe_budget_us * (quick ? 0.1 : 1.0);
   return p;
 }
 
-// Prepares the probe, waits for the other ranks (they compute side by side, as in a training step), times
-// one pass of `passes`.
-std::vector<double> time_compute(const RankBench& b, const Schedule& mini, uint64_t seed, bool quick,
-                                 int passes = 1) {
-  Schedule chain = compute_probe_chain(mini, b.traits);
-  const int copies = int(chain.ops.size());
+// Copies of a probe's op per iteration: memory-bound probes rotate over buffer sets twice the last-level
+// cache together (their data comes out of cache, as in a training step: cold_cache.hpp); a queueing device
+// needs a chain.
+int chain_length(const Schedule& mini, const ProfilingTraits& traits) {
+  const Op& op = mini.ops.front();
+  const int cold = memory_bound(op.kind) ? cold_buffer_sets(mini_bytes(mini), probe_cache_bytes()) : 1;
+  return std::max(traits.min_chain, cold);
+}
+
+// Prepares the probe, waits for the other ranks (they compute side by side, as in a training step), times.
+std::vector<double> time_compute(const RankBench& b, const Schedule& mini, uint64_t seed, bool quick) {
+  const Op& op = mini.ops.front();
+  const int copies = chain_length(mini, b.traits);
+  Schedule chain = chain_of(mini, copies, memory_bound(op.kind));
   fill_with_values(chain, b.comm.world());
   PreparedProbe probe(b.options.backend, std::move(chain), b.compute_ctx(seed));
   b.comm.barrier("profiler: compute probe");
-  return probe.time_ops(compute_policy(b.traits, quick, copies, passes));
+  return probe.time_ops(compute_policy(b.traits, quick, copies));
 }
 
 nlohmann::json op_json(const Probe& probe, const std::vector<double>& samples) {
@@ -98,20 +95,15 @@ nlohmann::json op_json(const Probe& probe, const std::vector<double>& samples) {
 }
 
 nlohmann::json measure_compute(const Workload& w, const RankBench& b, Progress& progress) {
+  nlohmann::json out = nlohmann::json::array();
   std::vector<const Probe*> probes;
   for (const auto* list : {&w.gemms, &w.memory_ops, &w.attention})
     for (const Probe& p : *list) probes.push_back(&p);
-  const int passes = compute_passes(b.options.quick), steps = passes * int(probes.size());
-  std::vector<std::vector<double>> samples(probes.size());
-  for (int pass = 0, step = 0; pass < passes; ++pass)
-    for (size_t i = 0; i < probes.size(); ++i) {
-      progress.step(fmt::format("pass {}/{}: {}", pass + 1, passes, probes[i]->label), ++step, steps);
-      const std::vector<double> s =
-          time_compute(b, *probes[i]->mini, 1235 + uint64_t(i), b.options.quick, passes);
-      samples[i].insert(samples[i].end(), s.begin(), s.end());
-    }
-  nlohmann::json out = nlohmann::json::array();
-  for (size_t i = 0; i < probes.size(); ++i) out.push_back(op_json(*probes[i], samples[i]));
+  int i = 0;
+  for (const Probe* p : probes) {
+    progress.step(p->label, ++i, int(probes.size()));
+    out.push_back(op_json(*p, time_compute(b, *p->mini, 1234 + uint64_t(i), b.options.quick)));
+  }
   return out;
 }
 

@@ -66,9 +66,6 @@ struct ProfilingTraits {
                                        // iteration (a device that queues work hides launch gaps only then)
   double probe_budget_us = 600'000;    // measured time worth spending on one compute probe (--quick: 1/10)
   bool gemms_in_op_dtype = false;      // true: a GEMM computes in its op's dtype; false: always in fp32
-  bool gemm_operands_core_cold = false;  // true: a GEMM probe rotates buffer sets beyond a core's cache
-                                         // (a CPU core's L2 keeps a repeated small GEMM's operands, which a
-                                         // training step's other ops evict between its uses)
 };
 
 // Where the ranks of one host allocate their memory and how much is free there now (one pool: the
