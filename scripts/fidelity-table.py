@@ -133,10 +133,10 @@ def scores(ok, measured_ms, twin=None):
            "kendall_tau": kendall_tau_b(pred, measured_ms)}
     # Regret against the best plan that really trains: no-comm skips the AllReduces, it is only a bound.
     real = [(r, m) for r, m in zip(ok, measured_ms) if r["plan"] != "no-comm"]
-    one_schedule = [m for r, m in real if twin and r["plan"] in ("tuned", twin)]
-    if len(one_schedule) == 2:
-        pooled = sum(one_schedule) / 2
-        real = [(r, pooled if r["plan"] in ("tuned", twin) else m) for r, m in real]
+    one_schedule = ("tuned", twin)
+    pair = [m for r, m in real if r["plan"] in one_schedule] if twin else []
+    if len(pair) == 2:
+        real = [(r, sum(pair) / 2 if r["plan"] in one_schedule else m) for r, m in real]
     tuned = [m for r, m in real if r["plan"] == "tuned"]
     if tuned and real:
         best_row, best_ms = min(real, key=lambda rm: rm[1])

@@ -16,6 +16,7 @@ alone. `alone` is the median span of the collectives with under 20 % of their sp
   scripts/overlap-analysis.py out/fidelity/cpu-gpt-loopback [more configs or .trace.json files]
 """
 import glob
+import importlib.util
 import json
 import os
 import sys
@@ -25,8 +26,16 @@ COLLECTIVES = ("allreduce", "allgather", "reducescatter")
 MIN_SAMPLES = 8
 
 
-def busy_within(intervals, start, end):
-    return sum(max(0.0, min(end, b) - max(start, a)) for a, b in intervals)
+def load_skew_analysis():
+    """scripts/skew-analysis.py as a module (its file name is not an importable name): busy_between, fit."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.spec_from_file_location("skew_analysis", os.path.join(here, "skew-analysis.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ANALYSIS = load_skew_analysis()
 
 
 def samples_of(trace_path, groups):
@@ -39,19 +48,8 @@ def samples_of(trace_path, groups):
     for e in events:
         if e.get("cat") in COLLECTIVES:
             start, end = e["ts"], e["ts"] + e["dur"]
-            busy = max((busy_within(iv, start, end) for iv in compute.values()), default=0.0)
+            busy = max((ANALYSIS.busy_between(iv, start, end) for iv in compute.values()), default=0.0)
             groups[(e["cat"], e.get("args", {}).get("bytes", 0))].append((e["dur"], busy))
-
-
-def line(points):
-    n = len(points)
-    mean_busy = sum(b for _, b in points) / n
-    mean_span = sum(s for s, _ in points) / n
-    sxx = sum((b - mean_busy) ** 2 for _, b in points)
-    if sxx <= 0:
-        return None
-    slope = sum((b - mean_busy) * (s - mean_span) for s, b in points) / sxx
-    return slope, mean_span - slope * mean_busy, mean_span, mean_busy
 
 
 def traces(args):
@@ -75,10 +73,11 @@ def main(argv):
     print(f"{'collective':14s} {'message':>10s} {'n':>4s} {'slope':>6s} {'idle_needed':>11s} {'alone':>7s} "
           f"{'mean span':>9s} {'mean busy':>9s}")
     for (kind, size), points in sorted(groups.items()):
-        fit = line(points) if len(points) >= MIN_SAMPLES else None
-        if fit is None:
+        spans, busy = [s for s, _ in points], [b for _, b in points]
+        if len(points) < MIN_SAMPLES or len(set(busy)) < 2:  # no spread of busy time: no slope to fit
             continue
-        slope, idle_needed, mean_span, mean_busy = fit
+        idle_needed, slope, _ = ANALYSIS.fit(busy, spans)
+        mean_span, mean_busy = sum(spans) / len(spans), sum(busy) / len(busy)
         alone = sorted(s for s, b in points if b < 0.2 * s)
         alone_text = f"{alone[len(alone) // 2]:7.0f}" if alone else "    n/a"
         print(f"{kind:14s} {size / 1024:7.0f} KiB {len(points):4d} {slope:6.2f} {idle_needed:11.0f} {alone_text} "
