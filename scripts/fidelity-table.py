@@ -8,8 +8,9 @@
       with bootstrap 95 % intervals over the iterations; for an interleaved launch (config.json
       "interleaved": sample k of every plan is from round k) the split-half noise floor (odd rounds against
       even rounds) and each plan's measured speedup over megatron-async (or the first plan), round by round,
-      against the predicted one; and, when each plan was measured in two or more separate files (earlier
-      sweeps), each file's medians against the others'.
+      against the predicted one, and, where the launch ran comm-off runs (NAME+no-comm, not scored), each
+      plan's slicing and communication costs (fidelity_comm_cost.py); and, when each plan was measured in two
+      or more separate files (earlier sweeps), each file's medians against the others'.
 """
 import json
 import math
@@ -17,48 +18,11 @@ import os
 import random
 import sys
 
+from fidelity_comm_cost import comm_cost, comm_cost_lines, is_comm_off_run
+from fidelity_stats import kendall_tau_b, median, percentile
+
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 1  # fixed: the same measurements always give the same intervals
-
-
-def median(values):
-    v = sorted(values)
-    n = len(v)
-    if n == 0:
-        return float("nan")
-    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
-
-
-def percentile(values, pct):
-    """Linear-interpolated percentile (0..100), as domino-exec's summaries compute it."""
-    v = sorted(values)
-    if not v:
-        return float("nan")
-    pos = pct / 100.0 * (len(v) - 1)
-    lo = int(math.floor(pos))
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
-
-
-def kendall_tau_b(xs, ys):
-    """Kendall's tau-b (ties on either side count as neither concordant nor discordant)."""
-    conc = disc = ties_x = ties_y = 0
-    n = len(xs)
-    for i in range(n):
-        for j in range(i + 1, n):
-            dx, dy = xs[i] - xs[j], ys[i] - ys[j]
-            if dx == 0 and dy == 0:
-                continue
-            if dx == 0:
-                ties_x += 1
-            elif dy == 0:
-                ties_y += 1
-            elif (dx > 0) == (dy > 0):
-                conc += 1
-            else:
-                disc += 1
-    denom = math.sqrt((conc + disc + ties_x) * (conc + disc + ties_y))
-    return (conc - disc) / denom if denom > 0 else None
 
 
 def load_json(path):
@@ -303,7 +267,8 @@ def op_error_by_kind(rows):
 def figures(rows, calibrated_on=None, interleaved=False):
     # The plan(s) whose run the profile was calibrated on are shown but not scored (one name or a list).
     excluded = calibrated_on if isinstance(calibrated_on, list) else [calibrated_on] if calibrated_on else []
-    ok = [r for r in rows if "error_pct" in r and r["plan"] not in excluded]
+    # Comm-off runs (--comm-cost) are measured to split the plans' times, not scored as plans.
+    ok = [r for r in rows if "error_pct" in r and r["plan"] not in excluded and not is_comm_off_run(r["plan"])]
     out = {"plans": len(rows), "plans_measured": len(ok)}
     if calibrated_on:
         out["not_scored"] = calibrated_on
@@ -329,6 +294,9 @@ def figures(rows, calibrated_on=None, interleaved=False):
         near = bound([r for r in rows if r.get("measured_samples_ms")])
         if near:
             out["bound"] = near
+        cost = comm_cost(rows, ok)
+        if cost:
+            out["comm_cost"] = cost
     kinds = op_error_by_kind(ok)
     if kinds:
         out["op_error_by_kind"] = kinds
@@ -385,7 +353,7 @@ def uncertainty_lines(fig):
         lines += [f"| {p['plan']} | {p['predicted']:.3f} | {p['measured']:.3f} ({p['measured_p10']:.3f}-"
                   f"{p['measured_p90']:.3f}) | {p['error_points']:+.1f} |" for p in sp["plans"]]
         lines.append("")
-    return lines
+    return lines + comm_cost_lines(fig.get("comm_cost"))
 
 
 def markdown(config, rows, meta, fig):
@@ -404,7 +372,8 @@ def markdown(config, rows, meta, fig):
             continue
         not_scored = fig.get("not_scored")
         excluded = not_scored if isinstance(not_scored, list) else [not_scored]
-        plan = r["plan"] + (" (calibration plan, not scored)" if r["plan"] in excluded else "")
+        plan = r["plan"] + (" (calibration plan, not scored)" if r["plan"] in excluded else
+                            " (comm-off run, not scored)" if is_comm_off_run(r["plan"]) else "")
         lines.append(f"| {plan} | {r['predicted_ms']:.1f} | {r['measured_ms']:.1f} | {r['error_pct']:+.1f} | {r['measured_min_ms']:.1f} | "
                      f"{r['predicted_exposed_comm_ms']:.1f} / {fmt(r.get('measured_exposed_comm_ms'), '.1f')} | "
                      f"{fmt(r.get('op_error_median_pct'), '.1f')} |")

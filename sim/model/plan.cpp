@@ -4,11 +4,12 @@
 
 #include <algorithm>
 #include <string>
+#include <string_view>
 
-#include "sim/base/error.hpp"
 #include "sim/base/enum_names.hpp"
-#include "sim/model/plan_internal.hpp"
+#include "sim/base/error.hpp"
 #include "sim/base/yaml_reader.hpp"
+#include "sim/model/plan_internal.hpp"
 
 namespace domino {
 
@@ -104,7 +105,20 @@ static void refuse_two_batch_slices(const std::string& name, const ModelSpec& mo
                               deep_runs ? "; 'domino-deep' runs the same slicing in the project's order" : ""));
 }
 
+// "NAME+no-comm": NAME's slicing and order with its communication switched off, so that one launch can
+// measure what a plan's communication costs it (its time over this comm-off run's) apart from what its
+// slicing costs the compute (the comm-off run's time over no-comm's).
+constexpr std::string_view kCommOffSuffix = "+no-comm";
+
 Plan make_strategy_plan(const std::string& name, const ModelSpec& model) {
+  if (name.size() > kCommOffSuffix.size() && name.ends_with(kCommOffSuffix)) {
+    Plan comm_off = make_strategy_plan(name.substr(0, name.size() - kCommOffSuffix.size()), model);
+    if (!comm_off.comm_enabled)
+      throw_bad_input("strategy '" + name + "': the plan has no communication to switch off");
+    comm_off.comm_enabled = false;
+    comm_off.strategy = name;
+    return comm_off;
+  }
   BlockPlan b;  // batch, p = q = 1, every AllReduce blocks
   if (name.rfind("slices:", 0) == 0) {
     b = parse_slices_strategy(name);
@@ -126,7 +140,8 @@ Plan make_strategy_plan(const std::string& name, const ModelSpec& model) {
     for (const auto& s : strategy_names()) list += (list.empty() ? "" : ", ") + s;
     const std::string near = closest_key(name, strategy_names());
     throw_bad_input("unknown strategy '" + name + "'" +
-                    (near.empty() ? "" : " (did you mean '" + near + "'?)") + "; known strategies: " + list + ", slices:P[xQ][:batch|sequence]");
+                    (near.empty() ? "" : " (did you mean '" + near + "'?)") + "; known strategies: " + list +
+                    ", slices:P[xQ][:batch|sequence], and any of them +no-comm");
   }
   Plan p = make_uniform_plan(model, b, b, name);
   p.comm_enabled = name != "no-comm";

@@ -71,7 +71,8 @@ struct Plan {
 
 // megatron-sync, megatron-async, domino-ds, domino-deep, no-comm, megatron-sp, megatron-sp-overlap
 std::vector<std::string> strategy_names();
-// Expands a named strategy; BadInput for an unknown name (closest suggested) or one the model cannot run.
+// Expands a named strategy (NAME+no-comm: NAME with its communication off); BadInput for an unknown name
+// (closest suggested) or one the model cannot run.
 Plan make_strategy_plan(const std::string& name, const ModelSpec& model);
 // Uniform plan: every layer gets the same blocks; recompute is the model's training context's.
 Plan make_uniform_plan(const ModelSpec& model, const BlockPlan& attn, const BlockPlan& mlp, const std::string& strategy);

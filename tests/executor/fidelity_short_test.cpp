@@ -199,6 +199,34 @@ TEST_F(FidelitySweep, RefitInLaunchPredictsWithTheProfileFittedOnTheScoredLaunch
   EXPECT_NE(slurp(out / "fidelity.md").find("no-comm (calibration plan, not scored)"), std::string::npos);
 }
 
+// --comm-cost: every plan runs beside its comm-off run (no-comm for megatron-sync), which is not scored, and
+// the table splits each plan's time into its slicing's and its communication's cost.
+TEST_F(FidelitySweep, CommCostRunsEveryPlanBesideItsCommOffRun) {
+  if (const std::string tool = missing_tool(); !tool.empty()) GTEST_SKIP() << tool << " not built";
+  const fs::path out = dir / "out";
+  ASSERT_EQ(run(short_sweep("--comm-cost --out " + out.string()), dir / "log"), 0) << slurp(dir / "log");
+  const fs::path cfg = out / "cpu-gpt-loopback";
+  const auto launch = nlohmann::json::parse(slurp(cfg / "meas" / "interleave.json"));
+  std::vector<std::string> labels;
+  for (const auto& p : launch["plans"]) labels.push_back(p["label"]);
+  for (const char* want : {"no-comm", "domino-ds+no-comm", "slices-2x2-sequence+no-comm", "tuned+no-comm"})
+    EXPECT_NE(std::find(labels.begin(), labels.end(), want), labels.end())
+        << want << " " << launch["plans"].dump();
+  EXPECT_EQ(std::find(labels.begin(), labels.end(), "megatron-sync+no-comm"), labels.end());
+  EXPECT_NE(slurp(cfg / "plans" / "tuned+no-comm.yaml").find("\ncomm: false\n"), std::string::npos);
+  const auto fig =
+      nlohmann::json::parse(slurp(out / "fidelity.json"))["configurations"]["cpu-gpt-loopback"]["figures"];
+  EXPECT_EQ(fig["plans_measured"], 5);  // the four --short plans and no-comm
+  ASSERT_TRUE(fig.contains("comm_cost")) << fig.dump(1);
+  ASSERT_EQ(fig["comm_cost"]["plans"].size(), 4u) << fig["comm_cost"].dump(1);
+  for (const auto& p : fig["comm_cost"]["plans"]) {
+    EXPECT_EQ(p["comm_off_run"], p["plan"] == "megatron-sync" ? std::string("no-comm")
+                                                              : p["plan"].get<std::string>() + "+no-comm");
+    EXPECT_TRUE(std::isfinite(p["communication"]["measured_pct"].get<double>())) << p.dump();
+  }
+  EXPECT_NE(slurp(out / "fidelity.md").find("tuned+no-comm (comm-off run, not scored)"), std::string::npos);
+}
+
 // --reuse with --reuse-tuned: another profile scored on the first sweep's very measurements, its tuned plan
 // included, with no execution and no tuning in between.
 TEST_F(FidelitySweep, ReuseTunedScoresAnotherProfileOnTheSameMeasurements) {
@@ -405,6 +433,38 @@ TEST_F(FidelitySweep, TableIntervalsSplitHalfAndSpeedupsOfAnInterleavedLaunch) {
   EXPECT_NE(md.find("Noise floor, split-half"), std::string::npos) << md;
   EXPECT_NE(md.find("Speedup over megatron-async"), std::string::npos) << md;
   EXPECT_NE(md.find("95 % intervals"), std::string::npos) << md;
+}
+
+// A plan's time over no-comm's splits round by round: its comm-off run over no-comm (the slicing's cost) and
+// the plan over its comm-off run (the communication's); megatron-sync's comm-off run is no-comm itself.
+TEST_F(FidelitySweep, TableSplitsEachPlanIntoItsSlicingAndCommunicationCosts) {
+  const fs::path cfg = dir / "cfg";
+  write_interleaved_launch(cfg, {{"no-comm", 100000, {{100000, 110000, 100000, 110000}}},
+                                 {"megatron-sync", 120000, {{120000, 132000, 120000, 132000}}},
+                                 {"slices:2x1:batch", 110000, {{130000, 143000, 130000, 143000}}},
+                                 {"slices:2x1:batch+no-comm", 105000, {{104000, 114400, 104000, 114400}}}});
+  const auto fig = table()["figures"];
+  EXPECT_EQ(fig["plans_measured"], 3);  // the comm-off run is not scored
+  const auto& cost = fig["comm_cost"];
+  ASSERT_EQ(cost["plans"].size(), 2u) << cost.dump(1);
+  const auto& sync = cost["plans"][0];
+  EXPECT_EQ(sync["comm_off_run"], "no-comm");
+  EXPECT_NEAR(sync["slicing"]["measured_pct"].get<double>(), 0.0, 1e-9);
+  EXPECT_NEAR(sync["communication"]["predicted_pct"].get<double>(), 20.0, 1e-9);
+  EXPECT_NEAR(sync["communication"]["measured_pct"].get<double>(), 20.0, 1e-9);
+  const auto& sliced = cost["plans"][1];
+  EXPECT_NEAR(sliced["slicing"]["predicted_pct"].get<double>(), 5.0, 1e-9);
+  EXPECT_NEAR(sliced["slicing"]["measured_pct"].get<double>(), 4.0, 1e-9);
+  EXPECT_NEAR(sliced["slicing"]["error_points"].get<double>(), 1.0, 1e-9);
+  const double comm_predicted = 100.0 * (110.0 / 105 - 1), comm_measured = 100.0 * (130.0 / 104 - 1);
+  EXPECT_NEAR(sliced["communication"]["measured_pct"].get<double>(), comm_measured, 1e-9);
+  EXPECT_NEAR(sliced["communication"]["error_points"].get<double>(), comm_predicted - comm_measured, 1e-9);
+  EXPECT_NEAR(cost["communication"]["mean_abs_error_points"].get<double>(),
+              (comm_measured - comm_predicted) / 2, 1e-9);
+  EXPECT_NEAR(cost["slicing"]["mean_abs_error_points"].get<double>(), 0.5, 1e-9);
+  const std::string md = slurp(dir / "fidelity.md");
+  EXPECT_NE(md.find("slices:2x1:batch+no-comm (comm-off run, not scored)"), std::string::npos) << md;
+  EXPECT_NE(md.find("communication cost"), std::string::npos) << md;
 }
 
 // Every plan 20 % slower in the even rounds: the raw split-half sees the drift, the drift-divided one does not;

@@ -289,5 +289,40 @@ TEST(SlicesStrategy, RejectsMalformedAndImpossibleSpecs) {
   }
 }
 
+// A comm-off run is its plan's slicing, order and sequence parallelism with every collective removed: the
+// same compute ops, none of the communication.
+TEST(CommOffRun, KeepsTheSlicingAndDropsEveryCollective) {
+  ModelSpec m = test::tiny_gpt();
+  for (const char* name : {"slices:2x2:sequence", "domino-deep", "megatron-sp-overlap"}) {
+    const Plan plan = make_strategy_plan(name, m);
+    const Plan off = make_strategy_plan(std::string(name) + "+no-comm", m);
+    EXPECT_FALSE(off.comm_enabled) << name;
+    EXPECT_EQ(off.strategy, std::string(name) + "+no-comm");
+    EXPECT_EQ(off.sequence_parallel, plan.sequence_parallel) << name;
+    EXPECT_EQ(off.layers[0].mlp.p, plan.layers[0].mlp.p) << name;
+    const Schedule with = build_schedule(m, plan), without = build_schedule(m, off);
+    std::vector<std::string> compute_with, compute_without;
+    for (const Op& op : with.ops)
+      if (!collective(op.kind)) compute_with.push_back(op.name);
+    for (const Op& op : without.ops) {
+      EXPECT_FALSE(collective(op.kind)) << name << ": " << op.name;
+      compute_without.push_back(op.name);
+    }
+    EXPECT_EQ(compute_with, compute_without) << name;
+  }
+}
+
+TEST(CommOffRun, RefusesAPlanWithoutCommunicationAndUnknownNames) {
+  ModelSpec m = test::tiny_gpt();
+  for (const char* bad : {"no-comm+no-comm", "nonsense+no-comm", "+no-comm"}) {
+    try {
+      make_strategy_plan(bad, m);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::BadInput) << bad;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace domino

@@ -1,0 +1,42 @@
+"""fidelity_stats.py: the statistics the fidelity table scores with (plain python3, standard library only)."""
+import math
+
+
+def median(values):
+    v = sorted(values)
+    n = len(v)
+    if n == 0:
+        return float("nan")
+    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+def percentile(values, pct):
+    """Linear-interpolated percentile (0..100), as domino-exec's summaries compute it."""
+    v = sorted(values)
+    if not v:
+        return float("nan")
+    pos = pct / 100.0 * (len(v) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def kendall_tau_b(xs, ys):
+    """Kendall's tau-b (ties on either side count as neither concordant nor discordant)."""
+    conc = disc = ties_x = ties_y = 0
+    n = len(xs)
+    for i in range(n):
+        for j in range(i + 1, n):
+            dx, dy = xs[i] - xs[j], ys[i] - ys[j]
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                ties_x += 1
+            elif dy == 0:
+                ties_y += 1
+            elif (dx > 0) == (dy > 0):
+                conc += 1
+            else:
+                disc += 1
+    denom = math.sqrt((conc + disc + ties_x) * (conc + disc + ties_y))
+    return (conc - disc) / denom if denom > 0 else None
