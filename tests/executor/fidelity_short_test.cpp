@@ -225,6 +225,24 @@ TEST_F(FidelitySweep, CommCostRunsEveryPlanBesideItsCommOffRun) {
     EXPECT_TRUE(std::isfinite(p["communication"]["measured_pct"].get<double>())) << p.dump();
   }
   EXPECT_NE(slurp(out / "fidelity.md").find("tuned+no-comm (comm-off run, not scored)"), std::string::npos);
+  // The breakdown of each plan's communication cost: a row per plan, the predicted total that of
+  // fidelity.json (read from the traces, not the table), and no predicted compute slowdown (a predicted span
+  // is an op's own time).
+  ASSERT_EQ(run("python3 " + (kScripts / "comm-cost-breakdown.py").string() + " " + cfg.string(), dir / "bd"),
+            0)
+      << slurp(dir / "bd");
+  const std::string breakdown = slurp(dir / "bd");
+  for (const auto& p : fig["comm_cost"]["plans"]) {
+    const std::string plan = p["plan"], head = "| " + plan + " | ";
+    const size_t at = breakdown.find(head);
+    ASSERT_NE(at, std::string::npos) << plan << "\n" << breakdown;
+    std::vector<std::string> cells;  // compute slower, waits, other gaps, total, collectives
+    std::istringstream row(breakdown.substr(at + head.size(), breakdown.find('\n', at) - at - head.size()));
+    for (std::string cell; std::getline(row, cell, '|');) cells.push_back(cell);
+    ASSERT_EQ(cells.size(), 5u) << row.str();
+    EXPECT_NEAR(std::stod(cells[0]), 0.0, 0.051) << row.str();
+    EXPECT_NEAR(std::stod(cells[3]), p["communication"]["predicted_pct"].get<double>(), 0.06) << row.str();
+  }
 }
 
 // --reuse with --reuse-tuned: another profile scored on the first sweep's very measurements, its tuned plan

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""comm-cost-breakdown.py: where a plan's communication cost goes, measured and predicted, from the traces of a
+fidelity sweep run with --comm-cost (plain python3, standard library only).
+
+A plan P and its comm-off run C (P+no-comm: the same compute ops, no collective) have the same compute. What
+P takes beyond C, per rank and then averaged over the ranks, in points of C's iteration time:
+
+  compute slower   P's compute ops' own time minus C's: compute slowed by the collectives beside it
+                   (measured: the ops' median durations over the timed iterations; predicted: always 0, the
+                   simulator's spans are an op's own time and what it loses beside a collective is a gap)
+  waits            compute-stream idle time before the ops that wait on a collective (the trace's "wait" flows):
+                   communication the compute did not hide, and the ranks' arrival skew
+  other gaps       the rest of the iteration: the stream's idle time between ops that wait on nothing (the
+                   measured stall, the predicted loss beside a collective and the stall)
+
+and beside them, not part of the sum, the collectives' own time: the communication stream's spans, which the
+waits and the compute partly hide; measured both as each collective's median over the timed iterations and as
+it took in the iteration shown, whose excess over the medians is the collectives' tail (a few collectives of
+an iteration that stall for milliseconds) that an iteration pays and a median does not show.
+
+The measured waits and other gaps come from the one iteration the trace shows (the median one); the compute
+from every timed iteration. Where the model's communication cost goes wrong is where the two columns part.
+
+  scripts/comm-cost-breakdown.py out/fidelity/cpu-gpt-loopback [more configuration folders]
+"""
+import json
+import os
+import sys
+
+SUFFIX = "+no-comm"
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def rank_parts(trace):
+    """Per rank: (compute ops' time, idle before waiting ops, iteration time, collectives' time) of the trace's
+    iteration."""
+    events = trace["traceEvents"]
+    waits = {(e["pid"], e["ts"]) for e in events if e.get("ph") == "f" and e.get("tid") == 0}
+    iteration = trace["domino"]["iteration_time_us"]
+    parts = {}
+    for rank in sorted({e["pid"] for e in events if e.get("ph") == "X"}):
+        ops = sorted((e for e in events if e.get("ph") == "X" and e["pid"] == rank and e["tid"] == 0),
+                     key=lambda e: e["ts"])
+        compute = waited = 0.0
+        end = 0.0
+        for e in ops:
+            compute += e["args"].get("dur_median", e["dur"])
+            if (rank, e["ts"]) in waits:
+                waited += max(0.0, e["ts"] - end)
+            end = e["ts"] + e["dur"]
+        comm = [e for e in events if e.get("ph") == "X" and e["pid"] == rank and e["tid"] == 1]
+        collectives = (sum(e["args"].get("dur_median", e["dur"]) for e in comm), sum(e["dur"] for e in comm))
+        parts[rank] = (compute, waited, iteration, collectives)
+    return parts
+
+
+def breakdown(plan_trace, off_trace):
+    """compute slower, waits, other gaps, their total (P over its comm-off run), and P's collectives (their
+    medians, and as in the iteration shown), each in % of the comm-off iteration."""
+    p, c = rank_parts(plan_trace), rank_parts(off_trace)
+    ranks = sorted(set(p) & set(c))
+    if not ranks:
+        return None
+    sums = [0.0] * 5
+    for r in ranks:
+        (pc, pw, pi, pcoll), (cc, cw, ci, _) = p[r], c[r]
+        slower, waits = pc - cc, pw - cw
+        sums[0] += 100 * slower / ci
+        sums[1] += 100 * waits / ci
+        sums[2] += 100 * ((pi - ci) - slower - waits) / ci
+        sums[3] += 100 * pcoll[0] / ci
+        sums[4] += 100 * pcoll[1] / ci
+    parts = [s / len(ranks) for s in sums]
+    return parts[:3] + [sum(parts[:3])] + parts[3:]
+
+
+def pairs(config):
+    """(plan's file stem, its comm-off run's) for the plans of a configuration's measured folder."""
+    meas = os.path.join(config, "meas")
+    stems = {f[: -len(".trace.json")] for f in os.listdir(meas) if f.endswith(".trace.json")}
+    for stem in sorted(stems):
+        off = "no-comm" if stem == "megatron-sync" else stem + SUFFIX
+        if stem.endswith(SUFFIX) or off not in stems:
+            continue
+        yield stem, off
+
+
+def report(config):
+    print(f"## {os.path.basename(os.path.normpath(config))}\n")
+    print("| plan | compute slower: pred / meas | waits: pred / meas | other gaps: pred / meas "
+          "| communication cost: pred / meas | collectives' own time: pred / meas median / meas this iteration |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for stem, off in pairs(config):
+        row = {}
+        for side in ("pred", "meas"):
+            a = os.path.join(config, side, stem + ".trace.json")
+            b = os.path.join(config, side, off + ".trace.json")
+            row[side] = breakdown(load(a), load(b)) if os.path.exists(a) and os.path.exists(b) else None
+        if row["pred"] is None or row["meas"] is None:
+            continue
+        plan = load(os.path.join(config, "meas", stem + ".trace.json"))["domino"].get("strategy", stem)
+        cells = " | ".join(f"{row['pred'][i]:+.1f} / {row['meas'][i]:+.1f}" for i in range(4))
+        cells += f" | {row['pred'][4]:.1f} / {row['meas'][4]:.1f} / {row['meas'][5]:.1f}"
+        print(f"| {plan} | {cells} |")
+    print()
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
+    if len(argv) < 2:
+        print("usage: comm-cost-breakdown.py CONFIG_DIR [CONFIG_DIR ...] (--help: what it prints)", file=sys.stderr)
+        return 2
+    for config in argv[1:]:
+        if not os.path.isdir(os.path.join(config, "meas")):
+            print(f"comm-cost-breakdown: {config}: no meas/ folder (a fidelity sweep's configuration)",
+                  file=sys.stderr)
+            return 2
+        report(config)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
