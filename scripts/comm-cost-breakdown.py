@@ -121,7 +121,11 @@ def main(argv):
             print(f"comm-cost-breakdown: {config}: no meas/ folder (a fidelity sweep's configuration)",
                   file=sys.stderr)
             return 2
-        report(config)
+        try:
+            report(config)
+        except (OSError, ValueError, KeyError, TypeError) as e:  # a trace that is not a domino trace
+            print(f"comm-cost-breakdown: {config}: unreadable trace ({type(e).__name__}: {e})", file=sys.stderr)
+            return 2
     return 0
 
 
