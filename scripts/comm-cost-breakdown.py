@@ -27,7 +27,7 @@ import json
 import os
 import sys
 
-SUFFIX = "+no-comm"
+from fidelity_comm_cost import comm_off_name, is_comm_off_run
 
 
 def load(path):
@@ -83,10 +83,9 @@ def pairs(config):
     meas = os.path.join(config, "meas")
     stems = {f[: -len(".trace.json")] for f in os.listdir(meas) if f.endswith(".trace.json")}
     for stem in sorted(stems):
-        off = "no-comm" if stem == "megatron-sync" else stem + SUFFIX
-        if stem.endswith(SUFFIX) or off not in stems:
-            continue
-        yield stem, off
+        off = comm_off_name(stem)
+        if not is_comm_off_run(stem) and off in stems:
+            yield stem, off
 
 
 def report(config):
@@ -95,18 +94,23 @@ def report(config):
           "| communication cost: pred / meas | collectives' own time: pred / meas median / meas this iteration |")
     print("|---|---:|---:|---:|---:|---:|")
     for stem, off in pairs(config):
-        row = {}
+        traces = {}
         for side in ("pred", "meas"):
-            a = os.path.join(config, side, stem + ".trace.json")
-            b = os.path.join(config, side, off + ".trace.json")
-            row[side] = breakdown(load(a), load(b)) if os.path.exists(a) and os.path.exists(b) else None
-        if row["pred"] is None or row["meas"] is None:
-            continue
-        plan = load(os.path.join(config, "meas", stem + ".trace.json"))["domino"].get("strategy", stem)
-        cells = " | ".join(f"{row['pred'][i]:+.1f} / {row['meas'][i]:+.1f}" for i in range(4))
-        cells += f" | {row['pred'][4]:.1f} / {row['meas'][4]:.1f} / {row['meas'][5]:.1f}"
-        print(f"| {plan} | {cells} |")
+            paths = [os.path.join(config, side, name + ".trace.json") for name in (stem, off)]
+            if not all(os.path.exists(path) for path in paths):
+                break
+            traces[side] = [load(path) for path in paths]
+        else:
+            row = {side: breakdown(*pair) for side, pair in traces.items()}
+            if row["pred"] is not None and row["meas"] is not None:
+                print_row(traces["meas"][0]["domino"].get("strategy", stem), row)
     print()
+
+
+def print_row(plan, row):
+    cells = " | ".join(f"{row['pred'][i]:+.1f} / {row['meas'][i]:+.1f}" for i in range(4))
+    cells += f" | {row['pred'][4]:.1f} / {row['meas'][4]:.1f} / {row['meas'][5]:.1f}"
+    print(f"| {plan} | {cells} |")
 
 
 def main(argv):
