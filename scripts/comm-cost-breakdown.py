@@ -14,9 +14,10 @@ P takes beyond C, per rank and then averaged over the ranks, in points of C's it
                    measured stall, the predicted loss beside a collective and the stall)
 
 and beside them, not part of the sum, the collectives' own time: the communication stream's spans, which the
-waits and the compute partly hide; measured both as each collective's median over the timed iterations and as
-it took in the iteration shown, whose excess over the medians is the collectives' tail (a few collectives of
-an iteration that stall for milliseconds) that an iteration pays and a median does not show.
+waits and the compute partly hide; measured as each collective's median over the timed iterations, as its mean
+over them (traces that record it; "-" otherwise) and as it took in the iteration shown. The mean's excess over
+the median is the collectives' tail: a collective that stalls for milliseconds in a few iterations keeps its
+median, and an iteration of many collectives pays the mean.
 
 The measured waits and other gaps come from the one iteration the trace shows (the median one); the compute
 from every timed iteration. Where the model's communication cost goes wrong is where the two columns part.
@@ -53,28 +54,30 @@ def rank_parts(trace):
                 waited += max(0.0, e["ts"] - end)
             end = e["ts"] + e["dur"]
         comm = [e for e in events if e.get("ph") == "X" and e["pid"] == rank and e["tid"] == 1]
-        collectives = (sum(e["args"].get("dur_median", e["dur"]) for e in comm), sum(e["dur"] for e in comm))
+        means = [e["args"].get("dur_mean") for e in comm]
+        collectives = (sum(e["args"].get("dur_median", e["dur"]) for e in comm),
+                       sum(means) if None not in means else None, sum(e["dur"] for e in comm))
         parts[rank] = (compute, waited, iteration, collectives)
     return parts
 
 
 def breakdown(plan_trace, off_trace):
     """compute slower, waits, other gaps, their total (P over its comm-off run), and P's collectives (their
-    medians, and as in the iteration shown), each in % of the comm-off iteration."""
+    medians, their means or None, and as in the iteration shown), each in % of the comm-off iteration."""
     p, c = rank_parts(plan_trace), rank_parts(off_trace)
     ranks = sorted(set(p) & set(c))
     if not ranks:
         return None
-    sums = [0.0] * 5
+    sums = [0.0] * 6
     for r in ranks:
         (pc, pw, pi, pcoll), (cc, cw, ci, _) = p[r], c[r]
         slower, waits = pc - cc, pw - cw
         sums[0] += 100 * slower / ci
         sums[1] += 100 * waits / ci
         sums[2] += 100 * ((pi - ci) - slower - waits) / ci
-        sums[3] += 100 * pcoll[0] / ci
-        sums[4] += 100 * pcoll[1] / ci
-    parts = [s / len(ranks) for s in sums]
+        for i, value in enumerate(pcoll):
+            sums[3 + i] = None if value is None or sums[3 + i] is None else sums[3 + i] + 100 * value / ci
+    parts = [None if s is None else s / len(ranks) for s in sums]
     return parts[:3] + [sum(parts[:3])] + parts[3:]
 
 
@@ -91,7 +94,8 @@ def pairs(config):
 def report(config):
     print(f"## {os.path.basename(os.path.normpath(config))}\n")
     print("| plan | compute slower: pred / meas | waits: pred / meas | other gaps: pred / meas "
-          "| communication cost: pred / meas | collectives' own time: pred / meas median / meas this iteration |")
+          "| communication cost: pred / meas | collectives' own time: pred / meas median / meas mean / meas this "
+          "iteration |")
     print("|---|---:|---:|---:|---:|---:|")
     for stem, off in pairs(config):
         traces = {}
@@ -109,7 +113,8 @@ def report(config):
 
 def print_row(plan, row):
     cells = " | ".join(f"{row['pred'][i]:+.1f} / {row['meas'][i]:+.1f}" for i in range(4))
-    cells += f" | {row['pred'][4]:.1f} / {row['meas'][4]:.1f} / {row['meas'][5]:.1f}"
+    mean = "-" if row["meas"][5] is None else f"{row['meas'][5]:.1f}"
+    cells += f" | {row['pred'][4]:.1f} / {row['meas'][4]:.1f} / {mean} / {row['meas'][6]:.1f}"
     print(f"| {plan} | {cells} |")
 
 

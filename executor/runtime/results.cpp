@@ -58,7 +58,10 @@ void attach_duration_spread(const std::vector<RankResult>& ranks, const std::vec
     if (it == durations.end()) continue;
     std::vector<double>& d = it->second;
     std::sort(d.begin(), d.end());
-    s.spread = {int32_t(d.size()), percentile_sorted(d, 0.1), percentile_sorted(d, 0.5), percentile_sorted(d, 0.9)};
+    double sum = 0;
+    for (double v : d) sum += v;
+    s.spread = {int32_t(d.size()), percentile_sorted(d, 0.1), percentile_sorted(d, 0.5),
+                percentile_sorted(d, 0.9), sum / double(d.size())};
   }
 }
 

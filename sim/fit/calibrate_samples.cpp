@@ -78,7 +78,7 @@ double busy_time(const Intervals& busy, double from, double to) {
 struct PerOp {
   Op op;
   std::vector<std::pair<double, double>> dur_overlap;
-  std::vector<double> starts;  // per rank
+  std::vector<std::pair<int, double>> starts;  // (rank, start on the rank's own clock)
 };
 
 // The opcode a trace event names (args.code): GEMM table rows and memory.per_code figures are per opcode.
@@ -102,10 +102,51 @@ void add_event(const TraceFile& trace, PerOp& po, OpKind kind, const TraceEvent&
   po.op.dtype = dtype;
   // A compute op's duration is its median over the iterations where the trace has it (this iteration's
   // noise is not the op's cost); a collective's stays this iteration's: which rank waits changes from one
-  // iteration to the next, and the overlap and the skew are this iteration's.
-  const double dur = collective(kind) ? e.dur_us : e.typical_dur_us();
+  // iteration to the next, and the overlap and the skew are this iteration's. To it a collective adds its
+  // tail where the trace has its mean: the stalls (milliseconds, in a few iterations of twenty) that leave
+  // its median alone but that every iteration pays on average over its many collectives.
+  const double tail = e.spread.has_mean() ? std::max(0.0, e.spread.mean_us - e.spread.median_us) : 0;
+  const double dur = collective(kind) ? e.dur_us + tail : e.typical_dur_us();
   po.dur_overlap.push_back({dur, busy_time(other_stream, e.start_us, e.start_us + e.dur_us)});
-  po.starts.push_back(e.start_us);
+  po.starts.push_back({e.rank, e.start_us});
+}
+
+// Per rank, what to subtract from its times to put them on the lowest rank's clock: each rank times its
+// iteration from the moment it leaves the barrier before it, and one rank may leave it milliseconds after
+// another (seen: 10 ms at 2 Gbit/s), which on the ranks' own clocks looks like a late arrival at every
+// collective of the iteration. A collective ends on every rank at once (within one message's latency), so the
+// median over the collectives of a rank's end minus the lowest rank's is that rank's offset. Empty when the
+// trace has fewer than two ranks' collectives.
+std::map<int, double> clock_offsets(const TraceFile& trace) {
+  std::map<int, std::map<int, double>> ends;  // op index -> rank -> end
+  for (const TraceEvent& e : trace.events) {
+    const auto kind = kinds_by_name().find(e.kind);
+    if (kind == kinds_by_name().end() || !collective(kind->second) || !e.args.contains("op")) continue;
+    ends[int(whole_number(trace, &e, "args.op", e.args["op"], 0, INT_MAX))][e.rank] = e.start_us + e.dur_us;
+  }
+  int lowest = INT_MAX;
+  for (const auto& [index, by_rank] : ends) lowest = std::min(lowest, by_rank.begin()->first);
+  std::map<int, std::vector<double>> differences;  // rank -> its end minus the lowest rank's, per collective
+  for (const auto& [index, by_rank] : ends) {
+    const auto reference = by_rank.find(lowest);
+    if (reference == by_rank.end()) continue;
+    for (const auto& [rank, end] : by_rank) differences[rank].push_back(end - reference->second);
+  }
+  std::map<int, double> out;
+  if (differences.size() < 2) return out;
+  for (auto& [rank, d] : differences) out[rank] = median_of(std::move(d));
+  return out;
+}
+
+// The ranks' starts of one collective on the lowest rank's clock: what the last rank's wait is measured on.
+std::vector<double> aligned_starts(const std::vector<std::pair<int, double>>& starts,
+                                   const std::map<int, double>& offset) {
+  std::vector<double> out;
+  for (const auto& [rank, start] : starts) {
+    const auto it = offset.find(rank);
+    out.push_back(start - (it == offset.end() ? 0 : it->second));
+  }
+  return out;
 }
 
 // A collective's duration on the rank that arrived last: the transfer alone, without waiting for a peer.
@@ -154,6 +195,7 @@ std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
   std::map<std::pair<int, int>, Intervals> busy;
   for (const TraceEvent& e : trace.events) busy[{e.rank, e.stream}].push_back({e.start_us, e.start_us + e.dur_us});
   const std::map<int, double> between = compute_between_collectives(trace, busy);
+  const std::map<int, double> offset = clock_offsets(trace);
   std::map<int, PerOp> ops;
   for (const TraceEvent& e : trace.events) {
     const auto kind = kinds_by_name().find(e.kind);
@@ -165,7 +207,7 @@ std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
   for (auto& [index, po] : ops) {
     const bool comm = collective(po.op.kind);
     const std::pair<double, double> pick = comm ? fastest(po.dur_overlap) : median_over_ranks(po.dur_overlap);
-    const double skew = comm && po.starts.size() > 1 ? wait_for_last(po.starts) : -1;
+    const double skew = comm && po.starts.size() > 1 ? wait_for_last(aligned_starts(po.starts, offset)) : -1;
     const auto compute = between.find(index);
     const double compute_between = comm && compute != between.end() ? compute->second : -1;
     if (pick.first > 0) out.push_back({po.op, pick.first, pick.second, skew, compute_between});

@@ -14,10 +14,14 @@ namespace domino {
 
 // A measured op's duration over every timed iteration of its rank (samples = 0: not known, e.g. predicted).
 // One iteration's duration carries that iteration's noise; the median over the iterations is what a model
-// can be judged on, and p10..p90 says how far one iteration strays.
+// can be judged on, and p10..p90 says how far one iteration strays. The mean is what an iteration pays on
+// average: a collective that stalls for milliseconds in a few iterations keeps its median and raises its
+// mean. mean_us < 0: not recorded (a trace written before the mean was).
 struct DurationSpread {
   int32_t samples = 0;
   double p10_us = 0, median_us = 0, p90_us = 0;
+  double mean_us = -1;
+  bool has_mean() const { return samples > 0 && mean_us >= 0; }
 };
 
 struct OpSpan {
@@ -40,10 +44,10 @@ struct Timeline {
 // Trace schema, one complete event ("ph":"X") per span: name = op id, cat = op kind, pid = rank,
 // tid = stream (0 compute, 1 comm), ts/dur in microseconds, args = {op, layer, phase, block, slice,
 // chunk, code, m, n, k, flops, bytes; reduce for AllReduce and ReduceScatter; for a measured span with its
-// spread over the iterations: dur_iterations, dur_p10, dur_median, dur_p90}. Flow events tie each collective
-// to the first op that waits on it.
-// Top level: "traceEvents", "displayTimeUnit", and "domino": {source, model, plan strategy, tp,
-// iteration_time_us, iteration_samples_us, peak_memory_bytes, plus `meta`}.
+// spread over the iterations: dur_iterations, dur_p10, dur_median, dur_p90, dur_mean}. Flow events tie each
+// collective to the first op that waits on it. Top level: "traceEvents", "displayTimeUnit", and "domino":
+// {source, model, plan strategy, tp, iteration_time_us, iteration_samples_us, peak_memory_bytes, plus
+// `meta`}.
 void write_trace(const std::string& path, const Schedule& schedule, const Timeline& timeline,
                  const nlohmann::json& meta = nlohmann::json::object());
 nlohmann::json trace_json(const Schedule& schedule, const Timeline& timeline,

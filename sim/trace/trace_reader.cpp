@@ -64,27 +64,36 @@ class EventChecker {
   const json& event_;
 };
 
-// args.dur_iterations/dur_p10/dur_median/dur_p90: all four or none, counts and times that make sense.
+// A spread time: a finite number >= 0.
+double read_spread_time(const EventChecker& check, const json& args, const char* key) {
+  const json& x = args.at(key);
+  if (!x.is_number() || !std::isfinite(x.get<double>()) || x.get<double>() < 0)
+    check.fail(std::string("args.") + key + " must be a finite number >= 0, got " + x.dump());
+  return x.get<double>();
+}
+
+// args.dur_iterations/dur_p10/dur_median/dur_p90: all four or none, counts and times that make sense;
+// dur_mean (optional) only beside them.
 DurationSpread read_duration_spread(const EventChecker& check, const json& args) {
   const char* keys[4] = {"dur_iterations", "dur_p10", "dur_median", "dur_p90"};
   int present = 0;
   for (const char* key : keys) present += args.contains(key) ? 1 : 0;
-  if (present == 0) return {};
+  if (present == 0) {
+    if (args.contains("dur_mean"))
+      check.fail("args.dur_mean needs dur_iterations, dur_p10, dur_median and dur_p90 beside it");
+    return {};
+  }
   if (present < 4) check.fail("args.dur_iterations, dur_p10, dur_median and dur_p90 go together; some are missing");
   const json& n = args.at("dur_iterations");
   if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > 1'000'000)
     check.fail("args.dur_iterations must be a positive integer, got " + n.dump());
   double v[3];
-  for (int i = 0; i < 3; ++i) {
-    const json& x = args.at(keys[i + 1]);
-    if (!x.is_number() || !std::isfinite(x.get<double>()) || x.get<double>() < 0)
-      check.fail(std::string("args.") + keys[i + 1] + " must be a finite number >= 0, got " + x.dump());
-    v[i] = x.get<double>();
-  }
+  for (int i = 0; i < 3; ++i) v[i] = read_spread_time(check, args, keys[i + 1]);
   if (v[0] > v[1] || v[1] > v[2])
     check.fail("args.dur_p10 <= dur_median <= dur_p90 does not hold: " + json(v[0]).dump() + ", " +
                json(v[1]).dump() + ", " + json(v[2]).dump());
-  return {int32_t(n.get<int64_t>()), v[0], v[1], v[2]};
+  const double mean = args.contains("dur_mean") ? read_spread_time(check, args, "dur_mean") : -1;
+  return {int32_t(n.get<int64_t>()), v[0], v[1], v[2], mean};
 }
 
 TraceEvent read_complete_event(const std::string& path, size_t index, const json& e) {

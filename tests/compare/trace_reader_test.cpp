@@ -130,6 +130,19 @@ TEST_F(MalformedTrace, DurationSpreadOutOfOrder) {
              "args":{"dur_iterations":4,"dur_p10":2,"dur_median":1,"dur_p90":3}})"),
              {"dur_p10 <= dur_median <= dur_p90"});
 }
+TEST_F(MalformedTrace, DurationMeanWithoutTheSpread) {
+  expect_bad(
+      "spread_mean_alone.json",
+      with_event(
+          R"({"name":"b","cat":"gemm","ph":"X","ts":3,"dur":1,"pid":0,"tid":0,"args":{"dur_mean":1}})"),
+      {"(b)", "dur_mean needs"});
+}
+TEST_F(MalformedTrace, DurationMeanNegative) {
+  expect_bad("spread_mean_neg.json",
+             with_event(R"({"name":"b","cat":"gemm","ph":"X","ts":3,"dur":1,"pid":0,"tid":0,
+             "args":{"dur_iterations":4,"dur_p10":1,"dur_median":1,"dur_p90":3,"dur_mean":-2}})"),
+             {"dur_mean must be a finite number >= 0"});
+}
 TEST_F(MalformedTrace, DurationSpreadWithoutIterations) {
   expect_bad("spread_n.json", with_event(R"({"name":"b","cat":"gemm","ph":"X","ts":3,"dur":1,"pid":0,"tid":0,
              "args":{"dur_iterations":0,"dur_p10":1,"dur_median":1,"dur_p90":1}})"),

@@ -185,6 +185,7 @@ TEST(Results, SummaryTakesTheMedianIterationAcrossRanks) {
     EXPECT_DOUBLE_EQ(span.spread.median_us, span.rank == 1 ? 29 : 32);
     EXPECT_DOUBLE_EQ(span.spread.p10_us, span.rank == 1 ? 8 + 0.2 * 21 : 19 + 0.2 * 13);
     EXPECT_DOUBLE_EQ(span.spread.p90_us, span.rank == 1 ? 29 + 0.8 * 8 : 32 + 0.8 * 16);
+    EXPECT_DOUBLE_EQ(span.spread.mean_us, span.rank == 1 ? (29 + 8 + 37) / 3.0 : (19 + 48 + 32) / 3.0);
   }
   EXPECT_EQ(s.losses.size(), 4u);
 }

@@ -119,6 +119,38 @@ TEST(ProfilerCalibrate, ArrivalSkewOfAMultiRankTraceBecomesTheSyncTerm) {
   EXPECT_NE(r.report.find("arrival skew"), std::string::npos);
 }
 
+// Each rank times its iteration from its own exit from the barrier before it; here rank 0 left it 10 ms
+// before rank 1, so on their own clocks rank 1 seems 10 ms late at every collective. The collectives' common
+// ends put the ranks on one clock: the skew is the one the trace had before the shift.
+TEST(ProfilerCalibrate, ArrivalSkewIsMeasuredOnOneClockWhenARankLeftTheBarrierLate) {
+  TraceFile trace = skewed_trace("domino_calibrate_clock.json");
+  for (TraceEvent& e : trace.events)
+    if (e.rank == 0) e.start_us += 10000;
+  const CalibrationResult r = calibrate_profile(known_profile(), trace);
+  EXPECT_NEAR(r.profile.intra_node.sync_us, 500, 1e-6);
+}
+
+// A collective that stalls in a few iterations keeps its median and raises its mean: its sample is the
+// iteration's duration plus that tail (what an iteration pays on average); a compute op's stays its median.
+TEST(ProfilerCalibrate, CollectiveSamplesAddTheirTailBeyondTheMedian) {
+  TraceFile trace = skewed_trace("domino_calibrate_tail.json");
+  for (TraceEvent& e : trace.events)
+    if (e.rank == 1) e.spread = {20, 0.9 * e.dur_us, e.dur_us, 1.1 * e.dur_us, e.dur_us + 300};
+  const Profile truth = known_profile();
+  const calibration::TraceSamples in(truth, trace, 0);
+  const CostModel cm(truth);
+  int allreduces = 0;
+  for (const calibration::Sample& s : in.samples) {
+    const double own = cm.op_us(s.op, 2, 4);
+    if (s.op.kind == OpKind::AllReduce) ++allreduces;
+    if (s.op.kind == OpKind::AllReduce)
+      EXPECT_NEAR(s.dur, own + 300, 1e-3 * own);  // rank 1's own time and its tail
+    else
+      EXPECT_NEAR(s.dur, own,
+                  1e-3 * own + 1e-6);  // the median over the ranks: rank 0's and rank 1's are equal
+  }
+  EXPECT_GE(allreduces, 9);
+}
 
 TEST(ProfilerCalibrate, SamplesTakeTheFastestRankOfAnAllReduce) {
   const TraceFile trace = skewed_trace("domino_calibrate_samples.json");
