@@ -226,8 +226,8 @@ TEST_F(FidelitySweep, CommCostRunsEveryPlanBesideItsCommOffRun) {
   }
   EXPECT_NE(slurp(out / "fidelity.md").find("tuned+no-comm (comm-off run, not scored)"), std::string::npos);
   // The breakdown of each plan's communication cost: a row per plan, the predicted total that of
-  // fidelity.json (read from the traces, not the table), and no predicted compute slowdown (a predicted span
-  // is an op's own time).
+  // fidelity.json (read from the traces, not the table), no predicted compute slowdown (a predicted span
+  // is an op's own time), and the collectives' measured mean over the iterations beside their median.
   ASSERT_EQ(run("python3 " + (kScripts / "comm-cost-breakdown.py").string() + " " + cfg.string(), dir / "bd"),
             0)
       << slurp(dir / "bd");
@@ -242,6 +242,11 @@ TEST_F(FidelitySweep, CommCostRunsEveryPlanBesideItsCommOffRun) {
     ASSERT_EQ(cells.size(), 5u) << row.str();
     EXPECT_NEAR(std::stod(cells[0]), 0.0, 0.051) << row.str();
     EXPECT_NEAR(std::stod(cells[3]), p["communication"]["predicted_pct"].get<double>(), 0.06) << row.str();
+    std::vector<std::string> collectives;  // predicted / measured median / measured mean / this iteration
+    std::istringstream own(cells[4]);
+    for (std::string part; std::getline(own, part, '/');) collectives.push_back(part);
+    ASSERT_EQ(collectives.size(), 4u) << row.str();
+    EXPECT_GT(std::stod(collectives[2]), 0.0) << row.str();  // "-" (no mean recorded) would not parse
   }
 }
 
