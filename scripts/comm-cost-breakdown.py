@@ -68,16 +68,13 @@ def breakdown(plan_trace, off_trace):
     ranks = sorted(set(p) & set(c))
     if not ranks:
         return None
-    sums = [0.0] * 6
+    per_rank = []
     for r in ranks:
         (pc, pw, pi, pcoll), (cc, cw, ci, _) = p[r], c[r]
         slower, waits = pc - cc, pw - cw
-        sums[0] += 100 * slower / ci
-        sums[1] += 100 * waits / ci
-        sums[2] += 100 * ((pi - ci) - slower - waits) / ci
-        for i, value in enumerate(pcoll):
-            sums[3 + i] = None if value is None or sums[3 + i] is None else sums[3 + i] + 100 * value / ci
-    parts = [None if s is None else s / len(ranks) for s in sums]
+        values = [slower, waits, (pi - ci) - slower - waits, *pcoll]
+        per_rank.append([None if v is None else 100 * v / ci for v in values])
+    parts = [None if None in column else sum(column) / len(column) for column in zip(*per_rank)]
     return parts[:3] + [sum(parts[:3])] + parts[3:]
 
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <utility>
 
 #include "sim/base/error.hpp"
@@ -58,10 +59,8 @@ void attach_duration_spread(const std::vector<RankResult>& ranks, const std::vec
     if (it == durations.end()) continue;
     std::vector<double>& d = it->second;
     std::sort(d.begin(), d.end());
-    double sum = 0;
-    for (double v : d) sum += v;
     s.spread = {int32_t(d.size()), percentile_sorted(d, 0.1), percentile_sorted(d, 0.5),
-                percentile_sorted(d, 0.9), sum / double(d.size())};
+                percentile_sorted(d, 0.9), std::accumulate(d.begin(), d.end(), 0.0) / double(d.size())};
   }
 }
 

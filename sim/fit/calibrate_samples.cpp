@@ -78,7 +78,11 @@ double busy_time(const Intervals& busy, double from, double to) {
 struct PerOp {
   Op op;
   std::vector<std::pair<double, double>> dur_overlap;
-  std::vector<std::pair<int, double>> starts;  // (rank, start on the rank's own clock)
+  struct RankSpan {
+    int rank;
+    double start_us, end_us;  // on the rank's own clock
+  };
+  std::vector<RankSpan> spans;
 };
 
 // The opcode a trace event names (args.code): GEMM table rows and memory.per_code figures are per opcode.
@@ -108,7 +112,7 @@ void add_event(const TraceFile& trace, PerOp& po, OpKind kind, const TraceEvent&
   const double tail = e.spread.has_mean() ? std::max(0.0, e.spread.mean_us - e.spread.median_us) : 0;
   const double dur = collective(kind) ? e.dur_us + tail : e.typical_dur_us();
   po.dur_overlap.push_back({dur, busy_time(other_stream, e.start_us, e.start_us + e.dur_us)});
-  po.starts.push_back({e.rank, e.start_us});
+  po.spans.push_back({e.rank, e.start_us, e.start_us + e.dur_us});
 }
 
 // Per rank, what to subtract from its times to put them on the lowest rank's clock: each rank times its
@@ -117,20 +121,18 @@ void add_event(const TraceFile& trace, PerOp& po, OpKind kind, const TraceEvent&
 // collective of the iteration. A collective ends on every rank at once (within one message's latency), so the
 // median over the collectives of a rank's end minus the lowest rank's is that rank's offset. Empty when the
 // trace has fewer than two ranks' collectives.
-std::map<int, double> clock_offsets(const TraceFile& trace) {
-  std::map<int, std::map<int, double>> ends;  // op index -> rank -> end
-  for (const TraceEvent& e : trace.events) {
-    const auto kind = kinds_by_name().find(e.kind);
-    if (kind == kinds_by_name().end() || !collective(kind->second) || !e.args.contains("op")) continue;
-    ends[int(whole_number(trace, &e, "args.op", e.args["op"], 0, INT_MAX))][e.rank] = e.start_us + e.dur_us;
-  }
+std::map<int, double> clock_offsets(const std::map<int, PerOp>& ops) {
   int lowest = INT_MAX;
-  for (const auto& [index, by_rank] : ends) lowest = std::min(lowest, by_rank.begin()->first);
+  for (const auto& [index, po] : ops)
+    if (collective(po.op.kind))
+      for (const PerOp::RankSpan& s : po.spans) lowest = std::min(lowest, s.rank);
   std::map<int, std::vector<double>> differences;  // rank -> its end minus the lowest rank's, per collective
-  for (const auto& [index, by_rank] : ends) {
-    const auto reference = by_rank.find(lowest);
-    if (reference == by_rank.end()) continue;
-    for (const auto& [rank, end] : by_rank) differences[rank].push_back(end - reference->second);
+  for (const auto& [index, po] : ops) {
+    if (!collective(po.op.kind)) continue;
+    const auto reference = std::find_if(po.spans.begin(), po.spans.end(),
+                                        [lowest](const PerOp::RankSpan& s) { return s.rank == lowest; });
+    if (reference == po.spans.end()) continue;
+    for (const PerOp::RankSpan& s : po.spans) differences[s.rank].push_back(s.end_us - reference->end_us);
   }
   std::map<int, double> out;
   if (differences.size() < 2) return out;
@@ -139,12 +141,12 @@ std::map<int, double> clock_offsets(const TraceFile& trace) {
 }
 
 // The ranks' starts of one collective on the lowest rank's clock: what the last rank's wait is measured on.
-std::vector<double> aligned_starts(const std::vector<std::pair<int, double>>& starts,
+std::vector<double> aligned_starts(const std::vector<PerOp::RankSpan>& spans,
                                    const std::map<int, double>& offset) {
   std::vector<double> out;
-  for (const auto& [rank, start] : starts) {
-    const auto it = offset.find(rank);
-    out.push_back(start - (it == offset.end() ? 0 : it->second));
+  for (const PerOp::RankSpan& s : spans) {
+    const auto it = offset.find(s.rank);
+    out.push_back(s.start_us - (it == offset.end() ? 0 : it->second));
   }
   return out;
 }
@@ -195,7 +197,6 @@ std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
   std::map<std::pair<int, int>, Intervals> busy;
   for (const TraceEvent& e : trace.events) busy[{e.rank, e.stream}].push_back({e.start_us, e.start_us + e.dur_us});
   const std::map<int, double> between = compute_between_collectives(trace, busy);
-  const std::map<int, double> offset = clock_offsets(trace);
   std::map<int, PerOp> ops;
   for (const TraceEvent& e : trace.events) {
     const auto kind = kinds_by_name().find(e.kind);
@@ -203,11 +204,12 @@ std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
     const int64_t index = whole_number(trace, &e, "args.op", e.args["op"], 0, INT_MAX);
     add_event(trace, ops[int(index)], kind->second, e, dtype, busy[{e.rank, 1 - e.stream}]);
   }
+  const std::map<int, double> offset = clock_offsets(ops);
   std::vector<Sample> out;
   for (auto& [index, po] : ops) {
     const bool comm = collective(po.op.kind);
     const std::pair<double, double> pick = comm ? fastest(po.dur_overlap) : median_over_ranks(po.dur_overlap);
-    const double skew = comm && po.starts.size() > 1 ? wait_for_last(aligned_starts(po.starts, offset)) : -1;
+    const double skew = comm && po.spans.size() > 1 ? wait_for_last(aligned_starts(po.spans, offset)) : -1;
     const auto compute = between.find(index);
     const double compute_between = comm && compute != between.end() ? compute->second : -1;
     if (pick.first > 0) out.push_back({po.op, pick.first, pick.second, skew, compute_between});
