@@ -99,6 +99,7 @@ void run_several_plans_rank(const ExecOptions& o, const PlanSet& set, const Comm
     runners.push_back(std::make_unique<IterationRunner>(job.schedule, *backends.back(), &comm, rank,
                                                         runner_options(o.run, *backends.back())));
     results[i].rank = rank;
+    results[i].clock_domain = steady_clock_domain();
     results[i].peak_memory_bytes = backends.back()->peak_memory_bytes();
   }
   const bool report = rank == 0 && !o.run.quiet;

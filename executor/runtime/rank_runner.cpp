@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -235,6 +236,16 @@ IterationRecord IterationRunner::run_next(bool timed) {
   return rec;
 }
 
+std::string steady_clock_domain() {
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (!std::getline(boot, id) || id.empty()) return {};
+  // Kernels without time namespaces have no such link, and nothing can shift their monotonic clock.
+  std::error_code ec;
+  const std::filesystem::path ns = std::filesystem::read_symlink("/proc/self/ns/time", ec);
+  return id + " " + (ec ? std::string("no time namespace") : ns.string());
+}
+
 RankResult run_iterations(const Schedule& schedule, Backend& backend, GlooComm* comm, int rank,
                           const RunnerOptions& options,
                           const std::function<void(int, const IterationRecord&)>& on_iteration) {
@@ -243,6 +254,7 @@ RankResult run_iterations(const Schedule& schedule, Backend& backend, GlooComm* 
                     std::to_string(options.iters) + ")");
   RankResult result;
   result.rank = rank;
+  result.clock_domain = steady_clock_domain();
   // Workers are destroyed (joined) before an error leaves this function.
   IterationRunner runner(schedule, backend, comm, rank, options);
   result.peak_memory_bytes = backend.peak_memory_bytes();

@@ -42,7 +42,14 @@ struct RankResult {
   int rank = 0;
   std::vector<IterationRecord> iterations;  // warm-up and timed, in order
   int64_t peak_memory_bytes = 0;
+  // Ranks with the same (non-empty) domain read one steady clock, so their iterations' start_us compare
+  // (steady_clock_domain()).
+  std::string clock_domain;
 };
+
+// The steady clock this process reads, named: the host's boot id and the process's time namespace (both
+// shift CLOCK_MONOTONIC, which std::chrono::steady_clock reads on Linux). Empty where either is unknown.
+std::string steady_clock_domain();
 
 // One plan's iterations, one at a time: verifies the schedule (verify_schedule of sim/ir/verify.hpp: BadInput
 // naming the op) and starts one worker thread per stream on construction; each run_next() is one iteration

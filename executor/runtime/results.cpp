@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <utility>
@@ -22,7 +23,11 @@ std::string rank_result_to_text(const RankResult& r) {
                           {"loss", std::isfinite(it.loss) ? nlohmann::json(it.loss) : nlohmann::json(nullptr)},
                           {"spans", std::move(spans)}});
   }
-  return nlohmann::json{{"rank", r.rank}, {"peak_memory_bytes", r.peak_memory_bytes}, {"iterations", iterations}}.dump();
+  return nlohmann::json{{"rank", r.rank},
+                        {"peak_memory_bytes", r.peak_memory_bytes},
+                        {"clock_domain", r.clock_domain},
+                        {"iterations", iterations}}
+      .dump();
 }
 
 RankResult rank_result_from_text(const std::string& text) {
@@ -31,6 +36,7 @@ RankResult rank_result_from_text(const std::string& text) {
     const auto j = nlohmann::json::parse(text);
     r.rank = j.at("rank").get<int>();
     r.peak_memory_bytes = j.at("peak_memory_bytes").get<int64_t>();
+    r.clock_domain = j.at("clock_domain").get<std::string>();
     for (const auto& it : j.at("iterations")) {
       IterationRecord rec;
       rec.timed = it.at("timed").get<bool>();
@@ -47,6 +53,20 @@ RankResult rank_result_from_text(const std::string& text) {
 }
 
 namespace {
+
+// Indexed by rank: how long after the earliest rank each started iteration i; empty unless every rank reads
+// one clock and the ranks are numbered 0 .. n-1.
+std::vector<double> start_offsets(const std::vector<RankResult>& ranks, size_t i) {
+  double earliest = std::numeric_limits<double>::infinity();
+  for (const RankResult& r : ranks) {
+    if (r.clock_domain.empty() || r.clock_domain != ranks[0].clock_domain) return {};
+    if (r.rank < 0 || size_t(r.rank) >= ranks.size()) return {};
+    earliest = std::min(earliest, r.iterations[i].start_us);
+  }
+  std::vector<double> offsets(ranks.size(), 0.0);
+  for (const RankResult& r : ranks) offsets[size_t(r.rank)] = r.iterations[i].start_us - earliest;
+  return offsets;
+}
 
 // Per rank, each op's duration over the timed iterations, attached to the representative iteration's spans.
 void attach_duration_spread(const std::vector<RankResult>& ranks, const std::vector<size_t>& timed, Timeline& tl) {
@@ -118,9 +138,12 @@ RunSummary summarize(const std::vector<RankResult>& ranks, const Schedule& sched
     size_t pick = 0;
     for (size_t k = 1; k < timed.size(); ++k)
       if (std::abs(samples[k] - out.median_us) < std::abs(samples[pick] - out.median_us)) pick = k;
-    for (const RankResult& r : ranks)
+    tl.rank_start_offsets_us = start_offsets(ranks, timed[pick]);
+    for (const RankResult& r : ranks) {
+      const double shift = tl.rank_start_offsets_us.empty() ? 0.0 : tl.rank_start_offsets_us[size_t(r.rank)];
       for (const OpTiming& t : r.iterations[timed[pick]].spans)
-        tl.spans.push_back({t.op, int32_t(r.rank), t.start_us, t.end_us, {}});
+        tl.spans.push_back({t.op, int32_t(r.rank), t.start_us + shift, t.end_us + shift, {}});
+    }
     attach_duration_spread(ranks, timed, tl);
   }
   std::vector<const RankResult*> by_rank;

@@ -28,8 +28,9 @@ struct RunSummary {
 };
 
 // Iteration time = the latest end over ranks of that iteration's ops (every rank starts after a barrier).
-// The timeline's spans are those of the timed iteration whose time is the median; each carries its op's
-// duration spread over all timed iterations of its rank. Runtime error when a span names an op that
+// The timeline's spans are those of the timed iteration whose time is the median, on one clock where the
+// ranks read one (Timeline::rank_start_offsets_us); each carries its op's duration spread over all timed
+// iterations of its rank. Runtime error when a span names an op that
 // `schedule` does not have.
 RunSummary summarize(const std::vector<RankResult>& ranks, const Schedule& schedule);
 

@@ -120,7 +120,8 @@ void add_event(const TraceFile& trace, PerOp& po, OpKind kind, const TraceEvent&
 // another (seen: 10 ms at 2 Gbit/s), which on the ranks' own clocks looks like a late arrival at every
 // collective of the iteration. A collective ends on every rank at once (within one message's latency), so the
 // median over the collectives of a rank's end minus the lowest rank's is that rank's offset. Empty when the
-// trace has fewer than two ranks' collectives.
+// trace has fewer than two ranks' collectives. domino-exec writes ranks of one host on one clock already
+// (offsets near 0); ranks on several hosts, and traces written before, keep their own clocks.
 std::map<int, double> clock_offsets(const std::map<int, PerOp>& ops) {
   int lowest = INT_MAX;
   for (const auto& [index, po] : ops)

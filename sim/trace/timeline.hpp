@@ -39,6 +39,10 @@ struct Timeline {
   double iteration_us = 0;    // predicted time, or the measured median
   std::vector<double> iteration_samples_us;  // measured: one per timed iteration
   std::vector<int64_t> peak_memory_bytes;    // per rank
+  // Measured: per rank, how long after the earliest rank it started the iteration shown, when the ranks read
+  // one clock; the spans are then on that clock (a rank that left the barrier late starts late). Empty when
+  // they do not (ranks on several hosts): each rank's spans then count from its own start.
+  std::vector<double> rank_start_offsets_us;
 };
 
 // Trace schema, one complete event ("ph":"X") per span: name = op id, cat = op kind, pid = rank,

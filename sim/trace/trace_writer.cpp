@@ -116,6 +116,11 @@ json trace_json(const Schedule& schedule, const Timeline& timeline, const json& 
   domino["iteration_time_us"] = timeline.iteration_us;
   domino["iteration_samples_us"] = timeline.iteration_samples_us;
   domino["peak_memory_bytes"] = timeline.peak_memory_bytes;
+  if (timeline.source == "measured") {
+    domino["rank_clocks"] = timeline.rank_start_offsets_us.empty() ? "per-rank" : "shared";
+    if (!timeline.rank_start_offsets_us.empty())
+      domino["rank_start_offsets_us"] = timeline.rank_start_offsets_us;
+  }
   return json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ns"}, {"domino", std::move(domino)}};
 }
 

@@ -217,5 +217,41 @@ TEST(Results, ComputeBusyIsEachRanksComputeStreamTimePerTimedIteration) {
   EXPECT_THROW(summarize({stray}, schedule), Error);
 }
 
+TEST(Results, RanksOnOneClockShowWhenEachLeftTheBarrier) {
+  Schedule one_op;
+  one_op.ops.resize(1);
+  auto rank = [](int r, double start_us, const std::string& clock) {
+    RankResult res;
+    res.rank = r;
+    res.clock_domain = clock;
+    IterationRecord it;
+    it.timed = true;
+    it.start_us = start_us;
+    it.time_us = 40;
+    it.spans = {{0, 10, 40}};
+    res.iterations.push_back(it);
+    return rank_result_from_text(rank_result_to_text(res));  // through the wire format
+  };
+  // Rank 1 left the barrier 700 us after rank 0: on one clock its op starts 700 us later.
+  const RunSummary shared = summarize({rank(1, 5700, "boot-a ns-1"), rank(0, 5000, "boot-a ns-1")}, one_op);
+  EXPECT_EQ(shared.timeline.rank_start_offsets_us, (std::vector<double>{0, 700}));
+  for (const OpSpan& span : shared.timeline.spans) {
+    EXPECT_DOUBLE_EQ(span.start_us, span.rank == 1 ? 710 : 10);
+    EXPECT_DOUBLE_EQ(span.end_us, span.rank == 1 ? 740 : 40);
+  }
+  const nlohmann::json meta = trace_json(one_op, shared.timeline)["domino"];
+  EXPECT_EQ(meta["rank_clocks"], "shared");
+  EXPECT_EQ(meta["rank_start_offsets_us"][1].get<double>(), 700);
+  // Two hosts (or an unknown clock): their steady clocks do not compare, each rank keeps its own start.
+  for (const std::string other : {"boot-b ns-1", ""}) {
+    const RunSummary apart = summarize({rank(1, 5700, other), rank(0, 5000, "boot-a ns-1")}, one_op);
+    EXPECT_TRUE(apart.timeline.rank_start_offsets_us.empty());
+    for (const OpSpan& span : apart.timeline.spans) EXPECT_DOUBLE_EQ(span.start_us, 10);
+    EXPECT_EQ(trace_json(one_op, apart.timeline)["domino"]["rank_clocks"], "per-rank");
+  }
+  // This process's own clock is named (Linux: the boot id, then the time namespace).
+  EXPECT_FALSE(steady_clock_domain().empty());
+}
+
 }  // namespace
 }  // namespace domino
