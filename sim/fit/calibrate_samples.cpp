@@ -104,13 +104,17 @@ void add_event(const TraceFile& trace, PerOp& po, OpKind kind, const TraceEvent&
   po.op.flops = e.flops;
   po.op.bytes = e.bytes;
   po.op.dtype = dtype;
-  // A compute op's duration is its median over the iterations where the trace has it (this iteration's
-  // noise is not the op's cost); a collective's stays this iteration's: which rank waits changes from one
-  // iteration to the next, and the overlap and the skew are this iteration's. To it a collective adds its
-  // tail where the trace has its mean: the stalls (milliseconds, in a few iterations of twenty) that leave
-  // its median alone but that every iteration pays on average over its many collectives.
+  // What an iteration pays for the op on average, not this iteration's noise nor its typical (median) time:
+  // an op preempted for milliseconds in a few iterations keeps its median, and an iteration of hundreds of
+  // ops pays their means. A compute op's duration is its mean over the iterations where the trace has it
+  // (its median in traces without the mean, this iteration's in traces without either). A collective's
+  // stays this iteration's, since which rank waits changes from one iteration to the next and the overlap
+  // and the skew are this iteration's; to it the collective adds its tail, mean minus median, where the trace
+  // has its mean.
   const double tail = e.spread.has_mean() ? std::max(0.0, e.spread.mean_us - e.spread.median_us) : 0;
-  const double dur = collective(kind) ? e.dur_us + tail : e.typical_dur_us();
+  const double dur = collective(kind)      ? e.dur_us + tail
+                     : e.spread.has_mean() ? e.spread.mean_us
+                                           : e.typical_dur_us();
   po.dur_overlap.push_back({dur, busy_time(other_stream, e.start_us, e.start_us + e.dur_us)});
   po.spans.push_back({e.rank, e.start_us, e.start_us + e.dur_us});
 }
