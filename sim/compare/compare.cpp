@@ -1,15 +1,38 @@
 // compare.cpp: compare_traces, aligning the predicted and the measured trace op by op and deriving the
 // error figures (iteration time, per-op duration error by kind, the ops that explain the difference).
+#include "sim/compare/compare.hpp"
+
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
 
-#include "sim/compare/compare.hpp"
 #include "sim/base/error.hpp"
 
 namespace domino {
 namespace {
+
+// A rank that started the measured iteration later than this (and than this share of the iteration) after the
+// earliest: on a busy host a rank descheduled as it leaves the barrier (milliseconds, seen at 2 Gbit/s).
+constexpr double kLateRankUs = 1000, kLateRankShare = 0.01;
+
+// Measured traces of ranks on one clock say how late each rank started (rank_start_offsets_us): such a rank's
+// ops show late, and the ranks before it wait for it at their first collective.
+void warn_of_late_ranks(const TraceFile& measured, double iteration_us, std::vector<std::string>& warnings) {
+  const auto offsets = measured.meta.find("rank_start_offsets_us");
+  if (offsets == measured.meta.end() || !offsets->is_array()) return;
+  for (size_t rank = 0; rank < offsets->size(); ++rank) {
+    const nlohmann::json& late = (*offsets)[rank];
+    if (late.is_number() && late.get<double>() > std::max(kLateRankUs, kLateRankShare * iteration_us))
+      warnings.push_back(fmt::format(
+          "rank {} started the measured iteration {:.1f} ms after the earliest rank (it left the barrier "
+          "late): "
+          "its ops show late, and the other ranks' wait for it at their first collective is in the iteration",
+          rank, late.get<double>() / 1e3));
+  }
+}
 
 using RankEvents = std::map<int, std::vector<const TraceEvent*>>;
 
@@ -230,6 +253,7 @@ Comparison compare_traces(const TraceFile& predicted, const TraceFile& measured,
   } else {
     c.warnings.push_back("predicted iteration time is 0: iteration error not defined");
   }
+  warn_of_late_ranks(measured, c.measured.iteration_us, c.warnings);
   if (c.ops.empty()) c.warnings.push_back("no op id is present in both traces: are these traces of the same model?");
   if (predicted.source == "measured") c.warnings.push_back(predicted.path + " says it is a measured trace (arguments swapped?)");
   if (measured.source == "predicted") c.warnings.push_back(measured.path + " says it is a predicted trace (arguments swapped?)");

@@ -185,6 +185,26 @@ TEST(CompareTraces, WarnsWhenSidesLookSwapped) {
             2);
 }
 
+TEST(CompareTraces, WarnsOfARankThatStartedTheMeasuredIterationLate) {
+  const TraceFile p = trace("p.json", {span("x", "gemm", 0, 0, 0, 100000)});
+  const auto measured = [](double late_us) {
+    return trace(
+        "m.json", {span("x", "gemm", 0, 0, 0, 100000), span("x", "gemm", 1, 0, late_us, 100000)},
+        {{"source", "measured"}, {"rank_clocks", "shared"}, {"rank_start_offsets_us", {0, late_us}}});
+  };
+  const auto late_warnings = [](const Comparison& c) {
+    std::vector<std::string> out;
+    for (const std::string& w : c.warnings)
+      if (w.find("left the barrier late") != std::string::npos) out.push_back(w);
+    return out;
+  };
+  const std::vector<std::string> late = late_warnings(compare_traces(p, measured(9700)));
+  ASSERT_EQ(late.size(), 1u);
+  EXPECT_NE(late[0].find("rank 1 started the measured iteration 9.7 ms"), std::string::npos) << late[0];
+  // 0.5 ms: under both the 1 ms and the 1 % of the iteration that a late start must pass.
+  EXPECT_TRUE(late_warnings(compare_traces(p, measured(500))).empty());
+}
+
 TEST(CompareTraces, TopErrorOpsPreferTheCriticalPath) {
   // hidden [5,7) AllReduce is 10x slower measured but stays hidden: b is on the path, hidden is not.
   TraceFile p = trace("p.json", {span("a", "gemm", 0, 0, 0, 5), span("hidden", "allreduce", 0, 1, 5, 1),
