@@ -30,8 +30,7 @@ struct RunSummary {
 // Iteration time = the latest end over ranks of that iteration's ops (every rank starts after a barrier).
 // The timeline's spans are those of the timed iteration whose time is the median, on one clock where the
 // ranks read one (Timeline::rank_start_offsets_us); each carries its op's duration spread over all timed
-// iterations of its rank. Runtime error when a span names an op that
-// `schedule` does not have.
+// iterations of its rank. Runtime error when a span names an op that `schedule` does not have.
 RunSummary summarize(const std::vector<RankResult>& ranks, const Schedule& schedule);
 
 nlohmann::json summary_json(const RunSummary& summary, const Schedule& schedule, const nlohmann::json& meta);

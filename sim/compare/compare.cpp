@@ -27,9 +27,8 @@ void warn_of_late_ranks(const TraceFile& measured, double iteration_us, std::vec
     const nlohmann::json& late = (*offsets)[rank];
     if (late.is_number() && late.get<double>() > std::max(kLateRankUs, kLateRankShare * iteration_us))
       warnings.push_back(fmt::format(
-          "rank {} started the measured iteration {:.1f} ms after the earliest rank (it left the barrier "
-          "late): "
-          "its ops show late, and the other ranks' wait for it at their first collective is in the iteration",
+          "rank {} started the measured iteration {:.1f} ms after the earliest (it left the barrier late):"
+          " its ops show late, and the other ranks' wait for it at a collective is in the iteration",
           rank, late.get<double>() / 1e3));
   }
 }
