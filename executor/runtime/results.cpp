@@ -150,6 +150,11 @@ RunSummary summarize(const std::vector<RankResult>& ranks, const Schedule& sched
   for (const RankResult& r : ranks) by_rank.push_back(&r);
   std::sort(by_rank.begin(), by_rank.end(), [](const auto* a, const auto* b) { return a->rank < b->rank; });
   out.compute_busy_us = compute_busy(by_rank, timed, schedule);
+  for (size_t i : timed) {
+    const std::vector<double> offsets = start_offsets(ranks, i);
+    if (offsets.empty()) break;
+    out.start_skew_us.push_back(*std::max_element(offsets.begin(), offsets.end()));
+  }
   for (const RankResult* r : by_rank) tl.peak_memory_bytes.push_back(r->peak_memory_bytes);
   return out;
 }
@@ -171,6 +176,11 @@ nlohmann::json summary_json(const RunSummary& s, const Schedule& schedule, const
                    {"peak_memory_bytes", s.timeline.peak_memory_bytes},
                    {"compute_busy_us", s.compute_busy_us},
                    {"loss", losses}};
+  if (!s.start_skew_us.empty())
+    j["rank_start_skew_us"] = {{"median", percentile(s.start_skew_us, 0.5)},
+                               {"p90", percentile(s.start_skew_us, 0.9)},
+                               {"max", *std::max_element(s.start_skew_us.begin(), s.start_skew_us.end())},
+                               {"samples", s.start_skew_us}};
   for (const auto& [k, v] : meta.items()) j[k] = v;
   return j;
 }

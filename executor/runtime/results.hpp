@@ -25,6 +25,10 @@ struct RunSummary {
   // rank computed in that iteration: a CPU's speed drifts between iterations (docs/fidelity.md), and the
   // fidelity sweep's noise floor takes it out with these.
   std::vector<std::vector<double>> compute_busy_us;
+  // Per timed iteration, how long after the earliest rank the latest started it (ranks on one clock only;
+  // empty otherwise): a rank descheduled as it leaves the barrier delays the others at their first
+  // collective, noise that lands on some iterations of some plans.
+  std::vector<double> start_skew_us;
 };
 
 // Iteration time = the latest end over ranks of that iteration's ops (every rank starts after a barrier).

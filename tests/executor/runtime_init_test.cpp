@@ -242,10 +242,14 @@ TEST(Results, RanksOnOneClockShowWhenEachLeftTheBarrier) {
   const nlohmann::json meta = trace_json(one_op, shared.timeline)["domino"];
   EXPECT_EQ(meta["rank_clocks"], "shared");
   EXPECT_EQ(meta["rank_start_offsets_us"][1].get<double>(), 700);
+  EXPECT_EQ(shared.start_skew_us, std::vector<double>{700});
+  EXPECT_EQ(summary_json(shared, one_op, {})["rank_start_skew_us"]["max"].get<double>(), 700);
   // Two hosts (or an unknown clock): their steady clocks do not compare, each rank keeps its own start.
   for (const std::string other : {"boot-b ns-1", ""}) {
     const RunSummary apart = summarize({rank(1, 5700, other), rank(0, 5000, "boot-a ns-1")}, one_op);
     EXPECT_TRUE(apart.timeline.rank_start_offsets_us.empty());
+    EXPECT_TRUE(apart.start_skew_us.empty());
+    EXPECT_FALSE(summary_json(apart, one_op, {}).contains("rank_start_skew_us"));
     for (const OpSpan& span : apart.timeline.spans) EXPECT_DOUBLE_EQ(span.start_us, 10);
     EXPECT_EQ(trace_json(one_op, apart.timeline)["domino"]["rank_clocks"], "per-rank");
   }
