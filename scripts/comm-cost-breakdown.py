@@ -21,9 +21,10 @@ the median is the collectives' tail: a collective that stalls for milliseconds i
 median, and an iteration of many collectives pays the mean.
 
 The measured waits and other gaps come from the one iteration the trace shows (the median one); the compute
-from every timed iteration. An op preempted for milliseconds in a few iterations keeps its median, and the
-sliced plans' compute ops beside collectives are (their means 11-19 % above their medians, against 2-3 % in
-the comm-off runs), so the compute column takes the means. Where the model's communication cost goes wrong is where the two columns part.
+from every timed iteration, by their means: an op preempted for milliseconds in a few iterations keeps its
+median, and the sliced plans' compute ops beside collectives are preempted so (their means 7-18 % above their
+medians at 2 Gbit/s, 2-7 % in the comm-off runs). Where the model's communication cost goes wrong is where
+the two columns part.
 
   scripts/comm-cost-breakdown.py out/fidelity/cpu-gpt-loopback [more configuration folders]
 """

@@ -54,15 +54,20 @@ RankResult rank_result_from_text(const std::string& text) {
 
 namespace {
 
-// Indexed by rank: how long after the earliest rank each started iteration i; empty unless every rank reads
-// one clock and the ranks are numbered 0 .. n-1.
+// Whether the ranks' iteration starts compare: every rank reads one clock and the ranks are numbered 0 ..
+// n-1.
+bool on_one_clock(const std::vector<RankResult>& ranks) {
+  for (const RankResult& r : ranks)
+    if (r.clock_domain.empty() || r.clock_domain != ranks[0].clock_domain || r.rank < 0 ||
+        size_t(r.rank) >= ranks.size())
+      return false;
+  return true;
+}
+
+// Indexed by rank: how long after the earliest rank each started iteration i (ranks on one clock).
 std::vector<double> start_offsets(const std::vector<RankResult>& ranks, size_t i) {
   double earliest = std::numeric_limits<double>::infinity();
-  for (const RankResult& r : ranks) {
-    if (r.clock_domain.empty() || r.clock_domain != ranks[0].clock_domain) return {};
-    if (r.rank < 0 || size_t(r.rank) >= ranks.size()) return {};
-    earliest = std::min(earliest, r.iterations[i].start_us);
-  }
+  for (const RankResult& r : ranks) earliest = std::min(earliest, r.iterations[i].start_us);
   std::vector<double> offsets(ranks.size(), 0.0);
   for (const RankResult& r : ranks) offsets[size_t(r.rank)] = r.iterations[i].start_us - earliest;
   return offsets;
@@ -133,12 +138,18 @@ RunSummary summarize(const std::vector<RankResult>& ranks, const Schedule& sched
   tl.ranks = int32_t(ranks.size());
   tl.iteration_us = out.median_us;
   tl.iteration_samples_us = samples;
+  std::vector<std::vector<double>> offsets;  // per timed iteration, where the ranks read one clock
+  if (on_one_clock(ranks))
+    for (size_t i : timed) {
+      offsets.push_back(start_offsets(ranks, i));
+      out.start_skew_us.push_back(*std::max_element(offsets.back().begin(), offsets.back().end()));
+    }
   if (!timed.empty()) {
     // The timed iteration closest to the median stands for the run in the trace.
     size_t pick = 0;
     for (size_t k = 1; k < timed.size(); ++k)
       if (std::abs(samples[k] - out.median_us) < std::abs(samples[pick] - out.median_us)) pick = k;
-    tl.rank_start_offsets_us = start_offsets(ranks, timed[pick]);
+    if (!offsets.empty()) tl.rank_start_offsets_us = offsets[pick];
     for (const RankResult& r : ranks) {
       const double shift = tl.rank_start_offsets_us.empty() ? 0.0 : tl.rank_start_offsets_us[size_t(r.rank)];
       for (const OpTiming& t : r.iterations[timed[pick]].spans)
@@ -150,11 +161,6 @@ RunSummary summarize(const std::vector<RankResult>& ranks, const Schedule& sched
   for (const RankResult& r : ranks) by_rank.push_back(&r);
   std::sort(by_rank.begin(), by_rank.end(), [](const auto* a, const auto* b) { return a->rank < b->rank; });
   out.compute_busy_us = compute_busy(by_rank, timed, schedule);
-  for (size_t i : timed) {
-    const std::vector<double> offsets = start_offsets(ranks, i);
-    if (offsets.empty()) break;
-    out.start_skew_us.push_back(*std::max_element(offsets.begin(), offsets.end()));
-  }
   for (const RankResult* r : by_rank) tl.peak_memory_bytes.push_back(r->peak_memory_bytes);
   return out;
 }
