@@ -13,10 +13,12 @@
 
 namespace domino {
 
-// flags: the tool's command line, to which the CUDA backend adds its flags; null: default CUDA options.
+// flags: the tool's command line, to which the CUDA backend adds its flags (in their own group,
+// backend_flag_group("cuda"), so that a run on another backend refuses them); null: default CUDA options.
 inline void register_built_backends(CLI::App* flags) {
 #ifdef DOMINO_HAVE_CUDA
-  if (flags) register_backend("cuda", add_cuda_backend_flags(*flags));
+  if (flags)
+    register_backend("cuda", add_cuda_backend_flags(*flags->add_option_group(backend_flag_group("cuda"))));
   else register_backend("cuda", [] { return make_cuda_backend(CudaOptions{}); });
 #else
   (void)flags;

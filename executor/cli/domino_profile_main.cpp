@@ -14,9 +14,11 @@ int main(int argc, char** argv) {
     std::string backends;
     for (const std::string& name : domino::backend_names()) backends += (backends.empty() ? "" : ", ") + name;
     app.add_option("--backend", o.backend, "the executor backend to measure (" + backends + ")")->capture_default_str();
-    auto* tp = app.add_option("--tp", o.tp, "ranks in the AllReduce group (default 2)")->check(CLI::PositiveNumber);
-    app.add_option("--link-gbps", o.link_gbps, "measure through an emulated link of this rate (Gbit/s; needs root)")
-        ->check(CLI::PositiveNumber);
+    auto* tp = app.add_option("--tp", o.tp, "ranks in the AllReduce group (default 2)")
+                   ->check(domino::positive_number());
+    app.add_option("--link-gbps", o.link_gbps,
+                   "measure through an emulated link of this rate (Gbit/s; needs root)")
+        ->check(domino::positive_number());
     app.add_option("--for", o.for_model, "measure exactly the GEMM shapes and AllReduce sizes of these models' plans (comma-separated)");
     app.add_flag("--quick", o.quick, "fewer sizes and repeats (under 2 minutes)");
     app.add_option("-o,--output", o.output, "profile YAML to write")->required();
@@ -46,7 +48,8 @@ int main(int argc, char** argv) {
         "with --cpu-placement rank: let each rank's CPU halt when it has nothing to run. By default "
         "a spinning thread of idle priority keeps it awake, so that a message reaching an idle rank "
         "does not wait for its CPU to wake up (on a virtual machine a halted CPU returns to the host)");
-    app.add_option("--timeout", o.timeout_s, "give up measuring after this many seconds")->check(CLI::PositiveNumber);
+    app.add_option("--timeout", o.timeout_s, "give up measuring after this many seconds")
+        ->check(domino::positive_number());
     app.set_version_flag("--version", std::string("domino-profile ") + DOMINO_VERSION);
     if (auto rc = domino::parse_command_line(app, argc, argv, "domino-profile")) return *rc;
     o.tp_given = tp->count() > 0;

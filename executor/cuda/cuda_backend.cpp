@@ -4,11 +4,11 @@
 // the events once per iteration.
 #include "executor/cuda/cuda_backend.hpp"
 
-#include <CLI/CLI.hpp>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +19,7 @@
 #include "executor/runtime/check.hpp"
 #include "executor/runtime/gloo_comm.hpp"
 #include "executor/runtime/param_init.hpp"
+#include "sim/base/cli_parse.hpp"
 
 namespace domino {
 namespace {
@@ -167,19 +168,6 @@ class CudaBackend : public Backend {
 
   cuda::DeviceState dev_;
 };
-
-// A flag check whose message says the rule: "--emulate-sms: must be at least 1, not 0".
-CLI::Validator number_at_least(double min, bool inclusive) {
-  const std::string rule = inclusive ? "at least " + CLI::detail::to_string(min) : "greater than " + CLI::detail::to_string(min);
-  return CLI::Validator(
-      [min, inclusive, rule](std::string& text) -> std::string {
-        char* end = nullptr;
-        const double v = std::strtod(text.c_str(), &end);
-        const bool ok = end != text.c_str() && *end == '\0' && (inclusive ? v >= min : v > min);
-        return ok ? std::string() : "must be " + rule + ", not " + text;
-      },
-      (inclusive ? ">= " : "> ") + CLI::detail::to_string(min));
-}
 
 }  // namespace
 

@@ -18,5 +18,7 @@ void register_backend(const std::string& name, BackendFactory factory);
 void register_missing_backend(const std::string& name, const std::string& why);
 std::unique_ptr<Backend> make_backend(const std::string& name);  // BadInput naming the known backends
 std::vector<std::string> backend_names();
+// The command-line option group that holds a backend's own flags ("cuda backend").
+inline std::string backend_flag_group(const std::string& name) { return name + " backend"; }
 
 }  // namespace domino

@@ -3,10 +3,11 @@
 #include "executor/job/exec_options.hpp"
 
 #include <CLI/CLI.hpp>
-
+#include <cmath>
 #include <filesystem>
 #include <utility>
 
+#include "executor/job/backends.hpp"
 #include "sim/base/cli_parse.hpp"
 #include "sim/base/error.hpp"
 
@@ -25,9 +26,12 @@ void add_job_flags(CLI::App& app, JobRequest* j, ShapeFlags* shape) {
   app.add_option("target", j->target, "plan file, or a model name/file together with --strategy");
   app.add_option("--model", j->model, "the model of the plan (default: the model the plan names)");
   app.add_option("--strategy", j->strategy, "named strategy: megatron-sync, megatron-async, domino-ds, domino-deep, no-comm");
-  app.add_option("--tp", shape->tp, "tensor-parallel degree (default: the plan's or the model's)");
-  app.add_option("--seq-len", shape->seq_len, "override the model's sequence length");
-  app.add_option("--micro-batch", shape->micro_batch, "override the model's micro-batch");
+  app.add_option("--tp", shape->tp, "tensor-parallel degree (default: the plan's or the model's)")
+      ->check(positive_number());
+  app.add_option("--seq-len", shape->seq_len, "override the model's sequence length")
+      ->check(positive_number());
+  app.add_option("--micro-batch", shape->micro_batch, "override the model's micro-batch")
+      ->check(positive_number());
   app.add_option("--ranks", j->ranks, "rank processes (default and only supported value: the TP degree)");
   app.add_flag("--force", j->force, "run a plan made for another model or TP degree");
   app.add_option("--plans", j->plans,
@@ -126,11 +130,30 @@ void validate(const ExecOptions& o) {
   if (r.iters < 1) throw_bad_input("--iters must be at least 1");
   if (r.warmup < 0) throw_bad_input("--warmup must not be negative");
   if (r.threads < 1) throw_bad_input("--threads must be at least 1");
-  if (r.link_gbps < 0 || r.link_latency_us < 0) throw_bad_input("--link-gbps and --link-latency-us must not be negative");
+  if (!(r.link_gbps >= 0 && std::isfinite(r.link_gbps) && r.link_latency_us >= 0 &&
+        std::isfinite(r.link_latency_us)))
+    throw_bad_input("--link-gbps and --link-latency-us must be finite and not negative");
   if (r.timeout_s < 1) throw_bad_input("--timeout must be at least 1 second");
   if (!(r.lr > 0)) throw_bad_input("--lr must be positive");
   if (!(r.weight_decay >= 0 && r.weight_decay < 1)) throw_bad_input("--weight-decay must be in [0, 1)");
   if (r.dump_iter < 0) throw_bad_input("--dump-iter must not be negative");
+}
+
+// A flag of a backend the run does not use would change nothing: refused, not ignored.
+void refuse_other_backends_flags(const CLI::App& app, const std::string& backend) {
+  for (const std::string& name : backend_names()) {
+    if (name == backend) continue;
+    const CLI::App* group = nullptr;
+    try {
+      group = app.get_option_group(backend_flag_group(name));
+    } catch (const CLI::OptionNotFound&) {
+      continue;  // this backend adds no flags
+    }
+    for (const CLI::Option* flag : group->get_options())
+      if (flag->count() > 0)
+        throw_bad_input(flag->get_name() + " is a flag of the " + name +
+                        " backend; this run uses --backend " + backend);
+  }
 }
 
 }  // namespace
@@ -152,6 +175,7 @@ bool parse_exec_options(int argc, const char* const* argv, ExecOptions* out, con
   app.add_option("--backend", o.backend, "cpu (default) or cuda");
   if (backend_flags) backend_flags(app);
   if (parse_command_line(app, argc, argv, "domino-exec")) return false;  // help or version printed
+  refuse_other_backends_flags(app, o.backend);
   if (shape.tp) o.job.overrides.tp = shape.tp;
   if (shape.seq_len) o.job.overrides.seq_len = shape.seq_len;
   if (shape.micro_batch) o.job.overrides.micro_batch = shape.micro_batch;

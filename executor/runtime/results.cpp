@@ -171,6 +171,8 @@ nlohmann::json summary_json(const RunSummary& s, const Schedule& schedule, const
   nlohmann::json j{{"model", schedule.model.name},
                    {"strategy", schedule.plan.strategy},
                    {"tp", schedule.model.tp},
+                   {"seq_len", schedule.model.seq_len},
+                   {"micro_batch", schedule.model.micro_batch},
                    {"ranks", s.timeline.ranks},
                    {"ops", schedule.ops.size()},
                    {"warmup", s.warmup},

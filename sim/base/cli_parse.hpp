@@ -3,7 +3,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
+#include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -23,5 +24,22 @@ inline std::optional<int> parse_command_line(CLI::App& app, int argc, const char
   }
   return std::nullopt;
 }
+
+// A finite number above min (at least min when inclusive): "--seq-len: must be greater than 0, not nan".
+// CLI11's PositiveNumber lets NaN through and names its range with DBL_MAX written out in full.
+inline CLI::Validator number_at_least(double min, bool inclusive) {
+  const std::string rule = (inclusive ? "at least " : "greater than ") + CLI::detail::to_string(min);
+  return CLI::Validator(
+      [min, inclusive, rule](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        const bool number = end != text.c_str() && *end == '\0' && std::isfinite(v);
+        const bool ok = number && (inclusive ? v >= min : v > min);
+        return ok ? std::string() : "must be a finite number " + rule + ", not '" + text + "'";
+      },
+      (inclusive ? ">= " : "> ") + CLI::detail::to_string(min));
+}
+inline CLI::Validator positive_number() { return number_at_least(0, false); }
+inline CLI::Validator non_negative_number() { return number_at_least(0, true); }
 
 }  // namespace domino

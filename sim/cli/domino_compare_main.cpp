@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
     app.add_option("--rank", rank,
                    "compare this rank only (default: per op, the median over ranks; a rank-0-only "
                    "prediction stands for every rank)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(domino::non_negative_number());
     app.add_option("--op-time", op_time,
                    "a measured op's duration: median (over every timed iteration, as domino-exec records it; "
                    "the default) or iteration (the trace's one iteration, what older traces hold)")

@@ -185,12 +185,15 @@ int main(int argc, char** argv) {
                    "parameters; otherwise dgx-h100 when tp <= 8, h100-multinode when tp > 8)");
     app.add_option("--trace", trace_path, "write the predicted Chrome trace (open in Perfetto)");
     app.add_option("--json", json_path, "write the figures as JSON (stable keys)");
-    app.add_option("--tp", overrides.tp, "tensor-parallel degree (overrides the model file)")->check(CLI::PositiveNumber);
-    app.add_option("--seq-len", overrides.seq_len, "sequence length")->check(CLI::PositiveNumber);
-    app.add_option("--micro-batch", overrides.micro_batch, "micro-batch size")->check(CLI::PositiveNumber);
+    app.add_option("--tp", overrides.tp, "tensor-parallel degree (overrides the model file)")
+        ->check(domino::positive_number());
+    app.add_option("--seq-len", overrides.seq_len, "sequence length")->check(domino::positive_number());
+    app.add_option("--micro-batch", overrides.micro_batch, "micro-batch size")
+        ->check(domino::positive_number());
     app.add_option("--emulate-tp", emulate_tp,
-                   "time every collective as a ring of N ranks, ring only (predicts a one-GPU domino-exec --emulate-comm run)")
-        ->check(CLI::PositiveNumber);
+                   "time every collective as a ring of N ranks, ring only (predicts a one-GPU domino-exec "
+                   "--emulate-comm run)")
+        ->check(domino::positive_number());
     domino::add_training_options(app, training_args);
     app.add_flag("--summary", summary, "print the model summary (shapes, parameters, FLOPs) and exit");
     app.set_version_flag("--version", std::string("domino-sim ") + DOMINO_VERSION);

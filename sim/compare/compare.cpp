@@ -195,9 +195,35 @@ void add_top_errors(Comparison& c) {
   c.top_error_ops = std::move(ranked);
 }
 
+// Traces of two different schedules (another model, shape, TP degree or plan) share many op ids, and their
+// op-by-op errors would read as the model's: refused, naming what differs. Traces that predate the
+// fingerprint are compared as before.
+void check_same_schedule(const TraceFile& predicted, const TraceFile& measured) {
+  const auto field = [](const TraceFile& t, const char* key) {
+    const auto it = t.meta.find(key);
+    return it == t.meta.end() || it->is_null() ? std::string()
+           : it->is_string()                   ? it->get<std::string>()
+                                               : it->dump();
+  };
+  const std::string fp_p = field(predicted, "schedule_fingerprint"),
+                    fp_m = field(measured, "schedule_fingerprint");
+  if (fp_p.empty() || fp_m.empty() || fp_p == fp_m) return;
+  std::string differs;
+  for (const char* key : {"model", "tp", "seq_len", "micro_batch", "strategy"}) {
+    const std::string a = field(predicted, key), b = field(measured, key);
+    if (a != b)
+      differs += fmt::format("{}{} {} predicted, {} measured", differs.empty() ? "" : "; ", key, a, b);
+  }
+  throw_bad_input(fmt::format(
+      "{} and {} are traces of different schedules ({}): compare a prediction with a "
+      "run of the same plan, model and shape",
+      predicted.path, measured.path, differs.empty() ? "the same plan name, but their ops differ" : differs));
+}
+
 }  // namespace
 
 Comparison compare_traces(const TraceFile& predicted, const TraceFile& measured, const CompareOptions& options) {
+  check_same_schedule(predicted, measured);
   RankEvents pr = by_rank(predicted), mr = by_rank(measured);
   Comparison c;
   std::vector<int> p_ranks = pick_ranks(predicted, pr, options.rank, true);

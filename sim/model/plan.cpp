@@ -216,7 +216,8 @@ std::string model_mismatch(const Plan& plan, const ModelSpec& m) {
   if (what.empty()) {
     what = fmt::format("a model of another shape (fingerprint {}, this one {})", plan.model_fingerprint, fp);
   }
-  return "the plan was made for " + what + "; make a plan for this model or pass --force";
+  return "the plan was made for " + what +
+         "; make a plan for this model (domino-exec --force runs it anyway)";
 }
 
 }  // namespace detail

@@ -1,11 +1,14 @@
 // trace_writer.cpp: Chrome-trace JSON (Perfetto, chrome://tracing) of a timeline, the same schema for
 // predicted and measured runs (docs/trace-format.md). Times are microseconds, as the format requires.
+#include <fmt/format.h>
+
+#include <cstdint>
 #include <map>
 #include <set>
 
 #include "sim/base/error.hpp"
-#include "sim/trace/timeline.hpp"
 #include "sim/base/files.hpp"
+#include "sim/trace/timeline.hpp"
 
 namespace domino {
 
@@ -48,6 +51,27 @@ std::vector<int32_t> first_waiters(const Schedule& schedule) {
     }
   }
   return waiter;
+}
+
+// What the schedule is, independent of how its ops were timed or stored: each op's id, kind, opcode, stream,
+// shape and deps (not its bytes or FLOPs, which a backend's storage type changes). Two traces of one plan of
+// one model at one shape carry the same value, whichever tool wrote them; FNV-1a, 64 bits, in hex.
+std::string schedule_fingerprint(const Schedule& schedule) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) {
+    for (int b = 0; b < 8; ++b) {
+      h ^= (v >> (8 * b)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  for (const Op& op : schedule.ops) {
+    for (const char c : op_id(op)) mix(uint64_t(uint8_t(c)));
+    for (const int64_t v : {int64_t(op.kind), int64_t(op.code), int64_t(op.stream), op.m, op.n, op.k})
+      mix(uint64_t(v));
+    for (const int32_t d : op.deps) mix(uint64_t(int64_t(d)));
+    mix(~uint64_t(0));  // op boundary
+  }
+  return fmt::format("{:016x}", h);
 }
 
 }  // namespace
@@ -111,6 +135,9 @@ json trace_json(const Schedule& schedule, const Timeline& timeline, const json& 
   domino["model"] = schedule.model.name;
   domino["strategy"] = schedule.plan.strategy;
   domino["tp"] = schedule.plan.tp;
+  domino["seq_len"] = schedule.model.seq_len;
+  domino["micro_batch"] = schedule.model.micro_batch;
+  domino["schedule_fingerprint"] = schedule_fingerprint(schedule);
   domino["ranks"] = timeline.ranks;
   domino["ops"] = schedule.ops.size();
   domino["iteration_time_us"] = timeline.iteration_us;

@@ -3,13 +3,16 @@
 // (round robin only where sharing is allowed, refused where a placement was asked for and the mask is too
 // small), and end to end: every placement and wait gives bit for bit the tensors (weights, every op output,
 // gradients included) of the unplaced, blocking run, and so does --realtime where the process may use it; a
-// placement the mask cannot hold stops before any rank.
+// placement the mask cannot hold stops before any rank. And the flags that would change nothing (another
+// backend's, a shape of 0, a link rate that is not a number) are refused.
 #include <gtest/gtest.h>
 
+#include <CLI/CLI.hpp>
 #include <filesystem>
 #include <vector>
 
 #include "exec_test_util.hpp"
+#include "executor/job/backends.hpp"
 #include "executor/job/exec_options.hpp"
 #include "executor/runtime/cpu_placement.hpp"
 #include "sim/base/error.hpp"
@@ -89,6 +92,42 @@ TEST(CpuPlacement, CommandLine) {
   const char* bad_wait[] = {"domino-exec",   "cpu-gpt",       "--strategy",
                             "megatron-sync", "--worker-wait", "yield"};
   EXPECT_THROW(parse_exec_options(6, bad_wait, &o), Error);
+}
+
+// What would change nothing is refused rather than ignored: a flag of a backend the run does not use, a shape
+// of zero (it used to mean "not given"), a link rate that is not a number.
+TEST(ExecOptions, RefusesFlagsThatWouldChangeNothing) {
+  register_backend("flagged", [] { return make_backend("cpu"); });
+  bool mode = false;
+  const BackendFlagAdder flags = [&mode](CLI::App& app) {
+    app.add_option_group(backend_flag_group("flagged"))
+        ->add_flag("--flagged-mode", mode, "a flagged-backend flag");
+  };
+  const auto parse = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"domino-exec", "cpu-gpt", "--strategy", "megatron-sync"});
+    std::vector<const char*> argv;
+    for (const std::string& a : args) argv.push_back(a.c_str());
+    ExecOptions o;
+    return parse_exec_options(int(argv.size()), argv.data(), &o, flags);
+  };
+  EXPECT_TRUE(parse({"--backend", "flagged", "--flagged-mode"}));
+  EXPECT_TRUE(mode);
+  EXPECT_TRUE(parse({"--tp", "2", "--seq-len", "16", "--micro-batch", "2", "--link-gbps", "2"}));
+  for (const std::vector<std::string>& refused : {std::vector<std::string>{"--flagged-mode"},
+                                                  {"--tp", "0"},
+                                                  {"--seq-len", "0"},
+                                                  {"--micro-batch", "0"},
+                                                  {"--seq-len", "12abc"},
+                                                  {"--link-gbps", "nan"},
+                                                  {"--link-latency-us", "inf"}}) {
+    try {
+      parse(refused);
+      ADD_FAILURE() << refused.front() << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::BadInput) << e.what();
+      EXPECT_NE(std::string(e.what()).find(refused.front()), std::string::npos) << e.what();
+    }
+  }
 }
 
 // Every file of a tensor dump (weights, inputs, every op output of the iteration: gradients included), bytes.

@@ -233,5 +233,43 @@ TEST(Trace, SequenceParallelCollectivesRoundTripAndAreScoredPerKind) {
   EXPECT_STRNE(kind_colour("reducescatter"), kind_colour("nothing"));  // not the fallback colour
 }
 
+// A prediction and a run of another schedule share op ids ("L0.fwd.attn.qkv"), and their op-by-op errors
+// would read as the cost model's: compare refuses them and names what differs; the same schedule compares,
+// and traces written before the fingerprint still do.
+TEST(Trace, CompareRefusesTracesOfDifferentSchedules) {
+  const ModelSpec m = test::tiny_gpt();
+  ModelSpec longer = m;
+  longer.seq_len *= 2;
+  const auto traced = [](const ModelSpec& model, const std::string& strategy, const char* source) {
+    const Schedule s = test::build_verified(model, make_strategy_plan(strategy, model));
+    Timeline t = simulate(s, CostModel(unit_profile())).timeline;
+    t.source = source;
+    return trace_json(s, t);
+  };
+  const json predicted = traced(m, "megatron-sync", "predicted");
+  const TraceFile pred = read_trace_string(predicted.dump(), "p.json");
+  const auto compare_with = [&](const json& measured) {
+    return compare_traces(pred, read_trace_string(measured.dump(), "m.json"));
+  };
+  EXPECT_NO_THROW(compare_with(traced(m, "megatron-sync", "measured")));
+  const auto refusal = [&](const json& measured) {
+    try {
+      compare_with(measured);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(refusal(traced(longer, "megatron-sync", "measured")).find("seq_len"), std::string::npos);
+  EXPECT_NE(refusal(traced(m, "domino-deep", "measured"))
+                .find("strategy megatron-sync predicted, domino-deep measured"),
+            std::string::npos)
+      << refusal(traced(m, "domino-deep", "measured"));
+  json old = traced(longer, "megatron-sync", "measured");
+  old["domino"].erase("schedule_fingerprint");
+  EXPECT_NO_THROW(compare_with(old));
+}
+
 }  // namespace
 }  // namespace domino

@@ -118,19 +118,23 @@ int main(int argc, char** argv) {
     app.add_option("--profile", profile_arg, "hardware profile YAML or a name in profiles/ (default: as domino-sim)");
     app.add_option("--tp", tp_arg, "tensor-parallel degree, or a list to search: 4,8,16");
     app.add_option("--mem-gb", options.mem_limit_gib, "peak memory limit per device in GiB (default: none)")
-        ->check(CLI::PositiveNumber);
+        ->check(domino::positive_number());
     app.add_option("-o,--output", plan_path, "write the best plan (docs/plan-format.md) with its provenance");
     app.add_option("--trace", trace_path, "write the predicted Chrome trace of the best plan");
     app.add_option("--json", json_path, "write the summary as JSON (stable keys)");
     domino::add_training_options(app, training_args);
-    app.add_option("--top", options.top_k, "tuned plans to list (default 5)")->check(CLI::PositiveNumber);
-    app.add_option("--seq-len", overrides.seq_len, "sequence length")->check(CLI::PositiveNumber);
-    app.add_option("--micro-batch", overrides.micro_batch, "micro-batch size")->check(CLI::PositiveNumber);
+    app.add_option("--top", options.top_k, "tuned plans to list (default 5)")
+        ->check(domino::positive_number());
+    app.add_option("--seq-len", overrides.seq_len, "sequence length")->check(domino::positive_number());
+    app.add_option("--micro-batch", overrides.micro_batch, "micro-batch size")
+        ->check(domino::positive_number());
     app.add_option("--splits", splits_arg, "row-split dimensions to search: batch, sequence or batch,sequence");
     app.add_option("--orders", orders_arg,
                    "slice orders to search (docs/plan-format.md): deep, deepspeed or deep,deepspeed");
-    app.add_option("--max-p", options.search.max_p, "largest row-slice count (1, 2, 4, 8)")->check(CLI::PositiveNumber);
-    app.add_option("--max-q", options.search.max_q, "largest column-chunk count (1, 2, 4)")->check(CLI::PositiveNumber);
+    app.add_option("--max-p", options.search.max_p, "largest row-slice count (1, 2, 4, 8)")
+        ->check(domino::positive_number());
+    app.add_option("--max-q", options.search.max_q, "largest column-chunk count (1, 2, 4)")
+        ->check(domino::positive_number());
     app.add_option("--sp", sp_arg,
                    "sequence parallelism: auto searches plans with and without it where the model and the profile "
                    "allow (default), on only with it, off only without it");
