@@ -52,6 +52,11 @@ int main(int argc, char** argv) {
         ->check(domino::positive_number());
     app.set_version_flag("--version", std::string("domino-profile ") + DOMINO_VERSION);
     if (auto rc = domino::parse_command_line(app, argc, argv, "domino-profile")) return *rc;
+    // An empty list would read as "not given" (all parts, the default workload): refused.
+    for (const auto& [flag, value] :
+         {std::pair{"--fit", &o.fit}, std::pair{"--for", &o.for_model}, std::pair{"--name", &o.name}})
+      if (app.count(flag) > 0 && value->empty())
+        domino::throw_bad_input(std::string(flag) + " was given empty");
     o.tp_given = tp->count() > 0;
     if (!placement.empty()) o.placement = domino::parse_placement(placement);
     if (!o.calibrate_trace.empty()) {

@@ -45,7 +45,9 @@ Job resolve_job(const ExecOptions& o) {
     const PlanHeader header = read_plan_header(o.job.target);
     job.model_source = o.job.model.empty() ? header.model_name : o.job.model;
     if (job.model_source.empty())
-      throw_bad_input(o.job.target + ": the plan names no model (model: {name: ...}); pass --model MODEL");
+      throw_bad_input(o.job.target +
+                      ": the plan names no model (model: {name: ...}); pass --model MODEL, or, "
+                      "if this is a model file, a strategy to run on it (--strategy NAME)");
     if (!overrides.tp && header.tp > 0) overrides.tp = header.tp;
     job.model = load_model(job.model_source, overrides);
     job.plan = load_plan(o.job.target, job.model, o.job.force);

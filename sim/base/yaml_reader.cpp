@@ -3,14 +3,22 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace domino {
 
+// One document per file: a second one ("---") would be ignored, and whatever it says with it.
 YAML::Node load_yaml_string(const std::string& text, const std::string& name) {
   try {
-    return YAML::Load(text);
+    std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    if (documents.size() > 1) {
+      throw_bad_input(loc_of(name, documents[1]),
+                      "a second YAML document ('---'): a file holds one document");
+    }
+    return documents.empty() ? YAML::Node() : documents.front();
   } catch (const YAML::Exception& e) {
     SourceLoc loc{name, e.mark.line >= 0 ? e.mark.line + 1 : 0, e.mark.column >= 0 ? e.mark.column + 1 : 0};
     throw_bad_input(loc, "YAML syntax error: " + e.msg);
@@ -61,10 +69,19 @@ std::string closest_key(const std::string& key, const std::vector<std::string>& 
   return best;
 }
 
+// yaml-cpp keeps a key given twice silently (the first wins): every mapping read here must not be ambiguous.
 YamlMap::YamlMap(const YAML::Node& node, std::string file, std::string context)
     : node_(node), file_(std::move(file)), context_(std::move(context)) {
   if (!node_.IsMap()) {
     throw_bad_input(where(), context_ + " must be a mapping of keys to values");
+  }
+  std::map<std::string, int> first_line;
+  for (auto it = node_.begin(); it != node_.end(); ++it) {
+    const SourceLoc at = loc_of(file_, it->first);
+    const auto [prev, inserted] = first_line.emplace(key_name(file_, context_, it->first), at.line);
+    if (!inserted)
+      throw_bad_input(at, context_ + ": duplicate key '" + prev->first + "' (first given at line " +
+                              std::to_string(prev->second) + ")");
   }
 }
 
@@ -108,9 +125,13 @@ int64_t YamlMap::get_int(const std::string& key) {
   allow(key);
   return convert<int64_t>(*this, key, value(key), "an integer");
 }
+// Every number a file gives is finite: an infinite bandwidth or latency would only surface later, as an
+// op's infinite time, far from the line that said it.
 double YamlMap::get_double(const std::string& key) {
   allow(key);
-  return convert<double>(*this, key, value(key), "a number");
+  const double v = convert<double>(*this, key, value(key), "a number");
+  if (!std::isfinite(v)) throw_bad_input(where(key), context_ + ": '" + key + "' must be a finite number");
+  return v;
 }
 bool YamlMap::get_bool(const std::string& key) {
   allow(key);

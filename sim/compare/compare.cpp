@@ -131,6 +131,9 @@ SideSummary summarise(const TraceFile& t, const RankEvents& r, const std::vector
     exposed.push_back(u.exposed_comm_us);
   }
   auto meta_time = t.meta.find("iteration_time_us");
+  if (meta_time != t.meta.end() && meta_time->is_number() &&
+      !(meta_time->get<double>() >= 0 && std::isfinite(meta_time->get<double>())))
+    throw_bad_input(t.path + ": domino.iteration_time_us is " + meta_time->dump() + ", not a time");
   if (meta_time != t.meta.end() && meta_time->is_number() && meta_time->get<double>() > 0) {
     s.iteration_us = meta_time->get<double>();
     s.iteration_from = "meta";

@@ -240,6 +240,7 @@ Profile read_profile(const YAML::Node& root, const std::string& file) {
   Profile p;
   p.path = file;
   p.name = m.get_string("name");
+  if (p.name.empty()) m.fail("name", "must not be empty");
   p.source = m.opt_string("source").value_or("");
   p.notes = m.opt_string("notes").value_or("");
   const int64_t dpn = m.get_int("devices_per_node");

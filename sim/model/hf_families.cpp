@@ -33,7 +33,9 @@ bool plausible_layers(const ModelSpec& m) { return m.layers > 0 && m.layers <= (
 // Qwen2/Qwen3: with use_sliding_window, the layers from max_window_layers on use the window
 // (transformers' layer_types: sliding for i >= max_window_layers); a layer_types list overrides.
 void qwen_window(const Reader& r, ModelSpec& m) {
-  const int window = r.opt_int({"sliding_window"}).value_or(4096);
+  // Qwen2Config's default is 4096; a config that says null has no window (the attention then takes none).
+  const int window = r.has("sliding_window") ? r.opt_int({"sliding_window"}).value_or(0) : 4096;
+  if (window < 0) r.fail("sliding_window", fmt::format("{}: must be 0 (none) or a positive window", window));
   const bool use = r.opt_bool("use_sliding_window").value_or(false);
   const int from = r.opt_int({"max_window_layers"}).value_or(28);
   if (read_layer_types(r, use ? window : 0, m) || !use || !plausible_layers(m)) return;
@@ -270,8 +272,9 @@ Activation read_activation(const Reader& r, const Rule& rule) {
 
 void read_head_dim(const Reader& r, const Rule& rule, ModelSpec& m) {
   if (rule.head_dim < 0) return;
-  const int dim = r.opt_int({"head_dim"}).value_or(rule.head_dim);
-  if (dim < 0) r.fail("head_dim", fmt::format("must be positive, got {}", dim));
+  const std::optional<int> given = r.opt_int({"head_dim"});
+  if (given && *given <= 0) r.fail("head_dim", fmt::format("must be positive, got {}", *given));
+  const int dim = given.value_or(rule.head_dim);
   m.head_size = dim > 0 && int64_t(dim) * m.heads != m.hidden ? dim : 0;  // 0: hidden / heads
 }
 

@@ -148,6 +148,11 @@ constexpr int kSeqLenCap = 4096;
 
 void read_seq_len(const Reader& r, const std::string& model_type, const ModelOverrides& overrides, ModelSpec& m) {
   auto max_pos = r.opt_int(kPosKeys);
+  // Rotary positions reach past the config's length (long-context extension); a learned table has its rows.
+  if (overrides.seq_len && max_pos && m.positions == Positions::Learned && *overrides.seq_len > *max_pos) {
+    r.fail_file(fmt::format("--seq-len {} is longer than the model's learned position table ({} positions)",
+                            *overrides.seq_len, *max_pos));
+  }
   if (overrides.seq_len) return;  // apply_overrides sets it
   if (!max_pos && model_type == "falcon") {
     m.seq_len = 2048;  // FalconConfig's default: Falcon's config.json files leave it out

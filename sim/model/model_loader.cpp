@@ -50,19 +50,6 @@ std::string read_text(std::string& path) {
   return ss.str();
 }
 
-// yaml-cpp keeps duplicate keys silently (the first wins); a model file must not be ambiguous.
-void check_keys(const YAML::Node& node, const std::string& file) {
-  std::map<std::string, int> first_line;
-  for (auto it = node.begin(); it != node.end(); ++it) {
-    const SourceLoc at = loc_of(file, it->first);
-    const std::string key = key_name(file, "model", it->first);
-    const auto [prev, inserted] = first_line.emplace(key, at.line);
-    if (!inserted)
-      throw_bad_input(at,
-                      fmt::format("model: duplicate key '{}' (first given at line {})", key, prev->second));
-  }
-}
-
 // The value of `name` among an enum's names (to_string of each value 0..N-1).
 template <typename Enum>
 Enum enum_of(const std::string& name) {
@@ -100,7 +87,6 @@ void read_structure(YamlMap& map, ModelSpec& m) {
 
 ModelSpec parse_yaml_model(const YAML::Node& root, const std::string& file) {
   YamlMap map(root, file, "model");
-  check_keys(root, file);
   for (const auto& k : kModelKeys) map.allow(k);
   map.finish();  // unknown or misspelled keys first: "hiden" should not read as "missing 'hidden'"
 

@@ -215,6 +215,8 @@ Plan read_plan(const YAML::Node& root, const std::string& path, const ModelSpec&
   }
   if (const std::string why = detail::recompute_problem(p, model); !why.empty())
     top.fail("recompute", why);
+  if (const std::string why = detail::sp_problem(p, model); !why.empty())
+    top.fail(top.has("sequence_parallel") ? "sequence_parallel" : "layers", why);
   validate_plan(p, model, force);
   return p;
 }

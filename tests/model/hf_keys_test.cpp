@@ -91,6 +91,11 @@ TEST(HfKeys, QwenWindowLayersFromMaxWindowLayers) {
   ModelSpec m = import(j);
   EXPECT_EQ(m.sliding_window, 4096);
   EXPECT_EQ(m.window_layers, WindowLayers::All);
+  j["sliding_window"] = nullptr;  // said to be none: no window, whatever use_sliding_window says
+  EXPECT_EQ(import(j).sliding_window, 0);
+  j.erase("sliding_window");  // not said: Qwen2Config's default
+  EXPECT_EQ(import(j).sliding_window, 4096);
+  j["sliding_window"] = 4096;
   j["max_window_layers"] = 14;  // the upper half: not all, even or odd
   const std::string msg = refusal(j);
   EXPECT_TRUE(has(msg, "use_sliding_window, max_window_layers")) << msg;

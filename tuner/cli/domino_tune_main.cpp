@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
     options.search.splits = domino::parse_splits(splits_arg);
     options.search.orders = domino::parse_orders(orders_arg);
     options.sequence_parallel = domino::parse_sp_search(sp_arg);
-    const std::vector<int> tps = tp_arg.empty() ? std::vector<int>{} : parse_tps(tp_arg);
+    const std::vector<int> tps = app.count("--tp") == 0 ? std::vector<int>{} : parse_tps(tp_arg);
     const domino::TrainingContext training = domino::training_context(training_args, /*allow_auto=*/true);
 
     const domino::ModelSpec model = load_tuned_model(model_arg, overrides, tps, training);
