@@ -199,6 +199,7 @@ std::string format_table(const TuneResult& result, const TuneOptions& options) {
         "(megatron-async), {:.3f}x over megatron-sync, {:.1f}% of the no-comm bound\n",
         t.model.tp, b.figures.iteration_us / 1000.0, b.throughput.tokens_per_s_per_gpu, percent(b.throughput.mfu),
         speedup_vs_megatron(t, b), speedup_vs_sync(t, b), 100 * no_comm_fraction(t, b));
+    if (!t.kept_strategy_note.empty()) out += "  " + t.kept_strategy_note + "\n";
     if (result.per_tp.size() > 1) out += choice_text(result);
   }
   if (!result.per_tp.empty()) {
@@ -219,6 +220,9 @@ nlohmann::json summary_json(const TuneResult& result, const TuneOptions& options
   j["tp_degrees"] = nlohmann::json::array();
   for (const TpTuning& x : result.per_tp) j["tp_degrees"].push_back(x.model.tp);
   j["mem_limit_gib"] = options.mem_limit_gib > 0 ? nlohmann::json(options.mem_limit_gib) : nlohmann::json(nullptr);
+  j["min_gain_pct"] = options.min_gain_pct;
+  j["kept_strategy"] =
+      t.kept_strategy_note.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.kept_strategy_note);
   const TrainingContext& training = t.model.training;
   j["training"] = {{"dp", training.dp},
                    {"zero", training.zero},
@@ -258,6 +262,8 @@ Plan tuned_plan(const TuneResult& result, const TuneOptions& options) {
   p["zero"] = fmt::format("{}", t.model.training.zero);
   p["recompute"] = to_string(t.model.training.recompute);
   if (options.mem_limit_gib > 0) p["mem_limit_gib"] = fmt::format("{:g}", options.mem_limit_gib);
+  if (options.min_gain_pct > 0) p["min_gain_pct"] = fmt::format("{:g}", options.min_gain_pct);
+  if (!t.kept_strategy_note.empty()) p["kept_strategy"] = t.kept_strategy_note;
   const EvaluatedPlan& b = result.best();
   p["predicted_iteration_us"] = fmt::format("{:.3f}", b.figures.iteration_us);
   p["predicted_exposed_comm_us"] = fmt::format("{:.3f}", b.figures.exposed_comm_us);

@@ -171,6 +171,31 @@ void pick_top(const std::vector<EvaluatedPlan>& pool, int top_k, TpTuning& out) 
   }
 }
 
+// --min-gain: the fastest named strategy that fits and communicates (of the kinds searched) heads `top`
+// unless the search's best is predicted at least min_gain_pct faster: a gain within the model's error is no
+// reason to leave a strategy people know. The search's plans stay listed after it.
+void keep_strategy_within_margin(TpTuning& out, double min_gain_pct, int top_k) {
+  if (!(min_gain_pct > 0) || out.top.empty()) return;
+  const EvaluatedPlan* fastest = nullptr;
+  for (const EvaluatedPlan& b : out.baselines) {
+    const bool searched_kind = b.plan.sequence_parallel ? out.sp_searched : out.searched;
+    if (b.fits && b.plan.comm_enabled && searched_kind &&
+        (!fastest || b.figures.iteration_us < fastest->figures.iteration_us))
+      fastest = &b;
+  }
+  if (!fastest) return;
+  const EvaluatedPlan& best = out.top.front();
+  const double gain_pct = 100 * (fastest->figures.iteration_us / best.figures.iteration_us - 1);
+  if (gain_pct >= min_gain_pct) return;
+  if (!same_plan(best.plan, fastest->plan))
+    out.kept_strategy_note = fmt::format("{} kept: {} is predicted {:.1f}% faster, under --min-gain {:g}%",
+                                         fastest->label, best.label, gain_pct, min_gain_pct);
+  EvaluatedPlan kept = *fastest;
+  std::erase_if(out.top, [&](const EvaluatedPlan& t) { return same_plan(t.plan, kept.plan); });
+  out.top.insert(out.top.begin(), std::move(kept));
+  if (int(out.top.size()) > top_k) out.top.resize(size_t(top_k));
+}
+
 // The degree whose fastest fitting plan trains the most tokens per second per GPU; -1 when none fits.
 int best_by_tokens_per_gpu(const std::vector<TpTuning>& per_tp) {
   int best = -1;
@@ -267,6 +292,7 @@ TpTuning tune_tp(const ModelSpec& model, const CostModel& cost, const TuneOption
   }
   sort_pool(pool);
   pick_top(pool, options.top_k, out);
+  keep_strategy_within_margin(out, options.min_gain_pct, options.top_k);
   out.seconds = seconds_since(t0);
   return out;
 }
@@ -274,6 +300,8 @@ TpTuning tune_tp(const ModelSpec& model, const CostModel& cost, const TuneOption
 TuneResult tune(const ModelSpec& model, const std::vector<int>& tps, const CostModel& cost, const TuneOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   if (options.top_k < 1) throw_bad_input("--top must be at least 1");
+  if (!(options.min_gain_pct >= 0 && options.min_gain_pct < 100))
+    throw_bad_input(fmt::format("--min-gain {}: a percentage in [0, 100)", options.min_gain_pct));
   TuneResult result;
   result.profile = cost.profile().name;
   Progress progress(options.progress);

@@ -23,6 +23,9 @@ struct TuneOptions {
   SearchTuning tuning;
   int top_k = 5;              // tuned plans reported
   double mem_limit_gib = 0;   // peak memory per device; 0: no limit
+  // The fastest named strategy stays the answer unless the search's best is predicted at least this many
+  // percent faster (a margin for the cost model's error on the machine at hand); 0: the fastest plan wins.
+  double min_gain_pct = 0;
   bool progress = true;       // progress line on stderr (only when it is a terminal)
   // true: when no plan fits mem_limit_gib, tune returns with best_tp -1 (each TpTuning's smallest says what
   // the leanest plan needed) instead of throwing BadInput.
@@ -52,6 +55,8 @@ struct TpTuning {
   SearchStats stats, sp_stats;
   // The fastest fitting plan without ([0]) and with ([1]) sequence parallelism; label empty when none.
   std::array<EvaluatedPlan, 2> best_by_sp;
+  // With TuneOptions::min_gain_pct: why a named strategy heads `top` instead of the search's best ("" else).
+  std::string kept_strategy_note;
   long full_simulations = 0;
   double seconds = 0;
   const EvaluatedPlan* baseline(const std::string& name) const;

@@ -149,6 +149,45 @@ TEST(Tuner, MemoryLimitBetweenBaselineAndFastestStillBeatsTheBaselines) {
   }
 }
 
+// --min-gain: the search's best stands only when it beats the fastest named strategy by the margin; below it
+// that strategy heads the list, says why, and is the plan written. The margin is read off a first run, so the
+// test holds for whatever the profile predicts.
+TEST(Tuner, MinGainKeepsTheFastestNamedStrategyWithinTheMargin) {
+  const ModelSpec m = default_model();
+  const CostModel cost = test::shipped_cost("cpu-dev");
+  TuneOptions o = quiet_options();
+  o.sequence_parallel = SpSearch::Off;
+  const TuneResult free_run = tune(m, {}, cost, o);
+  const TpTuning& t = free_run.best_tuning();
+  const EvaluatedPlan* fastest = nullptr;
+  for (const EvaluatedPlan& b : t.baselines)
+    if (b.plan.comm_enabled && (!fastest || b.figures.iteration_us < fastest->figures.iteration_us))
+      fastest = &b;
+  ASSERT_NE(fastest, nullptr);
+  const double gain_pct = 100 * (fastest->figures.iteration_us / free_run.best().figures.iteration_us - 1);
+  ASSERT_GT(gain_pct, 0.1)
+      << "the default model's tuned plan must beat its strategies for this test to say anything";
+
+  o.min_gain_pct = gain_pct * 0.5;  // the gain clears it: the search's answer stands
+  const TuneResult below = tune(m, {}, cost, o);
+  EXPECT_EQ(below.best().label, "tuned #1");
+  EXPECT_TRUE(below.best_tuning().kept_strategy_note.empty());
+
+  o.min_gain_pct = gain_pct * 2;  // it does not: the strategy is the answer
+  const TuneResult kept = tune(m, {}, cost, o);
+  EXPECT_EQ(kept.best().label, fastest->label);
+  EXPECT_EQ(kept.best().plan.layers, fastest->plan.layers);
+  EXPECT_NE(kept.best_tuning().kept_strategy_note.find(fastest->label + " kept"), std::string::npos);
+  EXPECT_EQ(kept.best_tuning().top.at(1).label, "tuned #1");  // the search's plans still listed
+  const Plan written = tuned_plan(kept, o);
+  EXPECT_EQ(written.layers, fastest->plan.layers);
+  EXPECT_EQ(written.provenance.at("min_gain_pct"), fmt::format("{:g}", o.min_gain_pct));
+  EXPECT_TRUE(summary_json(kept, o)["kept_strategy"].is_string());
+
+  o.min_gain_pct = 100;
+  EXPECT_THROW(tune(m, {}, cost, o), Error);
+}
+
 TEST(Tuner, SearchesSeveralTpDegreesAndKeepsTheMostTokensPerGpu) {
   const ModelSpec m = default_model();
   const CostModel cost = test::shipped_cost("cpu-dev");

@@ -123,6 +123,11 @@ int main(int argc, char** argv) {
     app.add_option("--trace", trace_path, "write the predicted Chrome trace of the best plan");
     app.add_option("--json", json_path, "write the summary as JSON (stable keys)");
     domino::add_training_options(app, training_args);
+    app.add_option(
+           "--min-gain", options.min_gain_pct,
+           "keep the fastest named strategy (megatron-async, ...) unless the best searched plan is predicted "
+           "at least this many percent faster: a margin for the cost model's error (default 0)")
+        ->check(domino::number_at_least(0, true));
     app.add_option("--top", options.top_k, "tuned plans to list (default 5)")
         ->check(domino::positive_number());
     app.add_option("--seq-len", overrides.seq_len, "sequence length")->check(domino::positive_number());
