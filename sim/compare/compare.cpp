@@ -130,12 +130,13 @@ SideSummary summarise(const TraceFile& t, const RankEvents& r, const std::vector
     comm.push_back(u.comm_busy_us);
     exposed.push_back(u.exposed_comm_us);
   }
-  auto meta_time = t.meta.find("iteration_time_us");
-  if (meta_time != t.meta.end() && meta_time->is_number() &&
-      !(meta_time->get<double>() >= 0 && std::isfinite(meta_time->get<double>())))
+  const auto meta_time = t.meta.find("iteration_time_us");
+  const bool in_meta = meta_time != t.meta.end() && meta_time->is_number();
+  const double recorded = in_meta ? meta_time->get<double>() : 0;
+  if (!(recorded >= 0 && std::isfinite(recorded)))
     throw_bad_input(t.path + ": domino.iteration_time_us is " + meta_time->dump() + ", not a time");
-  if (meta_time != t.meta.end() && meta_time->is_number() && meta_time->get<double>() > 0) {
-    s.iteration_us = meta_time->get<double>();
+  if (recorded > 0) {  // 0: not recorded
+    s.iteration_us = recorded;
     s.iteration_from = "meta";
   } else {
     s.iteration_us = last - first;

@@ -21,10 +21,14 @@ void attention_bias(const Reader& r, ModelSpec& m, bool fallback) {
   m.qkv_bias = m.proj_bias = r.opt_bool("attention_bias").value_or(fallback);
 }
 
-// A window on every layer; `absent` is the family's default when the key is missing (null: no window).
+// The config's sliding window: `absent` (the family's default) when the key is missing, 0 (none) when null.
+int sliding_window_or(const Reader& r, int absent) {
+  return r.has("sliding_window") ? r.opt_int({"sliding_window"}).value_or(0) : absent;
+}
+
+// A window on every layer.
 void all_layer_window(const Reader& r, ModelSpec& m, int absent) {
-  const bool has = r.has("sliding_window");
-  m.sliding_window = has ? r.opt_int({"sliding_window"}).value_or(0) : absent;
+  m.sliding_window = sliding_window_or(r, absent);
 }
 
 // A layer count check_model accepts: per-layer lists are only built for those (it names the others).
@@ -33,8 +37,7 @@ bool plausible_layers(const ModelSpec& m) { return m.layers > 0 && m.layers <= (
 // Qwen2/Qwen3: with use_sliding_window, the layers from max_window_layers on use the window
 // (transformers' layer_types: sliding for i >= max_window_layers); a layer_types list overrides.
 void qwen_window(const Reader& r, ModelSpec& m) {
-  // Qwen2Config's default is 4096; a config that says null has no window (the attention then takes none).
-  const int window = r.has("sliding_window") ? r.opt_int({"sliding_window"}).value_or(0) : 4096;
+  const int window = sliding_window_or(r, 4096);  // Qwen2Config's default
   if (window < 0) r.fail("sliding_window", fmt::format("{}: must be 0 (none) or a positive window", window));
   const bool use = r.opt_bool("use_sliding_window").value_or(false);
   const int from = r.opt_int({"max_window_layers"}).value_or(28);
@@ -75,7 +78,7 @@ void gemma(const Reader& r, ModelSpec& m) {
 void gemma2(const Reader& r, ModelSpec& m) {
   gemma(r, m);
   m.norm_placement = NormPlacement::Sandwich;  // pre and post norms around attention and MLP
-  const int window = r.has("sliding_window") ? r.opt_int({"sliding_window"}).value_or(0) : 4096;
+  const int window = sliding_window_or(r, 4096);  // Gemma2Config's default
   if (read_layer_types(r, window, m) || window == 0) return;
   m.sliding_window = window;
   m.window_layers = WindowLayers::Even;  // Gemma2Attention: sliding_window if not layer_idx % 2

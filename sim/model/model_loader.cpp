@@ -7,15 +7,14 @@
 #include <climits>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <sstream>
 
 #include "sim/base/error.hpp"
 #include "sim/base/shipped_files.hpp"
+#include "sim/base/yaml_reader.hpp"
 #include "sim/model/hf_import.hpp"
 #include "sim/model/model_check.hpp"
 #include "sim/model/model_spec.hpp"
-#include "sim/base/yaml_reader.hpp"
 
 namespace domino {
 
