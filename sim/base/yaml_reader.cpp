@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <type_traits>
 
 namespace domino {
 
@@ -123,7 +124,12 @@ YamlMap::YamlMap(const YAML::Node& node, std::string file, std::string context)
   }
 }
 
-bool YamlMap::has(const std::string& key) const { return node_[key].IsDefined() && !node_[key].IsNull(); }
+bool YamlMap::has(const std::string& key) const {
+  const YAML::Node v = node_[key];
+  if (!v.IsDefined()) return false;
+  if (v.IsNull()) fail(key, "has no value: give one, or leave the key out for its default");
+  return true;
+}
 
 SourceLoc YamlMap::where(const std::string& key) const {
   for (auto it = node_.begin(); it != node_.end(); ++it) {
@@ -138,9 +144,8 @@ void YamlMap::fail(const std::string& key, const std::string& message) const {
 
 YAML::Node YamlMap::value(const std::string& key) const {
   const YAML::Node v = node_[key];
-  if (!v.IsDefined() || v.IsNull()) {
-    throw_bad_input(where(), context_ + ": missing required key '" + key + "'");
-  }
+  if (!v.IsDefined()) throw_bad_input(where(), context_ + ": missing required key '" + key + "'");
+  if (v.IsNull()) fail(key, "has no value");
   return v;
 }
 
@@ -152,6 +157,10 @@ void YamlMap::allow(const std::string& key) {
 template <typename T>
 static T convert(const YamlMap& m, const std::string& key, const YAML::Node& v, const char* what) {
   if (!v.IsScalar()) m.fail(key, std::string("expected ") + what + ", got a " + (v.IsMap() ? "mapping" : "list"));
+  // yaml-cpp converts a quoted "2" to a number as readily as 2: the quotes made it a string.
+  if constexpr (!std::is_same_v<T, std::string>)
+    if (v.Tag() == "!")
+      m.fail(key, std::string("expected ") + what + ", got the quoted string \"" + v.Scalar() + "\"");
   try {
     return v.as<T>();
   } catch (const YAML::Exception&) {

@@ -31,13 +31,16 @@ class YamlMap {
  public:
   YamlMap(const YAML::Node& node, std::string file, std::string context);
 
+  // Whether the key is given. A key written without a value (`comm:` or `comm: null`) is a BadInput: it says
+  // something was meant, and reading it as absent would silently take the default.
   bool has(const std::string& key) const;
   const YAML::Node& node() const { return node_; }
   const std::string& file() const { return file_; }
   SourceLoc where() const { return loc_of(file_, node_); }
   SourceLoc where(const std::string& key) const;
 
-  // Required value; missing key or wrong type is a BadInput naming the key.
+  // Required value; missing key or wrong type is a BadInput naming the key. A number or a boolean written in
+  // quotes ("2") is a string, not a number: refused.
   int64_t get_int(const std::string& key);
   double get_double(const std::string& key);
   bool get_bool(const std::string& key);

@@ -133,7 +133,7 @@ SideSummary summarise(const TraceFile& t, const RankEvents& r, const std::vector
   const auto meta_time = t.meta.find("iteration_time_us");
   const bool in_meta = meta_time != t.meta.end() && meta_time->is_number();
   const double recorded = in_meta ? meta_time->get<double>() : 0;
-  if (!(recorded >= 0 && std::isfinite(recorded)))
+  if (!(recorded >= 0 && recorded <= kMaxTimeUs))
     throw_bad_input(t.path + ": domino.iteration_time_us is " + meta_time->dump() + ", not a time");
   if (recorded > 0) {  // 0: not recorded
     s.iteration_us = recorded;

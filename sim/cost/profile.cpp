@@ -363,6 +363,9 @@ void validate_profile(const Profile& p) {
   require_non_negative(at, "interference.comm_slowdown_during_compute", p.interference.comm_slowdown_during_compute);
   require_non_negative(at, "interference.comm_delay_during_compute_us",
                        p.interference.comm_delay_during_compute_us);
+  require_non_negative(at, "interference.comm_start_wait_us", p.interference.comm_start_wait_us);
+  require_non_negative(at, "interference.comm_start_wait_decay_us", p.interference.comm_start_wait_decay_us);
+  require_non_negative(at, "interference.comm_resume_wait_us", p.interference.comm_resume_wait_us);
   if (!(p.interference.compute_stall_share >= 0 &&
         p.interference.compute_stall_share <= kMaxComputeStallShare))
     throw_bad_input(at, "interference.compute_stall_share must be in [0, " + num(kMaxComputeStallShare) +

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -162,6 +163,15 @@ struct CollectiveProfile {
 // cost per collective rather than per byte. A collective of standalone time T wholly beside compute takes
 // T (1 + comm slowdown) + delay; partly beside, the delay in proportion. The compute beside it is slowed only
 // while it transfers.
+// comm_start_wait_us: a CPU collective whose turn comes while its rank's compute stream runs an op, the
+// communication thread asleep, starts when the compute stream stands idle or after a wait, the first to come:
+// woken, the thread waits for the core the compute thread holds until the compute thread blocks or the
+// kernel lets the woken thread in. The kernel does so sooner the longer the thread slept (what it ran beside
+// the compute thread is forgiven as it sleeps): the wait is comm_start_wait_us x exp(-slept /
+// comm_start_wait_decay_us), slept the time since the thread's last collective ended (decay 0: no decay). A
+// thread still awake from the collective before starts at once, unless that collective's end woke the
+// compute thread (its stream idle, waiting): the compute thread takes the core, and the next collective
+// waits up to comm_resume_wait_us.
 // compute_stall_share is the time a CPU rank's compute stream loses in a training step beyond its ops' own
 // (median) times, per unit of them: the slower of the ranks' cores, preemption inside ops and the gaps
 // between them. The simulator holds the stream that much longer after each compute op (its span keeps the
@@ -174,6 +184,15 @@ struct InterferenceProfile {
   double comm_slowdown_during_compute = 0;
   double comm_delay_during_compute_us = 0;
   double compute_stall_share = 0;
+  double comm_start_wait_us = 0;
+  double comm_start_wait_decay_us = 0;
+  double comm_resume_wait_us = 0;
+
+  // The wait of a collective due while its rank computes, its thread asleep for `slept_us`.
+  double comm_start_wait(double slept_us) const {
+    return comm_start_wait_decay_us > 0 ? comm_start_wait_us * std::exp(-slept_us / comm_start_wait_decay_us)
+                                        : comm_start_wait_us;
+  }
 
   // The progress rates beside the other stream: a collective's depends on its standalone time (the delay
   // becomes a rate slowdown of delay / standalone_us), a compute op's does not.

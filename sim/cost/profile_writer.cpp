@@ -148,6 +148,12 @@ std::string profile_to_yaml(const Profile& p) {
                          num(p.interference.comm_delay_during_compute_us));
     if (p.interference.compute_stall_share > 0)
       out += fmt::format("  compute_stall_share: {}\n", num(p.interference.compute_stall_share));
+    if (p.interference.comm_start_wait_us > 0)
+      out += fmt::format("  comm_start_wait_us: {}\n", num(p.interference.comm_start_wait_us));
+    if (p.interference.comm_start_wait_decay_us > 0)
+      out += fmt::format("  comm_start_wait_decay_us: {}\n", num(p.interference.comm_start_wait_decay_us));
+    if (p.interference.comm_resume_wait_us > 0)
+      out += fmt::format("  comm_resume_wait_us: {}\n", num(p.interference.comm_resume_wait_us));
   }
   const ProfileMetadata& md = p.metadata;
   if (!md.empty()) {

@@ -6,6 +6,8 @@
 // running together come from interference.hpp.
 #include "sim/engine/simulator.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <limits>
@@ -33,6 +35,7 @@ struct Lane {
   int32_t finished = 0;  // ops of this stream finished: the first `finished` of order
   double remaining = 0;  // standalone work left of the running op
   double started = 0;
+  double ended = -1;  // when its last op finished
 };
 
 // x / rate, without the division at rate 1 (an op running alone, the common case): the same value.
@@ -43,19 +46,27 @@ double at_rate(double x, double rate) { return rate == 1.0 ? x : x / rate; }
 template <bool kRecord>
 class Events {
  public:
-  Events(const SimProgram& program, const double* duration, const Interference& interference, SimResult& result)
-      : wait_(program.waits()), duration_(duration), interference_(interference), r_(result),
+  Events(const SimProgram& program, const double* duration, const OpCosts& costs, SimResult& result)
+      : wait_(program.waits()),
+        duration_(duration),
+        interference_(costs.interference),
+        r_(result),
         c_{program.order(0).data(), int32_t(program.order(0).size())},
-        m_{program.order(1).data(), int32_t(program.order(1).size())} {}
+        m_{program.order(1).data(), int32_t(program.order(1).size())},
+        flat_(costs.flat_interference),
+        holds_(flat_.comm_start_wait_us > 0 || flat_.comm_resume_wait_us > 0) {}
 
   // Runs every op; false when both streams stop with ops left (a deadlock).
   bool run() {
     for (;;) {
       if (c_.running == kNone && may_start(c_, m_)) start(c_);
-      if (m_.running == kNone && may_start(m_, c_)) start(m_);
+      if (m_.running == kNone && may_start(m_, c_) && !(holds_ && comm_start_held())) start(m_);
       if (m_.running == kNone) {
         if (c_.running == kNone) break;
-        run_alone<true>(c_, m_);
+        if (held_until_ >= 0)
+          run_compute_until(held_until_);
+        else
+          run_alone<true>(c_, m_);
       } else if (c_.running == kNone) {
         run_alone<false>(m_, c_);
       } else {
@@ -80,7 +91,43 @@ class Events {
   void finish(Lane& s) {
     if constexpr (kRecord) r_.timeline.spans.push_back(OpSpan{s.running, 0, s.started, now_, {}});
     s.running = kNone;
+    s.ended = now_;
     ++s.finished;
+  }
+  // Whether the communication stream's next op, free to start, waits for the core the compute thread holds
+  // (InterferenceProfile::comm_start_wait): while the compute stream runs an op, for at most the wait its
+  // thread's sleep leaves; a thread still awake from the collective before starts at once, unless that
+  // collective's end has just woken the compute thread (the compute stream was idle and starts an op now),
+  // which then takes the core for up to comm_resume_wait_us.
+  bool comm_start_held() {
+    if (c_.running == kNone || (held_until_ >= 0 && now_ >= held_until_)) {
+      held_until_ = -1;
+      return false;
+    }
+    if (held_until_ < 0) {
+      double wait = 0;
+      if (m_.ended != now_)
+        wait = flat_.comm_start_wait(m_.finished > 0 ? now_ - m_.ended
+                                                     : std::numeric_limits<double>::infinity());
+      else if (c_.started == now_ && c_.ended < now_)
+        wait = flat_.comm_resume_wait_us;
+      if (!(wait > kEpsilonUs)) return false;
+      held_until_ = now_ + wait;
+    }
+    return true;
+  }
+  // The compute stream alone while the communication stream's next op is held: to its op's end or the
+  // deadline, the first to come (the deadline reached exactly, so that the held op starts there).
+  void run_compute_until(double deadline) {
+    if (c_.remaining <= deadline - now_) {
+      r_.compute_us += c_.remaining;
+      now_ += c_.remaining;
+      finish(c_);
+      return;
+    }
+    r_.compute_us += deadline - now_;
+    c_.remaining -= deadline - now_;
+    now_ = deadline;
   }
   // `s` runs its ops at rate 1 while the other stream stays idle: until the other's next op may start (its
   // wait reached) or s's next one may not. The same sums, in the same order, as one event per op, kept in
@@ -110,6 +157,7 @@ class Events {
     s.running = kNone;
     s.next = next;
     s.finished = finished;
+    s.ended = now;
   }
   // Both streams busy: to the next op end at the rates of the two together, no communication exposed.
   void run_both() {
@@ -132,6 +180,9 @@ class Events {
   const Interference& interference_;
   SimResult& r_;
   Lane c_, m_;
+  const InterferenceProfile& flat_;
+  const bool holds_;        // whether the profile holds a collective's start at all
+  double held_until_ = -1;  // until when the communication stream's next op is held, or -1
   double now_ = 0;
 };
 
@@ -142,9 +193,9 @@ class Events {
 
 // The event loop: every op timed, the busy times booked; the iteration time.
 template <bool kRecord>
-double run_events(const SimProgram& program, const double* duration, const Interference& interference,
+double run_events(const SimProgram& program, const double* duration, const OpCosts& costs,
                   SimResult& result) {
-  Events<kRecord> events(program, duration, interference, result);
+  Events<kRecord> events(program, duration, costs, result);
   if (!events.run()) throw_deadlock(program, events.blocked());
   return events.now();
 }
@@ -157,9 +208,10 @@ int collective_ranks(const Schedule& schedule, const SimOptions& options) {
 }
 
 double checked_duration(const Op& op, double us) {
-  if (!(us >= 0 && us < std::numeric_limits<double>::infinity())) {
-    throw_runtime("cost model gives op " + op_id(op) + " a duration of " + std::to_string(us) + " us (flops " +
-                  std::to_string(op.flops) + ", bytes " + std::to_string(op.bytes) + ")");
+  if (!(us >= 0 && us <= kMaxTimeUs)) {
+    throw_runtime("cost model gives op " + op_id(op) + " a duration of " + fmt::format("{:.6g}", us) +
+                  " us (flops " + std::to_string(op.flops) + ", bytes " + std::to_string(op.bytes) +
+                  "): not a time between 0 and 1e12 us (11.6 days); does the profile describe this machine?");
   }
   return us;
 }
@@ -176,7 +228,8 @@ OpCosts op_costs(const Schedule& schedule, const CostModel& cost, const SimOptio
   const double stall = add_compute_stall(schedule, cost, duration);
   Interference interference(schedule, cost, tp, duration);
   const double sync_per_compute = schedule.plan.comm_enabled ? cost.sync_per_compute(tp, devices_per_node) : 0;
-  return OpCosts{std::move(duration), std::move(interference), sync_per_compute, stall, !cost.profile().gpu};
+  return OpCosts{std::move(duration), std::move(interference),    sync_per_compute, stall,
+                 !cost.profile().gpu, cost.profile().interference};
 }
 
 double add_compute_stall(const Schedule& schedule, const CostModel& cost, std::vector<double>& duration) {
@@ -214,9 +267,9 @@ SimResult simulate(const SimProgram& program, const OpCosts& costs, const SimOpt
     tl.source = "predicted";
     tl.ranks = 1;
     tl.spans.reserve(program.size());
-    result.iteration_us = run_events<true>(program, duration.data(), costs.interference, result);
+    result.iteration_us = run_events<true>(program, duration.data(), costs, result);
   } else {
-    result.iteration_us = run_events<false>(program, duration.data(), costs.interference, result);
+    result.iteration_us = run_events<false>(program, duration.data(), costs, result);
   }
   result.overlap_fraction = result.comm_us > 0 ? 1.0 - result.exposed_comm_us / result.comm_us : 1.0;
   result.peak_memory_bytes = options.memory ? schedule_memory_bytes(schedule) : 0;

@@ -46,6 +46,9 @@ struct OpCosts {
   double compute_stall = 0;     // the profile's compute_stall_share, already in the compute ops' durations
   // A flat (CPU) profile: a recorded compute span is the op's own time; its losses show as a gap after it.
   bool compute_loss_between_ops = false;
+  // The profile's flat factors, of which the event loop reads the collectives' start wait
+  // (InterferenceProfile::comm_start_wait).
+  InterferenceProfile flat_interference;
 };
 OpCosts op_costs(const Schedule& schedule, const CostModel& cost, const SimOptions& options = {});
 // Stretches every compute op's duration by the profile's stall share (InterferenceProfile::

@@ -81,6 +81,7 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
                                                  {"sync_growth", &s.sync_growth},
                                                  {"sync_iteration", &s.sync_iteration},
                                                  {"comm_delay", &s.comm_delay},
+                                                 {"comm_start", &s.comm_start},
                                                  {"stall", &s.stall}};
   for (size_t start = 0; start <= list.size();) {
     const size_t comma = std::min(list.find(',', start), list.size());
@@ -89,10 +90,10 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
     for (const auto& [n, f] : names)
       if (name == n) flag = f;
     if (!flag)
-      throw_bad_input(
-          "--fit: unknown part '" + name +
-          "' (give a comma-separated list of memory, gemm, attention, allreduce, allgather, "
-          "reducescatter, sync, sync_growth, sync_iteration, interference, comm_delay, stall, or all)");
+      throw_bad_input("--fit: unknown part '" + name +
+                      "' (give a comma-separated list of memory, gemm, attention, allreduce, allgather, "
+                      "reducescatter, sync, sync_growth, sync_iteration, interference, comm_delay, "
+                      "comm_start, stall, or all)");
     *flag = true;
     start = comma + 1;
   }
@@ -104,7 +105,7 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
   using namespace calibration;
   // A gpu section times GEMMs from tiles and models interference by SM and HBM sharing: neither the
   // GEMM curve nor the flat factors would change its predictions, so fitting them would mislead.
-  if (base.gpu && (scope.gemm || scope.interference || scope.comm_delay || scope.stall)) {
+  if (base.gpu && (scope.gemm || scope.interference || scope.comm_delay || scope.comm_start || scope.stall)) {
     throw_bad_input("profile '" + base.name + "' has a gpu section (GEMM tiles in waves, SM and HBM sharing), " +
                     "which calibration does not fit: use --fit memory,attention,allreduce,allgather,reducescatter,sync");
   }
@@ -129,6 +130,7 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
     fit_arrival_skew(in, scope.sync_growth, p, report);
   if (scope.interference) fit_interference(in, p, report);
   if (scope.comm_delay) fit_comm_delay(in, p, report);
+  if (scope.comm_start) fit_comm_start(trace, p, report);
   validate_profile(p);
 
   CalibrationResult res;

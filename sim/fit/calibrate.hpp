@@ -35,6 +35,10 @@ struct CalibrationScope {
   // the collectives that ran mostly beside compute. Only when named: it needs a trace whose collectives ran
   // beside compute (an overlapped plan), and a flat profile.
   bool comm_delay = false;
+  // The wait of a collective whose turn comes while its rank computes (interference.comm_start_wait_us),
+  // from the trace's collectives and their deps. Only when named: it needs a trace whose collectives came due
+  // beside compute (an overlapped plan), written with deps, and a flat profile.
+  bool comm_start = false;
   // The compute stream's stall share (interference.compute_stall_share): what the measured iteration of a
   // trace without collectives (no-comm) takes beyond its compute ops' costs, after the compute fits. Only
   // when named: it needs such a trace, and a flat profile.
@@ -42,7 +46,8 @@ struct CalibrationScope {
 };
 // Parses --fit: a comma-separated list of memory, gemm, attention, allreduce, allgather, reducescatter, sync,
 // sync_growth, sync_iteration (each implies sync; both: the growth from the iteration), interference,
-// comm_delay, stall, or "all" (every part but sync_growth, sync_iteration, comm_delay and stall). BadInput on
+// comm_delay, comm_start, stall, or "all" (every part but sync_growth, sync_iteration, comm_delay, comm_start
+// and stall). BadInput on
 // anything else.
 CalibrationScope parse_calibration_scope(const std::string& list);
 

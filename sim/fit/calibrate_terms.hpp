@@ -78,6 +78,9 @@ void fit_compute_stall(const TraceSamples& in, double iteration_us, Profile& p, 
 void fit_interference(const TraceSamples& in, Profile& p, std::string& report);
 // The collectives' delay and slowdown beside compute, together, from those that overlapped it.
 void fit_comm_delay(const TraceSamples& in, Profile& p, std::string& report);
+// The wait of a collective whose turn comes while its rank computes, from the trace's spans and deps
+// (calibrate_comm_start.cpp); nothing changes when too few collectives came due beside compute.
+void fit_comm_start(const TraceFile& trace, Profile& p, std::string& report);
 
 // The collective figures a TP group of tp ranks uses: inter-node when it spans nodes and the profile has them
 // (as CostModel::collective_cost chooses).

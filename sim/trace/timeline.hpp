@@ -12,6 +12,11 @@
 
 namespace domino {
 
+// No op, iteration or trace time beyond this (1e12 us, 11.6 days) belongs to a training step: the simulator
+// refuses a cost that large (a profile figure off by orders of magnitude) and the trace reader such a time,
+// rather than print a number of hundreds of digits.
+inline constexpr double kMaxTimeUs = 1e12;
+
 // A measured op's duration over every timed iteration of its rank (samples = 0: not known, e.g. predicted).
 // One iteration's duration carries that iteration's noise; the median over the iterations is what a model
 // can be judged on, and p10..p90 says how far one iteration strays. The mean is what an iteration pays on
@@ -47,7 +52,8 @@ struct Timeline {
 
 // Trace schema, one complete event ("ph":"X") per span: name = op id, cat = op kind, pid = rank,
 // tid = stream (0 compute, 1 comm), ts/dur in microseconds, args = {op, layer, phase, block, slice,
-// chunk, code, m, n, k, flops, bytes; reduce for AllReduce and ReduceScatter; for a measured span with its
+// chunk, code, m, n, k, flops, bytes; reduce for AllReduce and ReduceScatter; deps (the ops of the other
+// stream it waits for, by index) where it has any; for a measured span with its
 // spread over the iterations: dur_iterations, dur_p10, dur_median, dur_p90, dur_mean}. Flow events tie each
 // collective to the first op that waits on it. Top level: "traceEvents", "displayTimeUnit", and "domino":
 // {source, model, plan strategy, tp, iteration_time_us, iteration_samples_us, peak_memory_bytes, plus

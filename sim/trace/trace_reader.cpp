@@ -67,8 +67,8 @@ class EventChecker {
 // A spread time: a finite number >= 0.
 double read_spread_time(const EventChecker& check, const json& args, const char* key) {
   const json& x = args.at(key);
-  if (!x.is_number() || !std::isfinite(x.get<double>()) || x.get<double>() < 0)
-    check.fail(std::string("args.") + key + " must be a finite number >= 0, got " + x.dump());
+  if (!x.is_number() || !(x.get<double>() >= 0 && x.get<double>() <= kMaxTimeUs))
+    check.fail(std::string("args.") + key + " must be a time from 0 to 1e12 us, got " + x.dump());
   return x.get<double>();
 }
 
@@ -108,6 +108,9 @@ TraceEvent read_complete_event(const std::string& path, size_t index, const json
   ev.start_us = check.number_field("ts");
   ev.dur_us = check.number_field("dur");
   if (ev.dur_us < 0) check.fail("negative \"dur\" " + e.at("dur").dump());
+  if (std::abs(ev.start_us) > kMaxTimeUs || ev.dur_us > kMaxTimeUs)
+    check.fail("\"ts\" " + e.at("ts").dump() + " or \"dur\" " + e.at("dur").dump() +
+               " beyond 1e12 us (11.6 days): not a training step's time");
   auto args = e.find("args");
   if (args != e.end()) {
     if (!args->is_object()) check.fail("\"args\" must be an object");

@@ -30,6 +30,8 @@ json op_args(const Op& op) {
             {"flops", op.flops},
             {"bytes", op.bytes}};
   if (op.kind == OpKind::AllReduce || op.kind == OpKind::ReduceScatter) args["reduce"] = to_string(op.attrs.reduce);
+  // What the op waited for on the other stream: with the spans, when it became free to start.
+  if (!op.deps.empty()) args["deps"] = op.deps;
   return args;
 }
 

@@ -141,7 +141,16 @@ TEST_F(MalformedTrace, DurationMeanNegative) {
   expect_bad("spread_mean_neg.json",
              with_event(R"({"name":"b","cat":"gemm","ph":"X","ts":3,"dur":1,"pid":0,"tid":0,
              "args":{"dur_iterations":4,"dur_p10":1,"dur_median":1,"dur_p90":3,"dur_mean":-2}})"),
-             {"dur_mean must be a finite number >= 0"});
+             {"dur_mean must be a time from 0 to 1e12 us"});
+}
+// A time no training step has (1e300 us) would print as hundreds of digits: refused where it is read.
+TEST_F(MalformedTrace, TimeBeyondAnyTrainingStep) {
+  expect_bad("ts_huge.json",
+             with_event(R"({"name":"b","cat":"gemm","ph":"X","ts":1e300,"dur":1,"pid":0,"tid":0})"),
+             {"(b)", "beyond 1e12 us"});
+  expect_bad("dur_huge.json",
+             with_event(R"({"name":"b","cat":"gemm","ph":"X","ts":3,"dur":2e12,"pid":0,"tid":0})"),
+             {"(b)", "beyond 1e12 us"});
 }
 TEST_F(MalformedTrace, DurationSpreadWithoutIterations) {
   expect_bad("spread_n.json", with_event(R"({"name":"b","cat":"gemm","ph":"X","ts":3,"dur":1,"pid":0,"tid":0,

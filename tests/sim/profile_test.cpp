@@ -96,7 +96,10 @@ TEST(ProfileIo, RoundTripsThroughSaveProfile) {
 TEST(ProfileIo, OptionalInterferenceTermsAreOmittedAtZeroAndRoundTrip) {
   const std::pair<const char*, double InterferenceProfile::*> terms[] = {
       {"comm_delay_during_compute_us", &InterferenceProfile::comm_delay_during_compute_us},
-      {"compute_stall_share", &InterferenceProfile::compute_stall_share}};
+      {"compute_stall_share", &InterferenceProfile::compute_stall_share},
+      {"comm_start_wait_us", &InterferenceProfile::comm_start_wait_us},
+      {"comm_start_wait_decay_us", &InterferenceProfile::comm_start_wait_decay_us},
+      {"comm_resume_wait_us", &InterferenceProfile::comm_resume_wait_us}};
   for (const auto& [key, field] : terms) {
     Profile p = load_profile((kShipped / "cpu-dev.yaml").string());
     EXPECT_EQ(p.interference.*field, 0) << key;
@@ -117,6 +120,17 @@ TEST(ProfileIo, AStallShareBeyondItsBoundOrWithAGpuSectionIsRefused) {
   ASSERT_TRUE(gpu.gpu.has_value());
   gpu.interference.compute_stall_share = 0.1;
   EXPECT_THROW(validate_profile(gpu), Error);
+  // The collectives' start waits are a CPU core's: a GPU profile models its interference otherwise.
+  for (double InterferenceProfile::*field :
+       {&InterferenceProfile::comm_start_wait_us, &InterferenceProfile::comm_start_wait_decay_us,
+        &InterferenceProfile::comm_resume_wait_us}) {
+    Profile g = load_profile((kShipped / "dgx-h100.yaml").string());
+    g.interference.*field = 100;
+    EXPECT_THROW(validate_profile(g), Error);
+    flat = load_profile((kShipped / "cpu-dev.yaml").string());
+    flat.interference.*field = -1;
+    EXPECT_THROW(validate_profile(flat), Error);
+  }
 }
 
 // attention.per_code: read back exactly (a rate of 0 included), refused with a gpu section, which times

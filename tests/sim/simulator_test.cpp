@@ -298,6 +298,18 @@ TEST(Simulator, ImpossibleDurationIsAnErrorNotAHang) {
   Toy t;
   t.compute(-5);  // negative bytes: a broken schedule
   EXPECT_THROW(simulate(t.s, CostModel(unit_profile())), Error);
+  // A profile off by hundreds of orders of magnitude (memory at 1e-300 B/us) gives a time no step has: an
+  // error naming the bound, not an iteration time of 300 digits.
+  Toy slow;
+  slow.compute(5);
+  Profile p = unit_profile();
+  p.memory.bandwidth_gbps = 1e-300;
+  try {
+    simulate(slow.s, CostModel(p));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("1e12 us"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Simulator, FiguresDoNotDependOnRecordingTheTimeline) {

@@ -191,6 +191,26 @@ TEST(Trace, AllReducesNameTheirReduction) {
   EXPECT_EQ(reductions["sum"], 4 * m.layers + 3);
 }
 
+// Every op that waits for ops of the other stream lists them (args.deps, by index), as the schedule does.
+TEST(Trace, OpsListTheirCrossStreamDeps) {
+  const ModelSpec m = default_model();
+  const Schedule s = test::build_verified(m, make_strategy_plan("domino-deep", m));
+  const CostModel cm(
+      load_profile((std::filesystem::path(DOMINO_SOURCE_DIR) / "profiles" / "cpu-dev.yaml").string()));
+  const json trace = trace_json(s, simulate(s, cm).timeline);
+  size_t with_deps = 0;
+  for (const json& e : events_with(trace, "X")) {
+    const Op& op = s.ops.at(e.at("args").at("op").get<size_t>());
+    if (op.deps.empty()) {
+      EXPECT_FALSE(e.at("args").contains("deps")) << e.at("name");
+      continue;
+    }
+    EXPECT_EQ(e.at("args").at("deps").get<std::vector<int32_t>>(), op.deps) << e.at("name");
+    ++with_deps;
+  }
+  EXPECT_GT(with_deps, size_t(2 * m.layers));
+}
+
 // Sequence parallelism's collectives in a trace: their kinds as `cat`, the ReduceScatter's reduction, a flow
 // from each to its first waiter; read back and compared, each kind is scored in its own row and drawn in its
 // own colour.

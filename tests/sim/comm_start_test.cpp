@@ -1,0 +1,149 @@
+// comm_start_test.cpp: a CPU collective's start beside compute (InterferenceProfile::comm_start_wait and
+// comm_resume_wait_us) on hand-built schedules worked out on paper, and its calibration
+// (--fit comm_start) recovering the waits from a trace made with them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "sim/engine/simulator.hpp"
+#include "sim/fit/calibrate.hpp"
+#include "sim/trace/timeline.hpp"
+#include "tests/sim/toy_schedule.hpp"
+
+namespace domino {
+namespace {
+
+using Toy = test::ToySchedule;
+
+Profile waiting_profile(double wait, double decay = 0, double resume = 0) {
+  Profile p = test::unit_bytes_profile();
+  p.interference = {0, 0};
+  p.interference.comm_start_wait_us = wait;
+  p.interference.comm_start_wait_decay_us = decay;
+  p.interference.comm_resume_wait_us = resume;
+  return p;
+}
+
+double start_of(const SimResult& r, int32_t op) {
+  for (const OpSpan& s : r.timeline.spans)
+    if (s.op == op) return s.start_us;
+  ADD_FAILURE() << "no span for op " << op;
+  return -1;
+}
+
+TEST(CommStart, ACollectiveDueWhileComputeRunsWaitsForTheCoreOrTheComputesIdle) {
+  const CostModel cm(waiting_profile(30));
+  {
+    Toy t;  // b holds the core from 10 to 110: the wait ends first
+    const int32_t a = t.compute(10);
+    t.compute(100);
+    const int32_t ar = t.comm(20, {a});
+    const SimResult r = simulate(t.s, cm);
+    EXPECT_DOUBLE_EQ(start_of(r, ar), 40);
+    EXPECT_DOUBLE_EQ(r.iteration_us, 110);
+  }
+  {
+    Toy t;  // the compute stream waits for it: the core is free at once
+    const int32_t a = t.compute(10);
+    const int32_t ar = t.comm(20, {a});
+    t.compute(5, {ar});
+    EXPECT_DOUBLE_EQ(start_of(simulate(t.s, cm), ar), 10);
+  }
+  {
+    Toy t;  // b ends at 25 and the stream then waits for the collective: it starts at 25, before the wait
+            // ends
+    const int32_t a = t.compute(10);
+    t.compute(15);
+    const int32_t ar = t.comm(20, {a});
+    t.compute(5, {ar});
+    EXPECT_DOUBLE_EQ(start_of(simulate(t.s, cm), ar), 25);
+  }
+  {
+    Toy t;  // an op boundary with the next op ready is no idle moment: the wait runs out first
+    const int32_t a = t.compute(10);
+    t.compute(15);
+    t.compute(100);
+    const int32_t ar = t.comm(20, {a});
+    EXPECT_DOUBLE_EQ(start_of(simulate(t.s, cm), ar), 40);
+  }
+  {
+    Toy t;  // no wait in the profile: the collective starts when due
+    const int32_t a = t.compute(10);
+    t.compute(100);
+    const int32_t ar = t.comm(20, {a});
+    EXPECT_DOUBLE_EQ(start_of(simulate(t.s, CostModel(waiting_profile(0))), ar), 10);
+  }
+}
+
+TEST(CommStart, TheWaitShrinksWithTheThreadsSleep) {
+  Toy t;
+  const int32_t a = t.compute(10);
+  const int32_t ar0 = t.comm(10, {a});  // its thread never ran: slept without end, no wait
+  const int32_t b = t.compute(40);      // 10 .. 50
+  t.compute(100);
+  const int32_t ar1 = t.comm(10, {b});  // due at 50, its thread asleep since 20
+  const SimResult r = simulate(t.s, CostModel(waiting_profile(30, 10)));
+  EXPECT_DOUBLE_EQ(start_of(r, ar0), 10);
+  EXPECT_NEAR(start_of(r, ar1), 50 + 30 * std::exp(-30.0 / 10), 1e-9);
+}
+
+TEST(CommStart, ACollectiveDueAsTheOneBeforeWakesTheComputeWaitsForTheResume) {
+  const CostModel cm(waiting_profile(0, 0, 7));
+  {
+    Toy t;  // ar0's end at 30 wakes the compute stream (idle since 10), which takes the core
+    const int32_t a = t.compute(10);
+    const int32_t ar0 = t.comm(20, {a});
+    t.compute(50, {ar0});
+    const int32_t ar1 = t.comm(10, {a});
+    EXPECT_DOUBLE_EQ(start_of(simulate(t.s, cm), ar1), 37);
+  }
+  {
+    Toy t;  // the compute stream ran through ar0's end: its thread, awake, goes on at once
+    const int32_t a = t.compute(10);
+    t.comm(20, {a});
+    t.compute(50);
+    const int32_t ar1 = t.comm(10, {a});
+    EXPECT_DOUBLE_EQ(start_of(simulate(t.s, cm), ar1), 30);
+  }
+}
+
+// A trace simulated with known waits carries what calibration needs (spans and deps): the fit finds them
+// back. Per stretch: a collective due while a long compute op holds the core (its thread asleep 0.5-8 ms, so
+// that the decay is told from the wait), then one the compute stream waits for, and behind it one whose turn
+// comes as that one's end wakes the compute stream.
+TEST(CommStart, CalibrationRecoversTheWaitsFromATraceMadeWithThem) {
+  const double decay = 250 * std::pow(1.2, 16);  // on the fit's grid
+  const Profile truth = waiting_profile(2000, decay, 800);
+  Toy t;
+  for (int i = 0; i < 12; ++i) {
+    const int32_t opener = t.compute(100);
+    t.comm(300, {opener});  // waits while the next op holds the core
+    t.compute(3000);
+    const int32_t y = t.compute(50);
+    const int32_t awaited = t.comm(300, {y});  // the compute stream waits for it: starts at once
+    t.comm(300, {y});                          // due behind it: waits for the woken compute
+    t.compute(1500 + 1500 * (i % 6), {awaited});
+  }
+  const SimResult r = simulate(t.s, CostModel(truth));
+  Timeline measured = r.timeline;
+  measured.source = "measured";
+  const TraceFile trace = read_trace_string(trace_json(t.s, measured).dump(), "made.json");
+  const prof::CalibrationResult fit =
+      prof::calibrate_profile(waiting_profile(0), trace, 2, prof::parse_calibration_scope("comm_start"));
+  const InterferenceProfile& i = fit.profile.interference;
+  EXPECT_NEAR(i.comm_start_wait_us, 2000, 10);
+  EXPECT_NEAR(i.comm_start_wait_decay_us, decay, 1e-6 * decay);
+  EXPECT_NEAR(i.comm_resume_wait_us, 800, 10);
+  // A trace without deps (written before traces carried them) fits nothing and says so.
+  nlohmann::json without = trace_json(t.s, measured);
+  for (auto& e : without["traceEvents"])
+    if (e.contains("args")) e["args"].erase("deps");
+  const prof::CalibrationResult none =
+      prof::calibrate_profile(waiting_profile(0), read_trace_string(without.dump(), "old.json"), 2,
+                              prof::parse_calibration_scope("comm_start"));
+  EXPECT_EQ(none.profile.interference.comm_start_wait_us, 0);
+  EXPECT_NE(none.profile.notes.find("comm start wait: not fitted"), std::string::npos) << none.profile.notes;
+}
+
+}  // namespace
+}  // namespace domino
