@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "sim/fit/calibrate_terms.hpp"
@@ -151,6 +152,12 @@ WaitFit fit_wait(const std::vector<DueBesideCompute>& due, bool decaying) {
   return best;
 }
 
+// "2050 us, less by exp(-slept / 3852 us)", or "1590 us" without a decay.
+std::string wait_text(double wait, double decay) {
+  return decay > 0 ? fmt::format("{:.0f} us, less by exp(-slept / {:.0f} us)", wait, decay)
+                   : fmt::format("{:.0f} us", wait);
+}
+
 }  // namespace
 
 void fit_comm_start(const TraceFile& trace, Profile& p, std::string& report) {
@@ -169,10 +176,10 @@ void fit_comm_start(const TraceFile& trace, Profile& p, std::string& report) {
   } else {
     const WaitFit fit = fit_wait(due.asleep, true);
     report += fmt::format(
-        "comm start wait ({} collectives due while their rank computed, mean wait {:.0f} us): "
-        "{:.0f} us decaying over {:.0f} us of sleep -> {:.0f} us decaying over {:.0f} us\n",
-        due.asleep.size(), mean_lag(due.asleep), i.comm_start_wait_us, i.comm_start_wait_decay_us, fit.wait,
-        fit.decay);
+        "comm start wait ({} collectives due while their rank computed, mean wait {:.0f} us): {} -> "
+        "{}\n",
+        due.asleep.size(), mean_lag(due.asleep), wait_text(i.comm_start_wait_us, i.comm_start_wait_decay_us),
+        wait_text(fit.wait, fit.decay));
     i.comm_start_wait_us = fit.wait;
     i.comm_start_wait_decay_us = fit.decay;
   }
