@@ -331,6 +331,13 @@ Profile load_profile_string(const std::string& yaml, const std::string& name) {
   return read_profile(load_yaml_string(yaml, name), name);
 }
 
+const OptionalInterferenceTerm kOptionalInterferenceTerms[5] = {
+    {"comm_delay_during_compute_us", &InterferenceProfile::comm_delay_during_compute_us},
+    {"compute_stall_share", &InterferenceProfile::compute_stall_share},
+    {"comm_start_wait_us", &InterferenceProfile::comm_start_wait_us},
+    {"comm_start_wait_decay_us", &InterferenceProfile::comm_start_wait_decay_us},
+    {"comm_resume_wait_us", &InterferenceProfile::comm_resume_wait_us}};
+
 void validate_profile(const Profile& p) {
   const SourceLoc at{"profile '" + p.name + "'"};
   if (p.name.empty()) throw_bad_input(at, "name must not be empty");
@@ -361,11 +368,8 @@ void validate_profile(const Profile& p) {
   if (p.inter_node) check_collective(at, *p.inter_node, "collectives.inter_node", false);
   require_non_negative(at, "interference.compute_slowdown_during_comm", p.interference.compute_slowdown_during_comm);
   require_non_negative(at, "interference.comm_slowdown_during_compute", p.interference.comm_slowdown_during_compute);
-  require_non_negative(at, "interference.comm_delay_during_compute_us",
-                       p.interference.comm_delay_during_compute_us);
-  require_non_negative(at, "interference.comm_start_wait_us", p.interference.comm_start_wait_us);
-  require_non_negative(at, "interference.comm_start_wait_decay_us", p.interference.comm_start_wait_decay_us);
-  require_non_negative(at, "interference.comm_resume_wait_us", p.interference.comm_resume_wait_us);
+  for (const auto& [key, field] : kOptionalInterferenceTerms)
+    require_non_negative(at, std::string("interference.") + key, p.interference.*field);
   if (!(p.interference.compute_stall_share >= 0 &&
         p.interference.compute_stall_share <= kMaxComputeStallShare))
     throw_bad_input(at, "interference.compute_stall_share must be in [0, " + num(kMaxComputeStallShare) +

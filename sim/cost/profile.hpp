@@ -179,6 +179,14 @@ struct CollectiveProfile {
 // (comm_rate_beside_held_op). A stall share above this (the stream idle ten times as long as it computes)
 // describes no machine to predict.
 constexpr double kMaxComputeStallShare = 10;
+struct InterferenceProfile;
+// The flat interference terms a profile may leave out (0 when it does), by their key: the reader, the writer
+// and the checks go through this one list. All are >= 0 and zero beside a gpu section.
+struct OptionalInterferenceTerm {
+  const char* key;
+  double InterferenceProfile::*field;
+};
+extern const OptionalInterferenceTerm kOptionalInterferenceTerms[5];
 struct InterferenceProfile {
   double compute_slowdown_during_comm = 0;
   double comm_slowdown_during_compute = 0;

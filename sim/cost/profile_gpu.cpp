@@ -43,9 +43,9 @@ void validate_gpu(const GpuProfile& g, const InterferenceProfile& flat, const So
   }
   require_positive(at, "gpu.hbm_bandwidth_gbps", g.hbm_bandwidth_gbps);
   require_non_negative(at, "gpu.collective_hbm_bytes_per_bus_byte", g.collective_hbm_bytes_per_bus_byte);
-  if (flat.compute_slowdown_during_comm != 0 || flat.comm_slowdown_during_compute != 0 ||
-      flat.comm_delay_during_compute_us != 0 || flat.compute_stall_share != 0 ||
-      flat.comm_start_wait_us != 0 || flat.comm_start_wait_decay_us != 0 || flat.comm_resume_wait_us != 0) {
+  bool flat_terms = flat.compute_slowdown_during_comm != 0 || flat.comm_slowdown_during_compute != 0;
+  for (const auto& [key, field] : kOptionalInterferenceTerms) flat_terms = flat_terms || flat.*field != 0;
+  if (flat_terms) {
     throw_bad_input(at, "interference factors must be zero with a gpu section (it models interference itself)");
   }
 }
@@ -104,25 +104,16 @@ void read_gpu_or_interference(YamlMap& root, const std::string& file, Profile& p
     return;
   }
   YamlMap intf(root.get_node("interference"), file, "profile interference");
-  intf.finish({"compute_slowdown_during_comm", "comm_slowdown_during_compute", "comm_delay_during_compute_us",
-               "compute_stall_share", "comm_start_wait_us", "comm_start_wait_decay_us",
-               "comm_resume_wait_us"});
+  std::vector<std::string> keys{"compute_slowdown_during_comm", "comm_slowdown_during_compute"};
+  for (const auto& term : kOptionalInterferenceTerms) keys.push_back(term.key);
+  intf.finish(keys);
   p.interference.compute_slowdown_during_comm = non_negative(intf, "compute_slowdown_during_comm");
   p.interference.comm_slowdown_during_compute = non_negative(intf, "comm_slowdown_during_compute");
-  if (intf.has("comm_delay_during_compute_us"))
-    p.interference.comm_delay_during_compute_us = non_negative(intf, "comm_delay_during_compute_us");
-  if (intf.has("comm_start_wait_us"))
-    p.interference.comm_start_wait_us = non_negative(intf, "comm_start_wait_us");
-  if (intf.has("comm_start_wait_decay_us"))
-    p.interference.comm_start_wait_decay_us = non_negative(intf, "comm_start_wait_decay_us");
-  if (intf.has("comm_resume_wait_us"))
-    p.interference.comm_resume_wait_us = non_negative(intf, "comm_resume_wait_us");
-  if (intf.has("compute_stall_share")) {
-    const double stall = p.interference.compute_stall_share = non_negative(intf, "compute_stall_share");
-    if (stall > kMaxComputeStallShare)
-      intf.fail("compute_stall_share",
-                "must be at most " + num(kMaxComputeStallShare) + ", got " + num(stall));
-  }
+  for (const auto& [key, field] : kOptionalInterferenceTerms)
+    if (intf.has(key)) p.interference.*field = non_negative(intf, key);
+  if (p.interference.compute_stall_share > kMaxComputeStallShare)
+    intf.fail("compute_stall_share", "must be at most " + num(kMaxComputeStallShare) + ", got " +
+                                         num(p.interference.compute_stall_share));
 }
 
 void check_gpu(const Profile& p, const SourceLoc& at) {

@@ -143,17 +143,8 @@ std::string profile_to_yaml(const Profile& p) {
     out += fmt::format("interference:\n  compute_slowdown_during_comm: {}\n  comm_slowdown_during_compute: {}\n",
                        num(p.interference.compute_slowdown_during_comm),
                        num(p.interference.comm_slowdown_during_compute));
-    if (p.interference.comm_delay_during_compute_us > 0)
-      out += fmt::format("  comm_delay_during_compute_us: {}\n",
-                         num(p.interference.comm_delay_during_compute_us));
-    if (p.interference.compute_stall_share > 0)
-      out += fmt::format("  compute_stall_share: {}\n", num(p.interference.compute_stall_share));
-    if (p.interference.comm_start_wait_us > 0)
-      out += fmt::format("  comm_start_wait_us: {}\n", num(p.interference.comm_start_wait_us));
-    if (p.interference.comm_start_wait_decay_us > 0)
-      out += fmt::format("  comm_start_wait_decay_us: {}\n", num(p.interference.comm_start_wait_decay_us));
-    if (p.interference.comm_resume_wait_us > 0)
-      out += fmt::format("  comm_resume_wait_us: {}\n", num(p.interference.comm_resume_wait_us));
+    for (const auto& [key, field] : kOptionalInterferenceTerms)
+      if (p.interference.*field > 0) out += fmt::format("  {}: {}\n", key, num(p.interference.*field));
   }
   const ProfileMetadata& md = p.metadata;
   if (!md.empty()) {

@@ -78,14 +78,11 @@ OpCosts OpCostCache::op_costs(const Schedule& schedule, const SimOptions& option
     entry_[i] = entry_of(ops[i]);
     duration[i] = entries_[size_t(entry_[i])].us;
   }
-  const double stall = add_compute_stall(schedule, cost_, duration);
+  add_compute_stall(schedule, cost_, duration);
   Facts facts(*this, ops);
   Interference interference(schedule, cost_, duration, facts);
-  return OpCosts{std::move(duration),
-                 std::move(interference),
-                 cost_.sync_per_compute(tp_, cost_.profile().devices_per_node),
-                 stall,
-                 !cost_.profile().gpu,
+  return OpCosts{std::move(duration), std::move(interference),
+                 cost_.sync_per_compute(tp_, cost_.profile().devices_per_node), !cost_.profile().gpu,
                  cost_.profile().interference};
 }
 

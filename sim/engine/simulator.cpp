@@ -35,7 +35,7 @@ struct Lane {
   int32_t finished = 0;  // ops of this stream finished: the first `finished` of order
   double remaining = 0;  // standalone work left of the running op
   double started = 0;
-  double ended = -1;  // when its last op finished
+  double ended = -std::numeric_limits<double>::infinity();  // when its last op finished (none: -inf)
 };
 
 // x / rate, without the division at rate 1 (an op running alone, the common case): the same value.
@@ -107,8 +107,7 @@ class Events {
     if (held_until_ < 0) {
       double wait = 0;
       if (m_.ended != now_)
-        wait = flat_.comm_start_wait(m_.finished > 0 ? now_ - m_.ended
-                                                     : std::numeric_limits<double>::infinity());
+        wait = flat_.comm_start_wait(now_ - m_.ended);  // never ran: slept forever
       else if (c_.started == now_ && c_.ended < now_)
         wait = flat_.comm_resume_wait_us;
       if (!(wait > kEpsilonUs)) return false;
@@ -225,19 +224,18 @@ OpCosts op_costs(const Schedule& schedule, const CostModel& cost, const SimOptio
     const bool silent = collective(op.kind) && !schedule.plan.comm_enabled;
     duration[i] = checked_duration(op, silent ? 0.0 : cost.op_us(op, tp, devices_per_node));
   }
-  const double stall = add_compute_stall(schedule, cost, duration);
+  add_compute_stall(schedule, cost, duration);
   Interference interference(schedule, cost, tp, duration);
   const double sync_per_compute = schedule.plan.comm_enabled ? cost.sync_per_compute(tp, devices_per_node) : 0;
-  return OpCosts{std::move(duration), std::move(interference),    sync_per_compute, stall,
-                 !cost.profile().gpu, cost.profile().interference};
+  return OpCosts{std::move(duration), std::move(interference), sync_per_compute, !cost.profile().gpu,
+                 cost.profile().interference};
 }
 
-double add_compute_stall(const Schedule& schedule, const CostModel& cost, std::vector<double>& duration) {
+void add_compute_stall(const Schedule& schedule, const CostModel& cost, std::vector<double>& duration) {
   const double stall = cost.profile().interference.compute_stall_share;
   if (stall > 0)
     for (size_t i = 0; i < duration.size(); ++i)
       if (schedule.ops[i].stream == Stream::Compute) duration[i] *= 1 + stall;
-  return stall;
 }
 
 SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOptions& options) {
@@ -280,7 +278,8 @@ SimResult simulate(const SimProgram& program, const OpCosts& costs, const SimOpt
     if (costs.compute_loss_between_ops)
       for (OpSpan& s : tl.spans)
         if (schedule.ops[size_t(s.op)].stream == Stream::Compute)
-          s.end_us = s.start_us + costs.duration[size_t(s.op)] / (1 + costs.compute_stall);
+          s.end_us =
+              s.start_us + costs.duration[size_t(s.op)] / (1 + costs.flat_interference.compute_stall_share);
     tl.iteration_us = result.iteration_us;
     tl.peak_memory_bytes = {result.peak_memory_bytes};
   }

@@ -42,18 +42,18 @@ SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOpt
 struct OpCosts {
   std::vector<double> duration;
   Interference interference;
-  double sync_per_compute = 0;  // the profile's, at the schedule's level; 0 when the plan communicates nothing
-  double compute_stall = 0;     // the profile's compute_stall_share, already in the compute ops' durations
+  double sync_per_compute =
+      0;  // the profile's, at the schedule's level; 0 when the plan communicates nothing
   // A flat (CPU) profile: a recorded compute span is the op's own time; its losses show as a gap after it.
   bool compute_loss_between_ops = false;
-  // The profile's flat factors, of which the event loop reads the collectives' start wait
-  // (InterferenceProfile::comm_start_wait).
+  // The profile's flat factors: its compute_stall_share is already in the compute ops' durations; the event
+  // loop reads the collectives' start wait (InterferenceProfile::comm_start_wait).
   InterferenceProfile flat_interference;
 };
 OpCosts op_costs(const Schedule& schedule, const CostModel& cost, const SimOptions& options = {});
 // Stretches every compute op's duration by the profile's stall share (InterferenceProfile::
-// compute_stall_share) and returns the share.
-double add_compute_stall(const Schedule& schedule, const CostModel& cost, std::vector<double>& duration);
+// compute_stall_share).
+void add_compute_stall(const Schedule& schedule, const CostModel& cost, std::vector<double>& duration);
 // Ranks in each collective: the plan's TP degree unless the options emulate another.
 int collective_ranks(const Schedule& schedule, const SimOptions& options);
 // `us`, the cost model's duration of `op`; an error naming the op when it is negative, infinite or NaN.

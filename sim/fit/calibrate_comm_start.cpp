@@ -33,10 +33,6 @@ constexpr double kWaitStepUs = 10, kMaxWaitUs = 20'000, kFirstDecayUs = 250, kDe
 constexpr int kDecays = 30;
 constexpr size_t kMinSamples = 5;
 
-bool is_collective_kind(const std::string& kind) {
-  return kind == "allreduce" || kind == "allgather" || kind == "reducescatter";
-}
-
 // A collective due while its rank's compute stream had an op ready: how long its thread had slept, how long
 // after it was due it started, and how long after that the compute stream first stood idle (no wait
 // outlasts it).
@@ -101,7 +97,8 @@ DueSamples due_beside_compute(const TraceFile& trace) {
     RankSpans& r = ranks[e.rank];
     if (e.stream == 1)
       r.comm.push_back(&e);
-    else if (!is_collective_kind(e.kind))
+    else if (const auto kind = kinds_by_name().find(e.kind);
+             kind == kinds_by_name().end() || !collective(kind->second))
       r.compute.push_back(&e);
     if (e.args.contains("op") && e.args["op"].is_number_integer())
       r.end_of[e.args["op"].get<int64_t>()] = end_us(e);

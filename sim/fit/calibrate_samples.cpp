@@ -15,8 +15,6 @@
 
 namespace domino::prof::calibration {
 
-namespace {
-
 const std::map<std::string, OpKind>& kinds_by_name() {
   static const std::map<std::string, OpKind> m = [] {
     std::map<std::string, OpKind> out;
@@ -28,6 +26,8 @@ const std::map<std::string, OpKind>& kinds_by_name() {
   }();
   return m;
 }
+
+namespace {
 
 // A whole number of the trace (an op index, a GEMM dimension, the TP degree) that must fit `limit`: a value
 // out of range would be cast to an integer, which C++ leaves undefined.

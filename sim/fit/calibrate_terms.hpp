@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ struct SerialCost {
   double overlapped_us = 0;  // time the trace's ops ran beside the other stream
   int collectives = 0;
 };
+
+// The op kind a trace event's `cat` names (to_string(OpKind)), for every kind a schedule holds.
+const std::map<std::string, OpKind>& kinds_by_name();
 
 // The trace read once for every fit. Holds the samples the selections point into: not copyable.
 struct TraceSamples {

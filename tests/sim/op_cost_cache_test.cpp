@@ -21,7 +21,7 @@ void expect_same_costs(const Schedule& s, const OpCosts& cached, const OpCosts& 
   ASSERT_EQ(cached.duration.size(), fresh.duration.size());
   for (size_t i = 0; i < fresh.duration.size(); ++i) EXPECT_EQ(cached.duration[i], fresh.duration[i]) << op_id(s.ops[i]);
   EXPECT_EQ(cached.sync_per_compute, fresh.sync_per_compute);
-  EXPECT_EQ(cached.compute_stall, fresh.compute_stall);
+  EXPECT_EQ(cached.flat_interference.compute_stall_share, fresh.flat_interference.compute_stall_share);
   EXPECT_EQ(cached.compute_loss_between_ops, fresh.compute_loss_between_ops);
   for (const Op& c : s.ops) {
     if (c.stream != Stream::Compute) continue;
@@ -71,7 +71,7 @@ TEST(OpCostCache, EqualsTheCostModelWithACpuProfilesDelayStallAndAttentionPerCod
     SCOPED_TRACE(name);
     const Schedule s = test::build_verified(m, make_strategy_plan(name, m));
     const OpCosts cached = cache.op_costs(s, SimOptions{false});
-    EXPECT_EQ(cached.compute_stall, 0.1);
+    EXPECT_EQ(cached.flat_interference.compute_stall_share, 0.1);
     expect_same_costs(s, cached, op_costs(s, cm, SimOptions{false}));
     EXPECT_EQ(simulate(s, cached, SimOptions{false}).iteration_us,
               simulate(s, cm, SimOptions{false}).iteration_us);
