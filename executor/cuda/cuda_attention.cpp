@@ -1,9 +1,9 @@
 // cuda_attention.cpp: causal attention as strided-batched cuBLAS GEMMs around the causal softmax kernel.
 // Query rows are cut into blocks and each block's GEMMs run over the keys its queries can see only, so the
 // masked upper triangle is (mostly) skipped, as a causal kernel does and as the cost model charges. Query
-// heads that share a KV head (grouped-query attention) form one batch with a zero stride on K and V.
-// With a sliding window a block's GEMMs also skip the keys before its first query's window, and K/V may
-// start at a seq k0 > 0 (windowed sequence slices); P's columns stay absolute key positions.
+// heads that share a KV head (grouped-query attention) read it in turn: each launch batches over the KV
+// heads. With a sliding window a block's GEMMs also skip the keys before its first query's window, and K/V
+// may start at a seq k0 > 0 (windowed sequence slices); P's columns stay absolute key positions.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -63,40 +63,42 @@ CausalBlocks causal_blocks(int64_t sq, int64_t seq0, const KeyRange& kr) {
   return blocks;
 }
 
-// One (batch entry, query block, KV head g) of the GEMMs: the query heads [h0, h0 + group) share KV head g.
-// Query-side operands (Q, ctx, dctx and their gradients) are [rows, heads*d]; key-side ones (K, V, dK, dV)
-// [keys, kv_heads*d]; P-shaped ones (P, dP/dS) [rows, heads*key_stride].
+// One (batch entry, query block, head j of every KV group) of the GEMMs, batched over the KV heads g:
+// query head h = g * group + j reads KV head g. Batched this way multi-head attention (group 1) is one
+// launch of `heads` GEMMs per block, not one launch per head (launches of a 128 x keys x head_dim GEMM
+// each cost more than its arithmetic). Query-side operands (Q, ctx, dctx and their gradients) are
+// [rows, heads*d]; key-side ones (K, V, dK, dV) [keys, kv_heads*d]; P-shaped ones (P, dP/dS)
+// [rows, heads*key_stride]. The pointers are those of KV group 0; the strides step to the next group.
 struct AttnBlock {
   const AttnShape& a;
   QueryBlock qb;
-  int g;
+  int j;
   int64_t k0;  // key position of K/V's first row
-  int group() const { return a.heads / a.kv_heads; }
+  int64_t group() const { return a.heads / a.kv_heads; }
   int64_t d() const { return a.head_dim; }
-  int64_t h0() const { return int64_t(g) * group(); }
   int64_t rows() const { return qb.r1 - qb.r0; }
-  // Where head h's columns start in a query-side, key-side or P-shaped operand.
-  char* query_head(const DevView& v, int64_t h) const {
-    return offset(v.base, qb.r0 * v.row_stride + h * d(), v.elt);
+  char* query_head(const DevView& v) const { return offset(v.base, qb.r0 * v.row_stride + j * d(), v.elt); }
+  int64_t query_stride() const { return group() * d(); }
+  char* key_head(const DevView& v) const { return offset(v.base, (qb.lo - k0) * v.row_stride, v.elt); }
+  int64_t key_stride() const { return d(); }
+  char* p_head(const DevView& v) const {
+    return offset(v.base, qb.r0 * v.row_stride + j * a.key_stride + qb.lo, v.elt);
   }
-  char* key_head(const DevView& v) const { return offset(v.base, (qb.lo - k0) * v.row_stride + g * d(), v.elt); }
-  char* p_head(const DevView& v, int64_t h) const {
-    return offset(v.base, qb.r0 * v.row_stride + h * a.key_stride + qb.lo, v.elt);
-  }
+  int64_t p_stride() const { return group() * a.key_stride; }
 };
 
-// out_h = alpha * X_h Y_g^T for the group's heads: P-shaped over the visible keys (the scores from Q and K,
-// scaled in the GEMM so that fp16 scores stay sqrt(d) smaller; dP from dctx and V).
+// out_h = alpha * X_h Y_g^T: P-shaped over the visible keys (the scores from Q and K, scaled in the GEMM so
+// that fp16 scores stay sqrt(d) smaller; dP from dctx and V).
 void head_scores(void* h, const AttnBlock& t, const DevView& x, const DevView& y, const DevView& out,
                  float alpha) {
   GemmArgs sc;
   sc.trans_b = true;
   sc.alpha = alpha;
   sc.m = t.rows(), sc.n = t.qb.keys, sc.k = t.d();
-  sc.a = t.query_head(x, t.h0()), sc.lda = x.row_stride, sc.stride_a = t.d();
-  sc.b = t.key_head(y), sc.ldb = y.row_stride, sc.stride_b = 0;
-  sc.c = t.p_head(out, t.h0()), sc.ldc = out.row_stride, sc.stride_c = t.a.key_stride;
-  sc.batch = t.group(), sc.elt = x.elt;
+  sc.a = t.query_head(x), sc.lda = x.row_stride, sc.stride_a = t.query_stride();
+  sc.b = t.key_head(y), sc.ldb = y.row_stride, sc.stride_b = t.key_stride();
+  sc.c = t.p_head(out), sc.ldc = out.row_stride, sc.stride_c = t.p_stride();
+  sc.batch = t.a.kv_heads, sc.elt = x.elt;
   gemm(h, sc);
 }
 
@@ -104,27 +106,26 @@ void head_scores(void* h, const AttnBlock& t, const DevView& x, const DevView& y
 void head_context(void* h, const AttnBlock& t, const DevView& pm, const DevView& y, const DevView& out) {
   GemmArgs pv;
   pv.m = t.rows(), pv.n = t.d(), pv.k = t.qb.keys;
-  pv.a = t.p_head(pm, t.h0()), pv.lda = pm.row_stride, pv.stride_a = t.a.key_stride;
-  pv.b = t.key_head(y), pv.ldb = y.row_stride, pv.stride_b = 0;
-  pv.c = t.query_head(out, t.h0()), pv.ldc = out.row_stride, pv.stride_c = t.d();
-  pv.batch = t.group(), pv.elt = pm.elt;
+  pv.a = t.p_head(pm), pv.lda = pm.row_stride, pv.stride_a = t.p_stride();
+  pv.b = t.key_head(y), pv.ldb = y.row_stride, pv.stride_b = t.key_stride();
+  pv.c = t.query_head(out), pv.ldc = out.row_stride, pv.stride_c = t.query_stride();
+  pv.batch = t.a.kv_heads, pv.elt = pm.elt;
   gemm(h, pv);
 }
 
-// out_g (+)= sum_h P_h^T X_h, key-shaped (dV from P and dctx; dK from dS and Q). One head at a time: the
-// group's heads write the same output.
+// out_g (+)= P_h^T X_h, key-shaped (dV from P and dctx; dK from dS and Q). A group's heads write the same
+// output, so they take turns (j = 0 writes "=" when overwriting); the batch runs over the groups.
 void key_grad(void* h, const AttnBlock& t, const DevView& pm, const DevView& x, const DevView& out,
               bool overwrite) {
-  for (int j = 0; j < t.group(); ++j) {
-    GemmArgs kg;
-    kg.trans_a = true;
-    kg.m = t.qb.keys, kg.n = t.d(), kg.k = t.rows();
-    kg.a = t.p_head(pm, t.h0() + j), kg.lda = pm.row_stride;
-    kg.b = t.query_head(x, t.h0() + j), kg.ldb = x.row_stride;
-    kg.c = t.key_head(out), kg.ldc = out.row_stride;
-    kg.beta = (overwrite && j == 0) ? 0.f : 1.f, kg.elt = pm.elt;
-    gemm(h, kg);
-  }
+  GemmArgs kg;
+  kg.trans_a = true;
+  kg.m = t.qb.keys, kg.n = t.d(), kg.k = t.rows();
+  kg.a = t.p_head(pm), kg.lda = pm.row_stride, kg.stride_a = t.p_stride();
+  kg.b = t.query_head(x), kg.ldb = x.row_stride, kg.stride_b = t.query_stride();
+  kg.c = t.key_head(out), kg.ldc = out.row_stride, kg.stride_c = t.key_stride();
+  kg.beta = (overwrite && t.j == 0) ? 0.f : 1.f, kg.elt = pm.elt;
+  kg.batch = t.a.kv_heads;
+  gemm(h, kg);
 }
 
 // Backward operands of one batch entry: dS is computed in place in dp (row stride ld_dp).
@@ -157,12 +158,13 @@ void attention_fwd(void* h, StreamHandle s, const AttentionFwdArgs& args) {
   for (int64_t b = 0; b < q.nbatch; ++b) {
     const DevView qb = block(q, b), kb = block(k, b), vb = block(v, b), pb = block(p, b), cb = block(ctx, b);
     for (const QueryBlock& r : blocks) {
-      for (int g = 0; g < a.kv_heads; ++g) head_scores(h, AttnBlock{a, r, g, kr.k0}, qb, kb, pb, scale);
+      for (int j = 0; j < a.heads / a.kv_heads; ++j)
+        head_scores(h, AttnBlock{a, r, j, kr.k0}, qb, kb, pb, scale);
     }
     // Reads only the keys of each row's window, all inside the columns its block computed.
     causal_softmax_fwd(pb, SoftmaxShape{a.heads, a.key_stride, kr.kv_end, 1.f, a.window}, s);
     for (const QueryBlock& r : blocks) {
-      for (int g = 0; g < a.kv_heads; ++g) head_context(h, AttnBlock{a, r, g, kr.k0}, pb, vb, cb);
+      for (int j = 0; j < a.heads / a.kv_heads; ++j) head_context(h, AttnBlock{a, r, j, kr.k0}, pb, vb, cb);
     }
   }
 }
@@ -186,8 +188,8 @@ void attention_bwd(void* h, StreamHandle s, const AttentionBwdArgs& args) {
     // The first block (the last query rows) sees every key, so it alone decides overwrite vs accumulate.
     for (int i = 0; i < blocks.count; ++i) {
       const bool overwrite = i == 0 && !args.accumulate;
-      for (int g = 0; g < a.kv_heads; ++g) {
-        const AttnBlock t{a, blocks.at[size_t(i)], g, kr.k0};
+      for (int j = 0; j < a.heads / a.kv_heads; ++j) {
+        const AttnBlock t{a, blocks.at[size_t(i)], j, kr.k0};
         head_scores(h, t, w.dctx, w.v, w.dp, 1.f);     // dP_h = dctx_h V_g^T
         key_grad(h, t, w.p, w.dctx, w.dv, overwrite);  // dV_g (+)= sum_h P_h^T dctx_h
       }
@@ -195,8 +197,8 @@ void attention_bwd(void* h, StreamHandle s, const AttentionBwdArgs& args) {
     causal_softmax_bwd(w.p, w.dp, SoftmaxShape{a.heads, a.key_stride, kr.kv_end, scale, a.window}, s);
     for (int i = 0; i < blocks.count; ++i) {
       const bool overwrite = i == 0 && !args.accumulate;
-      for (int g = 0; g < a.kv_heads; ++g) {
-        const AttnBlock t{a, blocks.at[size_t(i)], g, kr.k0};
+      for (int j = 0; j < a.heads / a.kv_heads; ++j) {
+        const AttnBlock t{a, blocks.at[size_t(i)], j, kr.k0};
         head_context(h, t, w.dp, w.k, w.dq);         // dQ_h = dS_h K_g
         key_grad(h, t, w.dp, w.q, w.dk, overwrite);  // dK_g (+)= sum_h dS_h^T Q_h
       }

@@ -95,9 +95,15 @@ class CudaBackend : public Backend {
     dev_.allocate(schedule);
     std::vector<float> host;
     for (int32_t b = 0; b < int32_t(schedule.buffers.size()); ++b) {
-      host.resize(size_t(schedule.buffers[b].elements()));
-      initial_values(schedule, b, ctx.rank, ctx.seed, host.data());
-      dev_.upload(b, host);
+      if (starts_at_zero(schedule, b)) {
+        dev_.zero(b);
+      } else if (!ctx.reproducible_values && schedule.buffers[b].role == BufferRole::Param) {
+        dev_.fill_random(b, uint32_t(ctx.seed * 1000003u + uint64_t(b)));
+      } else {
+        host.resize(size_t(schedule.buffers[b].elements()));
+        initial_values(schedule, b, ctx.rank, ctx.seed, host.data());
+        dev_.upload(b, host);
+      }
     }
     if (!dev_.options.emulate_comm && ctx.world > 1) init_nccl(ctx);
     DOMINO_CUDA_CHECK(cudaDeviceSynchronize());

@@ -134,6 +134,24 @@ void DeviceState::upload(int32_t buffer, const std::vector<float>& host) {
   DOMINO_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
+void DeviceState::zero(int32_t buffer) {
+  const BufferDesc& d = schedule->buffers[buffer];
+  cudaStream_t s = streams[0];
+  DOMINO_CUDA_CHECK(cudaMemsetAsync(ptr[buffer], 0, size_t(d.elements()) * elt_bytes(elt[buffer]), s));
+  if (master[buffer])
+    DOMINO_CUDA_CHECK(cudaMemsetAsync(master[buffer], 0, sizeof(float) * size_t(d.elements()), s));
+  DOMINO_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+void DeviceState::fill_random(int32_t buffer, uint32_t seed) {
+  const BufferDesc& d = schedule->buffers[buffer];
+  cudaStream_t s = streams[0];
+  const DevView whole = view(Region{buffer, 0, d.batch, 0, d.seq, 0, d.cols});
+  cuda::fill_random(whole, seed, s);
+  if (master[buffer]) view_to_f32(whole, master[buffer], s);
+  DOMINO_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
 std::vector<float> DeviceState::download(const Region& r) {
   std::lock_guard<std::mutex> lock(staging_mutex_);
   DOMINO_CUDA_CHECK(cudaDeviceSynchronize());

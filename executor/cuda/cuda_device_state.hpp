@@ -50,6 +50,8 @@ struct DeviceState {
   cudaStream_t stream(Stream s) const { return streams[static_cast<int>(s)]; }
   void allocate(const Schedule& s);
   void upload(int32_t buffer, const std::vector<float>& host);
+  void zero(int32_t buffer);                        // all zeros, fp32 master included
+  void fill_random(int32_t buffer, uint32_t seed);  // values in [-1, 1] drawn on the device, master included
   std::vector<float> download(const Region& r);
   bool finite(const Region& r);
   DevView view(const Region& r) const;

@@ -26,7 +26,9 @@ std::vector<double> time_repeats(const std::function<void()>& fn, const RepeatPo
 
 PreparedProbe::PreparedProbe(const std::string& backend, Schedule schedule, const RankContext& ctx)
     : schedule_(std::move(schedule)), backend_(make_backend(backend)), rank_(ctx.rank) {
-  backend_->prepare(schedule_, ctx);
+  RankContext probe_ctx = ctx;
+  probe_ctx.reproducible_values = false;  // only the time counts
+  backend_->prepare(schedule_, probe_ctx);
 }
 
 PreparedProbe::~PreparedProbe() = default;

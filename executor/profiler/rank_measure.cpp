@@ -96,13 +96,15 @@ nlohmann::json op_json(const Probe& probe, const std::vector<double>& samples) {
 
 nlohmann::json measure_compute(const Workload& w, const RankBench& b, Progress& progress) {
   nlohmann::json out = nlohmann::json::array();
-  std::vector<const Probe*> probes;
-  for (const auto* list : {&w.gemms, &w.memory_ops, &w.attention})
-    for (const Probe& p : *list) probes.push_back(&p);
+  const std::pair<const char*, const std::vector<Probe>*> stages[] = {
+      {"gemm", &w.gemms}, {"memory-bound", &w.memory_ops}, {"attention", &w.attention}};
+  const int total = int(w.gemms.size() + w.memory_ops.size() + w.attention.size());
   int i = 0;
-  for (const Probe* p : probes) {
-    progress.step(p->label, ++i, int(probes.size()));
-    out.push_back(op_json(*p, time_compute(b, *p->mini, 1234 + uint64_t(i), b.options.quick)));
+  for (const auto& [stage, probes] : stages) {
+    for (const Probe& p : *probes) {
+      progress.step(stage, p.label, ++i, total);
+      out.push_back(op_json(p, time_compute(b, *p.mini, 1234 + uint64_t(i), b.options.quick)));
+    }
   }
   return out;
 }
@@ -128,10 +130,10 @@ Schedule collective_probe(OpKind kind, double bytes, int world) {
 nlohmann::json measure_collective(const Workload& w, const RankBench& b, Progress& progress, OpKind kind,
                                   const std::string& algorithm) {
   nlohmann::json out = nlohmann::json::array();
-  const std::string label = std::string(to_string(kind)) + " " + (algorithm.empty() ? "" : algorithm + " ");
+  const std::string stage = std::string(to_string(kind)) + (algorithm.empty() ? "" : " " + algorithm);
   int i = 0;
   for (double bytes : w.allreduce_bytes) {
-    progress.step(label + std::to_string(int64_t(bytes)) + " B", ++i, int(w.allreduce_bytes.size()));
+    progress.step(stage, std::to_string(int64_t(bytes)) + " B", ++i, int(w.allreduce_bytes.size()));
     PreparedProbe probe(b.options.backend, collective_probe(kind, bytes, b.comm.world()), b.group_ctx(1, algorithm));
     std::vector<double> samples;
     const int reps = allreduce_repeats(bytes, b.options.link_gbps, b.options.quick);
@@ -186,7 +188,7 @@ std::vector<double> allreduces_alone(const RankBench& b, double bytes, int count
 constexpr int kInterferencePasses = 4;
 
 nlohmann::json measure_interference(const Workload& w, const RankBench& b, Progress& progress) {
-  progress.step("interference", 1, 1);
+  progress.step("interference", "", 1, 1);
   const Schedule& gemm = *w.interference_gemm->mini;
   const bool quick = b.options.quick;
   const std::vector<double> gemm_alone = time_compute(b, gemm, 99, quick);
@@ -231,7 +233,7 @@ nlohmann::json measure_interference(const Workload& w, const RankBench& b, Progr
 // waits for the last, so per repeat the spread of the ranks' AllReduce times is the skew (profile_fit.cpp).
 nlohmann::json measure_sync(const Workload& w, const RankBench& b, Progress& progress) {
   constexpr double kStretchUs = 15'000;
-  progress.step("arrival skew", 1, 1);
+  progress.step("arrival skew", "", 1, 1);
   const Schedule& gemm = *w.interference_gemm->mini;
   const double one_us = median_of(time_compute(b, gemm, 7, true));
   const int per_stretch = std::clamp(int(std::ceil(agree(b.comm, kStretchUs / std::max(one_us, 1.0)))), 1, 1000);

@@ -48,6 +48,9 @@ struct RankContext {
   int timeout_s = 30;           // seconds a silent peer may take before it counts as dead (--timeout)
   std::string collective_algorithm;  // "": the library picks; else one of the backend's
                                      // forceable_collective_algorithms (domino-profile measures each)
+  // false (domino-profile's probes): parameters need not hold initial_values, only varied finite values, so a
+  // device backend may draw them where they live instead of filling and uploading gigabytes from the host.
+  bool reproducible_values = true;
 };
 
 // When one op ran, in microseconds from the start of the iteration.

@@ -88,14 +88,20 @@ DataUse data_use(const Schedule& schedule, int32_t buffer) {
   return DataUse::None;
 }
 
+bool starts_at_zero(const Schedule& schedule, int32_t buffer) {
+  const BufferDesc& buf = schedule.buffers.at(buffer);
+  if (buf.role == BufferRole::Param) return false;
+  return buf.role != BufferRole::Data || data_use(schedule, buffer) == DataUse::None;
+}
+
 void initial_values(const Schedule& schedule, int32_t buffer, int rank, uint64_t seed, float* out) {
   const BufferDesc& buf = schedule.buffers.at(buffer);
   if (buf.role == BufferRole::Param) return init_param(schedule, buf, rank, seed, out);
-  if (buf.role == BufferRole::Data) {
-    const DataUse use = data_use(schedule, buffer);
-    if (use != DataUse::None) return init_data(schedule, buf, use, seed, out);
+  if (starts_at_zero(schedule, buffer)) {
+    std::fill_n(out, buf.elements(), 0.0f);
+    return;
   }
-  std::fill_n(out, buf.elements(), 0.0f);
+  init_data(schedule, buf, data_use(schedule, buffer), seed, out);
 }
 
 }  // namespace domino

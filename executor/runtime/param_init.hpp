@@ -19,6 +19,9 @@ DataUse data_use(const Schedule& schedule, int32_t buffer);
 // Params: weights and embeddings scale*U(-1,1) with std 0.02, norm gammas 1, betas and biases 0;
 // Data: tokens / targets; everything else (gradients, optimizer states, activations) 0.
 void initial_values(const Schedule& schedule, int32_t buffer, int rank, uint64_t seed, float* out);
+// Whether initial_values fills the buffer with zeros (neither a parameter nor tokens or targets): a device
+// backend then clears it in place instead of uploading zeros.
+bool starts_at_zero(const Schedule& schedule, int32_t buffer);
 
 // The synthetic language: token s+1 of every sequence is next_token(token s).
 int64_t next_token(int64_t token, int64_t vocab);

@@ -24,6 +24,7 @@ json op_args(const Op& op) {
             {"slice", op.slice},
             {"chunk", op.chunk},
             {"code", to_string(op.code)},
+            {"dtype", to_string(op.dtype)},
             {"m", op.m},
             {"n", op.n},
             {"k", op.k},

@@ -1,6 +1,7 @@
 // cuda_ops_test.cpp: every op of real schedules (GPT and Llama layers, sliced plans) run on the GPU
 // against the CPU backend's result on identical inputs. Outputs are poisoned with NaN before each run
-// (NaN never passes); each op starts from the CPU's state so errors do not compound. Skips without a GPU.
+// (NaN never passes); each op starts from the CPU's state so errors do not compound. Also the values
+// prepare() starts a run from, and a profiler probe's. Skips without a GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -17,6 +18,7 @@
 #include "executor/runtime/param_init.hpp"
 #include "sim/ir/schedule.hpp"
 #include "sim/ir/verify.hpp"
+#include "sim/model/plan.hpp"
 
 namespace domino {
 namespace {
@@ -62,6 +64,19 @@ double rel_error(const std::vector<float>& got, const std::vector<float>& want) 
   return std::sqrt(num / std::max(den, 1e-30));
 }
 
+// Whether output i is also one of the op's inputs (PositionAdd adds to x0 in place): poisoning it would
+// poison the input.
+bool output_is_read(const Op& op, int i) {
+  const Region& o = op.out[i];
+  for (int j = 0; j < op.n_in; ++j) {
+    const Region& r = op.in[j];
+    if (r.buffer == o.buffer && r.b0 < o.b1 && o.b0 < r.b1 && r.s0 < o.s1 && o.s0 < r.s1 && r.c0 < o.c1 &&
+        o.c0 < r.c1)
+      return true;
+  }
+  return false;
+}
+
 // `rank`: the rank of the TP group both sides play (its vocabulary shard; AllReduces are skipped, so the
 // values are that rank's own, the same on both sides).
 void check_schedule_on_gpu(const ModelSpec& model, const Plan& plan, double tolerance, int rank = 0) {
@@ -94,8 +109,9 @@ void check_schedule_on_gpu(const ModelSpec& model, const Plan& plan, double tole
     for (int i = 0; i < op.n_out; ++i) dev.upload(op.out[i].buffer, host[op.out[i].buffer]);
     const bool in_place = op.code == OpCode::RopeFwd || op.code == OpCode::RopeBwd;
     for (int i = 0; i < op.n_out; ++i) {
-      const bool keeps_old = in_place || op.attrs.accumulate || op.code == OpCode::AdamStep ||
-                             op.code == OpCode::SgdStep || (i > 0 && op.attrs.accumulate_params);
+      const bool keeps_old = in_place || output_is_read(op, i) || op.attrs.accumulate ||
+                             op.code == OpCode::AdamStep || op.code == OpCode::SgdStep ||
+                             (i > 0 && op.attrs.accumulate_params);
       if (!keeps_old) cuda::poison(dev.view(op.out[i]), dev.stream(Stream::Compute));
     }
     cuda::run_op(dev, op, Stream::Compute);
@@ -223,6 +239,52 @@ TEST_F(CudaOps, GptBf16SlicedMatchesCpuWithinBf16Error) {
   const ModelSpec m = tiny_model(Family::Gpt, DType::BF16);
   BlockPlan b{SplitDim::Batch, 2, 1, OverlapMode::Inter, true};
   check_schedule_on_gpu(m, make_uniform_plan(m, b, b, "custom"), 3e-2);
+}
+
+// Every buffer as prepare() left it, against initial_values: zero-start buffers are cleared on the device,
+// the rest uploaded, and a training run must see exactly what the CPU backend starts from.
+TEST_F(CudaOps, PrepareStartsFromTheCpuInitialValues) {
+  const ModelSpec m = tiny_model(Family::Gpt, DType::FP32);
+  const Schedule s = build_schedule(m, make_strategy_plan("domino-ds", m));
+  CudaOptions o;
+  o.dtype = "fp32";
+  std::unique_ptr<Backend> cuda = make_cuda_backend(o);
+  cuda->prepare(s, RankContext{});
+  int zero_start = 0;
+  for (int32_t b = 0; b < int32_t(s.buffers.size()); ++b) {
+    const BufferDesc& d = s.buffers[size_t(b)];
+    std::vector<float> want(size_t(d.elements()));
+    initial_values(s, b, 0, RankContext{}.seed, want.data());
+    EXPECT_EQ(cuda->read_region(Region{b, 0, d.batch, 0, d.seq, 0, d.cols}), want) << d.name;
+    zero_start += starts_at_zero(s, b);
+  }
+  EXPECT_GT(zero_start, 0) << "the schedule has activations and gradients that start at zero";
+}
+
+// A profiler probe (reproducible_values false): parameters drawn on the device, varied and inside [-1, 1];
+// everything else as on the CPU.
+TEST_F(CudaOps, ProbeParametersAreDrawnOnTheDevice) {
+  const ModelSpec m = tiny_model(Family::Gpt, DType::FP32);
+  const Schedule s = build_schedule(m, make_strategy_plan("megatron-sync", m));
+  std::unique_ptr<Backend> cuda = make_cuda_backend(CudaOptions{});
+  RankContext ctx;
+  ctx.reproducible_values = false;
+  cuda->prepare(s, ctx);
+  for (int32_t b = 0; b < int32_t(s.buffers.size()); ++b) {
+    const BufferDesc& d = s.buffers[size_t(b)];
+    const std::vector<float> got = cuda->read_region(Region{b, 0, d.batch, 0, d.seq, 0, d.cols});
+    if (d.role != BufferRole::Param) {
+      std::vector<float> want(got.size());
+      initial_values(s, b, 0, ctx.seed, want.data());
+      EXPECT_EQ(got, want) << d.name;
+      continue;
+    }
+    const auto [lo, hi] = std::minmax_element(got.begin(), got.end());
+    EXPECT_TRUE(*lo >= -1.f && *hi <= 1.f) << d.name;  // NaN fails too
+    if (got.size() > 16) {
+      EXPECT_LT(*lo, *hi) << d.name << " is not varied";
+    }
+  }
 }
 
 }  // namespace

@@ -418,5 +418,38 @@ TEST(ProfilerCalibrate, RefusesToFitGemmOrInterferenceFiguresAGpuSectionReplaces
   }
 }
 
+// The GEMM curve fitted is the one of the dtype the trace's ops name: a trace of fp16 ops against a profile
+// of fp32 and fp16 figures fits the fp16 curve and leaves the fp32 one. A trace whose ops name no dtype, of a
+// model that cannot be loaded by name, is refused rather than costed in a guessed dtype.
+TEST(ProfilerCalibrate, TheOpsDtypeChoosesTheCurveAndAnUnnamedOneIsRefused) {
+  Profile truth = known_profile();
+  GemmProfile fp16 = *truth.gemm[int(DType::FP32)];
+  fp16.peak_tflops *= 4;
+  truth.gemm[int(DType::FP16)] = fp16;
+  ModelSpec model = default_model();
+  model.dtype = DType::FP16;
+  model.name = "a-model-no-file-holds";
+  const Plan plan = make_uniform_plan(model, BlockPlan{SplitDim::Batch, 1, 1, OverlapMode::None, false},
+                                      BlockPlan{SplitDim::Batch, 2, 1, OverlapMode::None, false}, "custom");
+  TraceFile trace = predicted_trace_read_back(truth, plan, model, "domino_calibrate_dtype.json");
+
+  Profile wrong = truth;
+  for (auto& e : wrong.gemm[int(DType::FP16)]->efficiency) e.efficiency *= 0.5;
+  const Profile p = calibrate_profile(wrong, trace, 0, parse_calibration_scope("gemm")).profile;
+  const auto& fitted = p.gemm[int(DType::FP16)]->efficiency;
+  for (size_t i = 0; i < fitted.size(); ++i)
+    EXPECT_NEAR(fitted[i].efficiency / fp16.efficiency[i].efficiency, 1.0, 0.05) << "fp16 point " << i;
+  EXPECT_EQ(p.gemm[int(DType::FP32)]->efficiency.front().efficiency,
+            truth.gemm[int(DType::FP32)]->efficiency.front().efficiency);
+
+  for (TraceEvent& e : trace.events) e.args.erase("dtype");
+  try {
+    calibrate_profile(wrong, trace, 0, parse_calibration_scope("gemm"));
+    FAIL() << "a trace without dtypes was calibrated";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("do not name their dtype"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace domino::prof
