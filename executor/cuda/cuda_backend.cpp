@@ -211,6 +211,11 @@ std::function<std::unique_ptr<Backend>()> add_cuda_backend_flags(CLI::App& app) 
       ->check(number_at_least(0, true));
   app.add_option("--cuda-dtype", o->dtype, "cuda: storage type: model (default), bf16, fp16, fp32")
       ->check(CLI::IsMember({"model", "bf16", "fp16", "fp32"}));
+  app.add_option_function<std::string>(
+         "--cuda-comm-priority", [o](const std::string& v) { o->comm_high_priority = v == "high"; },
+         "cuda: priority of the communication stream: high (default; its collectives take SMs ahead of a "
+         "running GEMM's pending blocks) or normal (the compute stream's)")
+      ->check(CLI::IsMember({"high", "normal"}));
   return [o] { return make_cuda_backend(*o); };
 }
 

@@ -91,8 +91,12 @@ void DeviceState::allocate(const Schedule& s) {
   if (embed_elements > 0) embed_scratch = static_cast<float*>(track(sizeof(float) * size_t(embed_elements)));
   flag = static_cast<int*>(track(sizeof(int)));
   staging = static_cast<float*>(track(sizeof(float) * staging_elements));
+  int least = 0, greatest = 0;  // CUDA counts priorities down: greatest <= least
+  DOMINO_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   for (int i = 0; i < kNumStreams; ++i) {
-    DOMINO_CUDA_CHECK(cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking));
+    const bool high = options.comm_high_priority && i == static_cast<int>(Stream::Comm);
+    DOMINO_CUDA_CHECK(
+        cudaStreamCreateWithPriority(&streams[i], cudaStreamNonBlocking, high ? greatest : least));
     cublasHandle_t h = nullptr;
     DOMINO_CUBLAS_CHECK(cublasCreate(&h));
     DOMINO_CUBLAS_CHECK(cublasSetStream(h, streams[i]));

@@ -287,5 +287,25 @@ TEST_F(CudaOps, ProbeParametersAreDrawnOnTheDevice) {
   }
 }
 
+// --cuda-comm-priority: the communication stream at the device's highest priority by default, at the compute
+// stream's with normal.
+TEST_F(CudaOps, TheCommunicationStreamRunsAtTheChosenPriority) {
+  const ModelSpec m = tiny_model(Family::Gpt, DType::FP32);
+  const Schedule s = build_schedule(m, make_strategy_plan("domino-ds", m));
+  int least = 0, greatest = 0;
+  DOMINO_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  for (const bool high : {true, false}) {
+    cuda::DeviceState dev;
+    dev.options.comm_high_priority = high;
+    dev.allocate(s);
+    int comm = 0, compute = 0;
+    DOMINO_CUDA_CHECK(cudaStreamGetPriority(dev.stream(Stream::Comm), &comm));
+    DOMINO_CUDA_CHECK(cudaStreamGetPriority(dev.stream(Stream::Compute), &compute));
+    dev.release();
+    EXPECT_EQ(comm, high ? greatest : least) << (high ? "high" : "normal");
+    EXPECT_EQ(compute, least);
+  }
+}
+
 }  // namespace
 }  // namespace domino
