@@ -7,8 +7,8 @@
 //   attention width, which differs from h when head_dim is decoupled, as in Gemma).
 // - fc1 [h, ffn] (GeLU) or [h, 2*ffn] = [gate | up] (SwiGLU): rank r holds [gate_r | up_r].
 // - Token embedding [V, h]: rank r holds rows [r*n, r*n + n); head [h, V]: columns [r*n, r*n + n), with
-//   n = ModelSpec::vocab_per_rank() (vocab-parallel). When tp does not divide V the last shard's ids at or
-//   beyond V are padding: zero, never looked up, never a target (vocab_padding).
+//   n = ModelSpec::vocab_per_rank() (vocab-parallel). The ids at or beyond V (tp not dividing V, or the
+//   model's vocab_divisible_by) are padding: zero, never looked up, never a target (vocab_padding).
 // - Column-parallel biases follow their columns; row-parallel biases, norms, positional embedding:
 //   replicated. QK-norm gains: replicated (per head: [1, head_dim]; full, tp = 1 only: the projection's
 //   width).

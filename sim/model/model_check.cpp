@@ -26,6 +26,7 @@ constexpr SizeRule kSizeRules[] = {
     {"kv_heads", &ModelSpec::kv_heads, 1 << 16},
     {"ffn_hidden", &ModelSpec::ffn_hidden, 1 << 22},
     {"vocab", &ModelSpec::vocab, 1 << 24},
+    {"vocab_divisible_by", &ModelSpec::vocab_divisible_by, 1 << 16},
     {"seq_len", &ModelSpec::seq_len, 1 << 22},
     {"micro_batch", &ModelSpec::micro_batch, 1 << 16},
     {"tp", &ModelSpec::tp, 1 << 16},

@@ -23,11 +23,11 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::vector<std::string> kModelKeys = {
-    "name", "family", "layers", "hidden",  "heads",       "kv_heads", "ffn_hidden", "activation",
-    "norm", "bias",   "vocab",  "seq_len", "micro_batch", "dtype",    "tp",         "gpus_per_node",
+    "name", "family", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "activation", "norm", "bias",
+    "vocab", "seq_len", "micro_batch", "dtype", "tp", "gpus_per_node",
     // Structure beyond the family's defaults (docs/model-format.md).
     "head_dim", "qkv_bias", "proj_bias", "mlp_bias", "positions", "rotary_dims", "residual", "shared_norm",
-    "norm_placement", "qk_norm", "tied_embeddings", "sliding_window", "window_layers"};
+    "norm_placement", "qk_norm", "tied_embeddings", "sliding_window", "window_layers", "vocab_divisible_by"};
 
 std::string resolve_model_path(const std::string& path_or_name) {
   static const ShippedFolder kModels{"model", "configs/models", {".yaml", ".yml", ".json"}, true};
@@ -114,6 +114,8 @@ ModelSpec parse_yaml_model(const YAML::Node& root, const std::string& file) {
   m.set_biases(map.opt_bool("bias").value_or(gpt));
   read_structure(map, m);
   m.vocab = checked_int(map, "vocab", map.get_int("vocab"));
+  if (map.has("vocab_divisible_by"))
+    m.vocab_divisible_by = checked_int(map, "vocab_divisible_by", map.get_int("vocab_divisible_by"));
   m.seq_len = checked_int(map, "seq_len", map.get_int("seq_len"));
   m.micro_batch = checked_int(map, "micro_batch", map.get_int("micro_batch"));
   const std::string dtype = map.get_enum("dtype", {"bf16", "fp16", "fp32"});

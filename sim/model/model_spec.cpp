@@ -189,7 +189,10 @@ std::string model_summary(const ModelSpec& m) {
                    m.gpus_per_node);
   s += fmt::format("  per rank: {} heads, {} kv heads{}, ffn {}, vocab {}{}\n", m.heads_per_rank(),
                    m.kv_heads_per_rank(), m.kv_heads < m.tp ? " (replicated)" : "", m.ffn_per_rank(),
-                   m.vocab_per_rank(), m.vocab % m.tp != 0 ? " (last shard padded)" : "");
+                   m.vocab_per_rank(),
+                   int64_t(m.vocab_per_rank()) * m.tp > m.vocab
+                       ? fmt::format(" (padded to {})", int64_t(m.vocab_per_rank()) * m.tp)
+                       : std::string());
   s += fmt::format("  parameters: {} total ({} per layer, embedding {}, head {}), {} per rank\n",
                    count_str(double(f.total_params)), count_str(double(f.params_per_layer)),
                    count_str(double(f.embedding_params)), count_str(double(f.head_params)),
@@ -228,6 +231,7 @@ std::string structure_canon(const ModelSpec& m) {
   if (m.norm_placement != NormPlacement::Pre) s += fmt::format("|norm_placement={}", to_string(m.norm_placement));
   if (m.qk_norm != QkNorm::None) s += fmt::format("|qk_norm={}", to_string(m.qk_norm));
   if (m.tied_embeddings) s += "|tied_embeddings=1";
+  if (m.vocab_divisible_by != 1) s += fmt::format("|vocab_divisible_by={}", m.vocab_divisible_by);
   if (m.sliding_window > 0)
     s += fmt::format("|sliding_window={}|window_layers={}", m.sliding_window, to_string(m.window_layers));
   return s;

@@ -66,6 +66,10 @@ struct ModelSpec {
   int sliding_window = 0;        // keys each query sees on window layers; 0: full causal attention
   WindowLayers window_layers = WindowLayers::All;
   int vocab = 0;
+  // Megatron-LM's --make-vocab-size-divisible-by: the vocabulary is padded to a multiple of this times tp, so
+  // that each rank's shard is a multiple of it (128: 50257 ids at tp 8 become shards of 6400, 16-byte aligned
+  // rows for the logits GEMMs); 1: shards of ceil(vocab / tp). Padding ids hold zeros and are never a token.
+  int vocab_divisible_by = 1;
   int seq_len = 0;
   int micro_batch = 0;
   DType dtype = DType::BF16;
@@ -95,8 +99,12 @@ struct ModelSpec {
   int kv_heads_per_rank() const { return kv_heads >= tp ? kv_heads / tp : 1; }
   int ffn_per_rank() const { return ffn_hidden / tp; }
   // Vocabulary rows of the token embedding and columns of the head each rank holds (Megatron's
-  // vocab-parallel layers); the last rank's shard is padded when tp does not divide the vocabulary.
-  int vocab_per_rank() const { return (vocab + tp - 1) / tp; }
+  // vocab-parallel layers): ceil(vocab / (vocab_divisible_by x tp)) x vocab_divisible_by; the ids from vocab
+  // on are padding, at the end of the last shard(s).
+  int vocab_per_rank() const {
+    const int64_t step = int64_t(vocab_divisible_by) * tp;
+    return int((int64_t(vocab) + step - 1) / step * vocab_divisible_by);
+  }
   int64_t tokens() const { return int64_t(micro_batch) * seq_len; }
 };
 

@@ -140,6 +140,25 @@ TEST(ExecCheckVocab, FourRanksWithAPaddedVocabularyMatchSingleRank) {
   EXPECT_NE(out.output.find("check passed"), std::string::npos) << out.output;
 }
 
+// Megatron's padding of the vocabulary (vocab_divisible_by): 94 ids at tp 2 padded to 2 shards of 64 (the
+// second 34 ids of padding), against tp 1's one shard of 96; loss and gradients still equal the tp 1 run's.
+TEST(ExecCheckVocab, AVocabularyPaddedToAMultipleMatchesSingleRank) {
+  TempDir dir;
+  std::string yaml = read_text(model_file("tiny-gpt"));
+  const size_t at = yaml.find("vocab: 96");
+  ASSERT_NE(at, std::string::npos);
+  yaml.replace(at, 9, "vocab: 94\nvocab_divisible_by: 32");
+  std::ofstream(dir / "gpt94.yaml") << yaml;
+  ModelOverrides o;
+  o.tp = 2;
+  const ModelSpec m = load_model(dir / "gpt94.yaml", o);
+  ASSERT_EQ(m.vocab_per_rank(), 64);
+  save_plan(make_uniform_plan(m, kSeq2Col2, kBatch2, "custom"), dir / "plan.yaml");
+  const Outcome out = run({dir / "plan.yaml", "--model", dir / "gpt94.yaml", "--check"}, dir / "log", 240);
+  EXPECT_EQ(out.exit_code, 0) << out.output;
+  EXPECT_NE(out.output.find("check passed"), std::string::npos) << out.output;
+}
+
 const BlockPlan kWhole{SplitDim::Batch, 1, 1, OverlapMode::None, false};
 const BlockPlan kSeq2{SplitDim::Sequence, 2, 1, OverlapMode::Inter, true};
 

@@ -79,7 +79,25 @@ TEST(ModelSpec, UnevenVocabularyShardsArePadded) {
   even.vocab = 8 * 6283;
   // A rank holds its padded shard: the same as with a vocabulary tp divides, whatever the padding.
   EXPECT_EQ(f.params_per_rank, derive_facts(even).params_per_rank);
-  EXPECT_NE(model_summary(m).find("vocab 6283 (last shard padded)"), std::string::npos) << model_summary(m);
+  EXPECT_NE(model_summary(m).find("vocab 6283 (padded to 50264)"), std::string::npos) << model_summary(m);
+}
+
+// Megatron's --make-vocab-size-divisible-by 128: GPT-2's 50257 ids padded to 51200 at tp 8 (shards of 6400),
+// 50304 at tp 1; the fingerprint tells the padded model from the unpadded one.
+TEST(ModelSpec, VocabularyPaddedToAMultipleOfDivisibleByTimesTp) {
+  ModelSpec m = default_model();
+  m.vocab = 50257;
+  m.vocab_divisible_by = 128;
+  m.tp = 8;
+  EXPECT_EQ(m.vocab_per_rank(), 6400);
+  EXPECT_NE(model_summary(m).find("vocab 6400 (padded to 51200)"), std::string::npos) << model_summary(m);
+  m.tp = 1;
+  EXPECT_EQ(m.vocab_per_rank(), 50304);
+  ModelSpec unpadded = m;
+  unpadded.vocab_divisible_by = 1;
+  EXPECT_EQ(unpadded.vocab_per_rank(), 50257);
+  EXPECT_NE(model_fingerprint(m), model_fingerprint(unpadded));
+  EXPECT_GT(derive_facts(m).params_per_rank, derive_facts(unpadded).params_per_rank);
 }
 
 TEST(ModelSpec, KvHeadsSplitOrReplicated) {
