@@ -121,42 +121,35 @@ INSTANTIATE_TEST_SUITE_P(Strategies, ExecCheckStrategy,
                            return name;
                          });
 
-// A sliced plan on 4 ranks with a vocabulary 4 does not divide: the last shard's padding ids take no part
-// in the loss, so loss and gradients still equal the tp 1 run's.
-TEST(ExecCheckVocab, FourRanksWithAPaddedVocabularyMatchSingleRank) {
+// tiny-gpt with `vocab_lines` in place of its vocabulary, sliced on `tp` ranks (shards of `per_rank` ids),
+// checked against megatron-sync and tp 1: padding ids take no part in the loss, so loss and gradients must
+// equal the tp 1 run's whatever each side pads.
+void check_padded_vocabulary(const std::string& vocab_lines, int tp, int per_rank) {
   TempDir dir;
   std::string yaml = read_text(model_file("tiny-gpt"));
   const size_t at = yaml.find("vocab: 96");
   ASSERT_NE(at, std::string::npos);
-  yaml.replace(at, 9, "vocab: 94");  // 4 shards of 24 ids, the last ending in 2 of padding
+  yaml.replace(at, 9, vocab_lines);
   std::ofstream(dir / "gpt94.yaml") << yaml;
   ModelOverrides o;
-  o.tp = 4;
+  o.tp = tp;
   const ModelSpec m = load_model(dir / "gpt94.yaml", o);
-  ASSERT_EQ(m.vocab_per_rank(), 24);
+  ASSERT_EQ(m.vocab_per_rank(), per_rank);
   save_plan(make_uniform_plan(m, kSeq2Col2, kBatch2, "custom"), dir / "plan.yaml");
   const Outcome out = run({dir / "plan.yaml", "--model", dir / "gpt94.yaml", "--check"}, dir / "log", 240);
   EXPECT_EQ(out.exit_code, 0) << out.output;
   EXPECT_NE(out.output.find("check passed"), std::string::npos) << out.output;
 }
 
+// 4 ranks with a vocabulary 4 does not divide: 4 shards of 24 ids, the last ending in 2 of padding.
+TEST(ExecCheckVocab, FourRanksWithAPaddedVocabularyMatchSingleRank) {
+  check_padded_vocabulary("vocab: 94", 4, 24);
+}
+
 // Megatron's padding of the vocabulary (vocab_divisible_by): 94 ids at tp 2 padded to 2 shards of 64 (the
-// second 34 ids of padding), against tp 1's one shard of 96; loss and gradients still equal the tp 1 run's.
+// second 34 ids of padding), against tp 1's one shard of 96.
 TEST(ExecCheckVocab, AVocabularyPaddedToAMultipleMatchesSingleRank) {
-  TempDir dir;
-  std::string yaml = read_text(model_file("tiny-gpt"));
-  const size_t at = yaml.find("vocab: 96");
-  ASSERT_NE(at, std::string::npos);
-  yaml.replace(at, 9, "vocab: 94\nvocab_divisible_by: 32");
-  std::ofstream(dir / "gpt94.yaml") << yaml;
-  ModelOverrides o;
-  o.tp = 2;
-  const ModelSpec m = load_model(dir / "gpt94.yaml", o);
-  ASSERT_EQ(m.vocab_per_rank(), 64);
-  save_plan(make_uniform_plan(m, kSeq2Col2, kBatch2, "custom"), dir / "plan.yaml");
-  const Outcome out = run({dir / "plan.yaml", "--model", dir / "gpt94.yaml", "--check"}, dir / "log", 240);
-  EXPECT_EQ(out.exit_code, 0) << out.output;
-  EXPECT_NE(out.output.find("check passed"), std::string::npos) << out.output;
+  check_padded_vocabulary("vocab: 94\nvocab_divisible_by: 32", 2, 64);
 }
 
 const BlockPlan kWhole{SplitDim::Batch, 1, 1, OverlapMode::None, false};
