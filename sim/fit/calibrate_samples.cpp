@@ -83,8 +83,8 @@ DType trace_dtype(const Profile& base, const TraceFile& trace) {
   }
   throw_bad_input(
       trace.path + ": its ops do not name their dtype (a trace written before they did) and its model '" +
-      model + "' cannot be loaded by name, while profile '" + base.name +
-      "' has GEMM figures for several dtypes: re-run the trace, or calibrate a profile of one dtype");
+      model + "' cannot be loaded by name, while profile '" + base.name + "' has GEMM figures for " +
+      std::to_string(present) + " dtypes: re-run the trace, or calibrate a profile of one dtype");
 }
 
 using Intervals = std::vector<std::pair<double, double>>;

@@ -169,8 +169,8 @@ void check_residual_add(Checker& c, const Op& op) {
 // A vocabulary-parallel op's shard is `width` ids wide: the model's vocab_per_rank(), the split every rank
 // shares (the vocabulary padded to a multiple of vocab_divisible_by x tp).
 void check_vocab(Checker& c, const Schedule& s, const Op& op, int64_t width) {
-  const int64_t vocab = op.attrs.vocab, tp = s.model.tp, multiple = s.model.vocab_divisible_by;
-  if (vocab < 0 || (vocab > 0 && width != (vocab + multiple * tp - 1) / (multiple * tp) * multiple)) {
+  const int64_t vocab = op.attrs.vocab, tp = s.model.tp;
+  if (vocab < 0 || (vocab > 0 && width != vocab_shard_width(vocab, tp, s.model.vocab_divisible_by))) {
     c.fail(fmt::format("has vocab={} for shards of {} ids on {} ranks", vocab, width, tp));
   }
 }

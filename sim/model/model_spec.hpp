@@ -41,6 +41,11 @@ const char* to_string(QkNorm q);
 const char* to_string(WindowLayers w);
 int dtype_bytes(DType d);
 
+// The ids of a vocabulary of `vocab` each of `tp` ranks holds, padded to a multiple of `multiple` x tp.
+inline int64_t vocab_shard_width(int64_t vocab, int64_t tp, int64_t multiple) {
+  return (vocab + multiple * tp - 1) / (multiple * tp) * multiple;
+}
+
 struct ModelSpec {
   std::string name;
   Family family = Family::Gpt;
@@ -101,10 +106,7 @@ struct ModelSpec {
   // Vocabulary rows of the token embedding and columns of the head each rank holds (Megatron's
   // vocab-parallel layers): ceil(vocab / (vocab_divisible_by x tp)) x vocab_divisible_by; the ids from vocab
   // on are padding, at the end of the last shard(s).
-  int vocab_per_rank() const {
-    const int64_t step = int64_t(vocab_divisible_by) * tp;
-    return int((int64_t(vocab) + step - 1) / step * vocab_divisible_by);
-  }
+  int vocab_per_rank() const { return int(vocab_shard_width(vocab, tp, vocab_divisible_by)); }
   int64_t tokens() const { return int64_t(micro_batch) * seq_len; }
 };
 
