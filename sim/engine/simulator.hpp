@@ -42,8 +42,8 @@ SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOpt
 struct OpCosts {
   std::vector<double> duration;
   Interference interference;
-  double sync_per_compute =
-      0;  // the profile's, at the schedule's level; 0 when the plan communicates nothing
+  // The profile's, at the schedule's level; 0 when the plan communicates nothing.
+  double sync_per_compute = 0;
   // A flat (CPU) profile: a recorded compute span is the op's own time; its losses show as a gap after it.
   bool compute_loss_between_ops = false;
   // The profile's flat factors: its compute_stall_share is already in the compute ops' durations; the event

@@ -47,8 +47,7 @@ struct CalibrationScope {
 // Parses --fit: a comma-separated list of memory, gemm, attention, allreduce, allgather, reducescatter, sync,
 // sync_growth, sync_iteration (each implies sync; both: the growth from the iteration), interference,
 // comm_delay, comm_start, stall, or "all" (every part but sync_growth, sync_iteration, comm_delay, comm_start
-// and stall). BadInput on
-// anything else.
+// and stall). BadInput on anything else.
 CalibrationScope parse_calibration_scope(const std::string& list);
 
 struct CalibrationResult {

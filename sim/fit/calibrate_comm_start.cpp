@@ -155,44 +155,39 @@ std::string wait_text(double wait, double decay) {
                    : fmt::format("{:.0f} us", wait);
 }
 
+// One wait fitted on its samples and reported as `name` (`when`: which collectives they are), from the
+// profile's wait and decay; nothing when there are too few samples (the report says so).
+std::optional<WaitFit> fit_reported(const std::vector<DueBesideCompute>& due, bool decaying, const char* name,
+                                    const char* when, double wait, double decay, std::string& report) {
+  if (due.size() < kMinSamples) {
+    report += fmt::format("{}: not fitted ({} collectives came due {}; {} needed)\n", name, due.size(), when,
+                          kMinSamples);
+    return std::nullopt;
+  }
+  double lag = 0;
+  for (const DueBesideCompute& d : due) lag += d.lag;
+  const WaitFit fit = fit_wait(due, decaying);
+  report += fmt::format("{} ({} collectives due {}, mean wait {:.0f} us): {} -> {}\n", name, due.size(), when,
+                        lag / double(due.size()), wait_text(wait, decay), wait_text(fit.wait, fit.decay));
+  return fit;
+}
+
 }  // namespace
 
 void fit_comm_start(const TraceFile& trace, Profile& p, std::string& report) {
   const DueSamples due = due_beside_compute(trace);
   InterferenceProfile& i = p.interference;
-  const auto mean_lag = [](const std::vector<DueBesideCompute>& v) {
-    double sum = 0;
-    for (const DueBesideCompute& d : v) sum += d.lag;
-    return sum / double(std::max<size_t>(1, v.size()));
-  };
-  if (due.asleep.size() < kMinSamples) {
-    report += fmt::format(
-        "comm start wait: not fitted ({} collectives came due while their rank's compute had an "
-        "op ready, with their deps in the trace; {} needed)\n",
-        due.asleep.size(), kMinSamples);
-  } else {
-    const WaitFit fit = fit_wait(due.asleep, true);
-    report += fmt::format(
-        "comm start wait ({} collectives due while their rank computed, mean wait {:.0f} us): {} -> "
-        "{}\n",
-        due.asleep.size(), mean_lag(due.asleep), wait_text(i.comm_start_wait_us, i.comm_start_wait_decay_us),
-        wait_text(fit.wait, fit.decay));
-    i.comm_start_wait_us = fit.wait;
-    i.comm_start_wait_decay_us = fit.decay;
+  if (const auto fit =
+          fit_reported(due.asleep, true, "comm start wait",
+                       "while their rank's compute had an op ready, with their deps in the trace",
+                       i.comm_start_wait_us, i.comm_start_wait_decay_us, report)) {
+    i.comm_start_wait_us = fit->wait;
+    i.comm_start_wait_decay_us = fit->decay;
   }
-  if (due.resumed.size() < kMinSamples) {
-    report += fmt::format(
-        "comm resume wait: not fitted ({} collectives came due as the one before woke the compute "
-        "thread; {} needed)\n",
-        due.resumed.size(), kMinSamples);
-    return;
-  }
-  const WaitFit fit = fit_wait(due.resumed, false);
-  report += fmt::format(
-      "comm resume wait ({} collectives due as the one before woke the compute thread, mean wait "
-      "{:.0f} us): {:.0f} -> {:.0f} us\n",
-      due.resumed.size(), mean_lag(due.resumed), i.comm_resume_wait_us, fit.wait);
-  i.comm_resume_wait_us = fit.wait;
+  if (const auto fit =
+          fit_reported(due.resumed, false, "comm resume wait", "as the one before woke the compute thread",
+                       i.comm_resume_wait_us, 0, report))
+    i.comm_resume_wait_us = fit->wait;
 }
 
 }  // namespace domino::prof::calibration

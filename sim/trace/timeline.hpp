@@ -52,12 +52,11 @@ struct Timeline {
 
 // Trace schema, one complete event ("ph":"X") per span: name = op id, cat = op kind, pid = rank,
 // tid = stream (0 compute, 1 comm), ts/dur in microseconds, args = {op, layer, phase, block, slice,
-// chunk, code, m, n, k, flops, bytes; reduce for AllReduce and ReduceScatter; deps (the ops of the other
-// stream it waits for, by index) where it has any; for a measured span with its
-// spread over the iterations: dur_iterations, dur_p10, dur_median, dur_p90, dur_mean}. Flow events tie each
-// collective to the first op that waits on it. Top level: "traceEvents", "displayTimeUnit", and "domino":
-// {source, model, plan strategy, tp, iteration_time_us, iteration_samples_us, peak_memory_bytes, plus
-// `meta`}.
+// chunk, code, dtype, m, n, k, flops, bytes; reduce for AllReduce and ReduceScatter; deps (the ops of the
+// other stream it waits for, by index) where it has any; for a measured span with its spread over the
+// iterations: dur_iterations, dur_p10, dur_median, dur_p90, dur_mean}. Flow events tie each collective to the
+// first op that waits on it. Top level: "traceEvents", "displayTimeUnit", and "domino": {source, model, plan
+// strategy, tp, iteration_time_us, iteration_samples_us, peak_memory_bytes, plus `meta`}.
 void write_trace(const std::string& path, const Schedule& schedule, const Timeline& timeline,
                  const nlohmann::json& meta = nlohmann::json::object());
 nlohmann::json trace_json(const Schedule& schedule, const Timeline& timeline,

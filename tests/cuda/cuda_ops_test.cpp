@@ -64,8 +64,8 @@ double rel_error(const std::vector<float>& got, const std::vector<float>& want) 
   return std::sqrt(num / std::max(den, 1e-30));
 }
 
-// Whether output i is also one of the op's inputs (PositionAdd adds to x0 in place): poisoning it would
-// poison the input.
+// Whether output i is also one of the op's inputs (PositionAdd adds to x0 in place, rope turns Q and K in
+// place): poisoning it would poison the input.
 bool output_is_read(const Op& op, int i) {
   const Region& o = op.out[i];
   for (int j = 0; j < op.n_in; ++j) {
@@ -107,11 +107,9 @@ void check_schedule_on_gpu(const ModelSpec& model, const Plan& plan, double tole
     // regions of one buffer (dQ, dK, dV) and uploading a whole buffer would undo an earlier poisoning.
     for (int i = 0; i < op.n_in; ++i) dev.upload(op.in[i].buffer, host[op.in[i].buffer]);
     for (int i = 0; i < op.n_out; ++i) dev.upload(op.out[i].buffer, host[op.out[i].buffer]);
-    const bool in_place = op.code == OpCode::RopeFwd || op.code == OpCode::RopeBwd;
     for (int i = 0; i < op.n_out; ++i) {
-      const bool keeps_old = in_place || output_is_read(op, i) || op.attrs.accumulate ||
-                             op.code == OpCode::AdamStep || op.code == OpCode::SgdStep ||
-                             (i > 0 && op.attrs.accumulate_params);
+      const bool keeps_old = output_is_read(op, i) || op.attrs.accumulate || op.code == OpCode::AdamStep ||
+                             op.code == OpCode::SgdStep || (i > 0 && op.attrs.accumulate_params);
       if (!keeps_old) cuda::poison(dev.view(op.out[i]), dev.stream(Stream::Compute));
     }
     cuda::run_op(dev, op, Stream::Compute);
