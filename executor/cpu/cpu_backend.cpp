@@ -3,15 +3,15 @@
 // stream driver runs each op to completion on its worker thread and times it with steady_clock.
 #include "executor/cpu/cpu_backend.hpp"
 
-#include "executor/cpu/cpu_collectives.hpp"
-#include "executor/cpu/cpu_ops.hpp"
-
 #include <Eigen/Core>
-
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
+#include <utility>
 
+#include "executor/cpu/cpu_collectives.hpp"
+#include "executor/cpu/cpu_ops.hpp"
 #include "executor/runtime/param_init.hpp"
 #include "sim/base/error.hpp"
 
@@ -29,6 +29,48 @@ int64_t arena_layout(const Schedule& schedule, std::vector<int64_t>* offsets) {
   }
   return std::max<int64_t>(floats, kAlignFloats) * int64_t(sizeof(float));
 }
+
+// Varied finite values in [-1, 1] from a xorshift stream: a profiler probe's parameters need no more
+// (RankContext::reproducible_values), and its cold buffer sets take a hundred MiB or more, which the
+// per-element hash of initial_values would take a third of a second to draw for every probe.
+void fill_varied(float* out, int64_t elements, uint64_t seed) {
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (int64_t i = 0; i < elements; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    out[i] = float(int64_t(x >> 40) - (int64_t(1) << 23)) * (1.0f / float(int64_t(1) << 23));
+  }
+}
+
+// A probe's arena, kept for the next probe of this process (one slot): domino-profile prepares hundreds of
+// probes one after another, each with up to a few hundred MiB of cold buffer sets, and a fresh allocation
+// pays a page fault for every 4 KiB page when first written (in a VM, three quarters of the profiler's time).
+struct SpareArena {
+  std::mutex mutex;
+  float* block = nullptr;
+  int64_t bytes = 0;
+
+  static SpareArena& instance() {
+    static SpareArena spare;
+    return spare;
+  }
+  // A kept block of at least `need` bytes (its size in *got), else a new one; nullptr when out of memory.
+  float* take(int64_t need, int64_t* got) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (block && bytes >= need) {
+      *got = bytes;
+      return std::exchange(block, nullptr);
+    }
+    std::free(std::exchange(block, nullptr));
+    *got = need;
+    return static_cast<float*>(std::aligned_alloc(64, size_t(need)));
+  }
+  void keep(float* p, int64_t size) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (block && bytes >= size) return std::free(p);
+    std::free(block);
+    block = p, bytes = size;
+  }
+};
 
 // Bytes of the staging arrays the stream drivers keep for their collectives.
 int64_t staging_bytes(const Schedule& schedule) {
@@ -75,7 +117,12 @@ class CpuStreamDriver final : public StreamDriver {
 
 class CpuBackend final : public Backend {
  public:
-  ~CpuBackend() override { std::free(arena_); }
+  ~CpuBackend() override {
+    if (arena_ && !rank_.reproducible_values)
+      SpareArena::instance().keep(arena_, arena_block_bytes_);
+    else
+      std::free(arena_);
+  }
   std::string name() const override { return "cpu"; }
   TimingMode timing_mode() const override { return TimingMode::HostClock; }
   bool scans_for_nan_by_default() const override { return true; }  // a host scan costs little next to the op
@@ -86,7 +133,9 @@ class CpuBackend final : public Backend {
     Eigen::setNbThreads(std::max(1, ctx.threads));
     std::vector<int64_t> offsets;
     arena_bytes_ = arena_layout(schedule, &offsets);
-    arena_ = static_cast<float*>(std::aligned_alloc(64, size_t(arena_bytes_)));
+    arena_block_bytes_ = arena_bytes_;
+    arena_ = ctx.reproducible_values ? static_cast<float*>(std::aligned_alloc(64, size_t(arena_bytes_)))
+                                     : SpareArena::instance().take(arena_bytes_, &arena_block_bytes_);
     if (!arena_)
       throw_runtime("rank " + std::to_string(ctx.rank) + ": cannot allocate " + std::to_string(arena_bytes_) +
                     " bytes for the buffers");
@@ -96,7 +145,10 @@ class CpuBackend final : public Backend {
     ops_ctx_.buffers.clear();
     for (size_t i = 0; i < schedule.buffers.size(); ++i) {
       float* p = arena_ + offsets[i];
-      initial_values(schedule, int32_t(i), ctx.rank, ctx.seed, p);
+      if (!ctx.reproducible_values && schedule.buffers[i].role == BufferRole::Param)
+        fill_varied(p, schedule.buffers[i].elements(), ctx.seed * 1000003u + i);
+      else
+        initial_values(schedule, int32_t(i), ctx.rank, ctx.seed, p);
       ops_ctx_.buffers.push_back(p);
     }
   }
@@ -146,6 +198,7 @@ class CpuBackend final : public Backend {
   CpuOpContext ops_ctx_;
   float* arena_ = nullptr;
   int64_t arena_bytes_ = 0;
+  int64_t arena_block_bytes_ = 0;  // the allocation's size: a probe's arena may reuse a larger block
 };
 
 void CpuStreamDriver::issue(const Op& op) {

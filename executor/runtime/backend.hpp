@@ -49,7 +49,8 @@ struct RankContext {
   std::string collective_algorithm;  // "": the library picks; else one of the backend's
                                      // forceable_collective_algorithms (domino-profile measures each)
   // false (domino-profile's probes): parameters need not hold initial_values, only varied finite values, so a
-  // device backend may draw them where they live instead of filling and uploading gigabytes from the host.
+  // backend may draw them cheaply where they live (a device: instead of filling and uploading gigabytes from
+  // the host; the CPU: instead of hashing every element of a probe's cold buffer sets).
   bool reproducible_values = true;
 };
 
