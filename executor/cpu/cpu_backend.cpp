@@ -31,8 +31,8 @@ int64_t arena_layout(const Schedule& schedule, std::vector<int64_t>* offsets) {
 }
 
 // Varied finite values in [-1, 1] from a xorshift stream: a profiler probe's parameters need no more
-// (RankContext::reproducible_values), and its cold buffer sets take a hundred MiB or more, which the
-// per-element hash of initial_values would take a third of a second to draw for every probe.
+// (RankContext::reproducible_values), and its cold buffer sets take a hundred MiB or more, too many elements
+// to draw through initial_values' per-element hash for every probe.
 void fill_varied(float* out, int64_t elements, uint64_t seed) {
   uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
   for (int64_t i = 0; i < elements; ++i) {
