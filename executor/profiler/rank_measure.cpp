@@ -4,6 +4,8 @@
 // figures), or the group deadlocks.
 #include "executor/profiler/rank_measure.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -57,14 +59,15 @@ double agree(GlooComm& comm, double value) {
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
-// Repeats are iterations of a chain of `ops` ops, each giving ops (or ops - 1) samples.
+// Repeats are iterations of a chain of `ops` ops, each giving ops (or ops - 1) samples; one pass's share
+// (kComputePasses).
 RepeatPolicy compute_policy(const ProfilingTraits& traits, bool quick, int ops) {
   const int samples_per_iteration = std::max(1, ops > 1 ? ops - 1 : 1);
   RepeatPolicy p;
   p.warmup = quick ? 1 : 2;
-  p.min_repeats = ceil_div(quick ? 5 : 9, samples_per_iteration);
-  p.max_repeats = ceil_div(quick ? 15 : 60, samples_per_iteration);
-  p.min_total_us = traits.probe_budget_us * (quick ? 0.1 : 1.0);
+  p.min_repeats = ceil_div(ceil_div(quick ? 5 : 9, samples_per_iteration), kComputePasses);
+  p.max_repeats = ceil_div(ceil_div(quick ? 15 : 60, samples_per_iteration), kComputePasses);
+  p.min_total_us = traits.probe_budget_us * (quick ? 0.1 : 1.0) / kComputePasses;
   return p;
 }
 
@@ -99,12 +102,19 @@ nlohmann::json measure_compute(const Workload& w, const RankBench& b, Progress& 
   const std::pair<const char*, const std::vector<Probe>*> stages[] = {
       {"gemm", &w.gemms}, {"memory-bound", &w.memory_ops}, {"attention", &w.attention}};
   const int total = int(w.gemms.size() + w.memory_ops.size() + w.attention.size());
-  int i = 0;
+  int first = 0;  // the stage's first probe's index among all
   for (const auto& [stage, probes] : stages) {
-    for (const Probe& p : *probes) {
-      progress.step(stage, p.label, ++i, total);
-      out.push_back(op_json(p, time_compute(b, *p.mini, 1234 + uint64_t(i), b.options.quick)));
-    }
+    std::vector<std::vector<double>> samples(probes->size());
+    for (int pass = 0; pass < kComputePasses; ++pass)
+      for (size_t j = 0; j < probes->size(); ++j) {
+        const Probe& p = (*probes)[j];
+        const int i = first + int(j) + 1;
+        progress.step(stage, fmt::format("{} (pass {} of {})", p.label, pass + 1, kComputePasses), i, total);
+        const std::vector<double> t = time_compute(b, *p.mini, 1234 + uint64_t(i), b.options.quick);
+        samples[j].insert(samples[j].end(), t.begin(), t.end());
+      }
+    for (size_t j = 0; j < probes->size(); ++j) out.push_back(op_json((*probes)[j], samples[j]));
+    first += int(probes->size());
   }
   return out;
 }

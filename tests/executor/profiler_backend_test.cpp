@@ -3,7 +3,8 @@
 // experiments) have the shapes the measuring code relies on, and a backend registered under a test name that
 // counts the ops issued on its stream drivers sees every probe: compute ops, the three collectives, the
 // interference and arrival-skew experiments; a compute probe's repeats run on one worker thread, as a
-// training run's iterations do. No timed assertions.
+// training run's iterations do; a compute stage runs in passes over all its probes. No timed assertions.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -33,6 +35,11 @@ std::mutex issued_mutex;
 std::map<std::string, int> issued;
 int compute_iterations = 0;
 std::set<long> compute_threads;
+std::vector<std::string> compute_ops;  // each compute-stream op issued, in order, as op_identity names it
+
+std::string op_identity(const Op& op) {
+  return fmt::format("{} {}x{}x{} {}B", to_string(op.code), op.m, op.n, op.k, int64_t(op.bytes));
+}
 
 class CountingDriver final : public StreamDriver {
  public:
@@ -50,6 +57,7 @@ class CountingDriver final : public StreamDriver {
       ++issued[to_string(op.code)];
       if (stream_ == Stream::Compute) {
         compute_threads.insert(long(::syscall(SYS_gettid)));
+        compute_ops.push_back(op_identity(op));
         compute_iterations += !issued_this_iteration_;
         issued_this_iteration_ = true;
       }
@@ -153,18 +161,27 @@ TEST(ProfilerProbeSchedule, SequenceParallelProbesSpreadTheFullBufferOverTheRank
   EXPECT_EQ(collective_samples_key(OpKind::ReduceScatter), "reducescatter");
 }
 
-TEST(ProfilerBackend, EveryProbeRunsThroughTheNamedBackend) {
+// Measures `w` on two forked ranks of the counting backend; `answer` turns a rank's figures, with what that
+// rank counted in hand, into what the rank returns.
+std::vector<nlohmann::json> measure_counted(const Workload& w,
+                                            const std::function<nlohmann::json(nlohmann::json)>& answer) {
   register_backend("counting-cpu", [] { return std::make_unique<CountingBackend>(); });
-  const Workload w = tiny_workload();
   MeasureOptions mo;
   mo.quick = true;
   mo.backend = "counting-cpu";
   ForkOptions fo;
   fo.ranks = 2;
   fo.timeout_s = 120;
-  const auto ranks = run_ranks(fo, [&](GlooComm& comm) {
+  return run_ranks(fo, [&](GlooComm& comm) {
     nlohmann::json out = measure_rank(w, comm, mo);
     std::lock_guard lock(issued_mutex);
+    return answer(std::move(out));
+  });
+}
+
+TEST(ProfilerBackend, EveryProbeRunsThroughTheNamedBackend) {
+  const Workload w = tiny_workload();
+  const auto ranks = measure_counted(w, [](nlohmann::json out) {
     out["issued"] = issued;
     out["compute_iterations"] = compute_iterations;
     out["compute_threads"] = compute_threads.size();
@@ -203,6 +220,28 @@ TEST(ProfilerBackend, EveryProbeRunsThroughTheNamedBackend) {
       EXPECT_GT(n, 0) << key;
       EXPECT_GE(count(code), n) << key;
     }
+  }
+}
+
+// The GEMM and memory-bound stages each run in kComputePasses passes over all their probes (G1 G2 G1 G2 ...,
+// not G1 G1 G2 G2), so that the machine's drift lands on every probe of a stage alike.
+TEST(ProfilerBackend, ComputeProbesRunInPassesOverTheirStage) {
+  const Workload w = tiny_workload();
+  ASSERT_EQ(w.gemms.size(), 2u);
+  ASSERT_EQ(w.memory_ops.size(), 2u);
+  const auto ranks = measure_counted(w, [](const nlohmann::json&) { return nlohmann::json(compute_ops); });
+  std::vector<std::string> want;  // each probe's op once per pass, a stage's passes one after another
+  for (const std::vector<Probe>* stage : {&w.gemms, &w.memory_ops})
+    for (int pass = 0; pass < kComputePasses; ++pass)
+      for (const Probe& p : *stage) want.push_back(op_identity(p.mini->ops.front()));
+  ASSERT_NE(want[0], want[1]);
+  ASSERT_NE(want[2 * kComputePasses], want[2 * kComputePasses + 1]);
+  for (const nlohmann::json& r : ranks) {
+    std::vector<std::string> runs;  // the issued ops with repeats of one op collapsed into one run
+    for (const std::string& id : r.get<std::vector<std::string>>())
+      if (runs.empty() || runs.back() != id) runs.push_back(id);
+    ASSERT_GE(runs.size(), want.size());
+    EXPECT_EQ(std::vector<std::string>(runs.begin(), runs.begin() + std::ptrdiff_t(want.size())), want);
   }
 }
 
