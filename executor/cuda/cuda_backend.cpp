@@ -127,8 +127,14 @@ class CudaBackend : public Backend {
     return f;
   }
   // GPU models train in bf16; ops take microseconds: chains of 8 queued ops hide the launch gaps.
+  // One pass over a stage's probes: a device's clocks do not drift as a shared host's do, and each pass
+  // prepares every probe again, which the GPU check's profile budget has not been measured with.
   ProfilingTraits profiling_traits() const override {
-    return {.gemm_dtype = DType::BF16, .min_chain = 8, .probe_budget_us = 100'000, .gemms_in_op_dtype = true};
+    return {.gemm_dtype = DType::BF16,
+            .min_chain = 8,
+            .probe_budget_us = 100'000,
+            .gemms_in_op_dtype = true,
+            .compute_passes = 1};
   }
   // NVLS support is a property of the node (NVSwitch multicast), the same on every device: device 0 asks.
   std::vector<std::string> forceable_collective_algorithms(int world) const override {

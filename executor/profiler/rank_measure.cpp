@@ -60,14 +60,15 @@ double agree(GlooComm& comm, double value) {
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 // Repeats are iterations of a chain of `ops` ops, each giving ops (or ops - 1) samples; one pass's share
-// (kComputePasses).
+// (ProfilingTraits::compute_passes).
 RepeatPolicy compute_policy(const ProfilingTraits& traits, bool quick, int ops) {
+  const int passes = std::max(1, traits.compute_passes);
   const int samples_per_iteration = std::max(1, ops > 1 ? ops - 1 : 1);
   RepeatPolicy p;
   p.warmup = quick ? 1 : 2;
-  p.min_repeats = ceil_div(ceil_div(quick ? 5 : 9, samples_per_iteration), kComputePasses);
-  p.max_repeats = ceil_div(ceil_div(quick ? 15 : 60, samples_per_iteration), kComputePasses);
-  p.min_total_us = traits.probe_budget_us * (quick ? 0.1 : 1.0) / kComputePasses;
+  p.min_repeats = ceil_div(ceil_div(quick ? 5 : 9, samples_per_iteration), passes);
+  p.max_repeats = ceil_div(ceil_div(quick ? 15 : 60, samples_per_iteration), passes);
+  p.min_total_us = traits.probe_budget_us * (quick ? 0.1 : 1.0) / passes;
   return p;
 }
 
@@ -105,11 +106,14 @@ nlohmann::json measure_compute(const Workload& w, const RankBench& b, Progress& 
   int first = 0;  // the stage's first probe's index among all
   for (const auto& [stage, probes] : stages) {
     std::vector<std::vector<double>> samples(probes->size());
-    for (int pass = 0; pass < kComputePasses; ++pass)
+    const int passes = std::max(1, b.traits.compute_passes);
+    for (int pass = 0; pass < passes; ++pass)
       for (size_t j = 0; j < probes->size(); ++j) {
         const Probe& p = (*probes)[j];
         const int i = first + int(j) + 1;
-        progress.step(stage, fmt::format("{} (pass {} of {})", p.label, pass + 1, kComputePasses), i, total);
+        progress.step(stage,
+                      passes > 1 ? fmt::format("{} (pass {} of {})", p.label, pass + 1, passes) : p.label, i,
+                      total);
         const std::vector<double> t = time_compute(b, *p.mini, 1234 + uint64_t(i), b.options.quick);
         samples[j].insert(samples[j].end(), t.begin(), t.end());
       }

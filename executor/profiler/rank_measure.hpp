@@ -32,13 +32,6 @@ struct MeasureOptions {
   std::string backend = "cpu";  // a name make_backend knows (executor/job/backends.hpp)
 };
 
-// A stage's compute probes (GEMM, memory-bound, attention) are timed in this many passes over all of them,
-// each pass taking its share of every probe's samples, pooled: the 2-vCPU machine's speed drifts by 10-20 %
-// within a minute, and probes timed each in one go took the speed of their moment, so that shapes measured
-// seconds apart disagreed among themselves (eight 64-row block products against their 512-row op:
-// 0.96-1.33 in one quick profile), which the tuner then read as a reason to slice one way or the other.
-inline constexpr int kComputePasses = 3;
-
 // The JSON key of a collective kind's samples: "collectives" (AllReduce), "allgather", "reducescatter".
 std::string collective_samples_key(OpKind kind);
 

@@ -70,6 +70,12 @@ struct ProfilingTraits {
                                        // iteration (a device that queues work hides launch gaps only then)
   double probe_budget_us = 600'000;    // measured time worth spending on one compute probe (--quick: 1/10)
   bool gemms_in_op_dtype = false;      // true: a GEMM computes in its op's dtype; false: always in fp32
+  // Passes over a compute stage's probes, each taking its share of every probe's samples, pooled: a host's
+  // speed drifts by 10-20 % within a minute on the 2-vCPU machines, and probes timed each in one go took the
+  // speed of their moment, so that shapes measured seconds apart disagreed among themselves (eight 64-row
+  // block products against their 512-row op: 0.96-1.33 in one quick profile), which the tuner then read as
+  // a reason to slice one way or the other.
+  int compute_passes = 3;
 };
 
 // Where the ranks of one host allocate their memory and how much is free there now (one pool: the
