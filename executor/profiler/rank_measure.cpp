@@ -59,10 +59,12 @@ double agree(GlooComm& comm, double value) {
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
-// Repeats are iterations of a chain of `ops` ops, each giving ops (or ops - 1) samples; one pass's share
-// (ProfilingTraits::compute_passes).
+// Passes over a compute stage's probes (ProfilingTraits::compute_passes), at least one.
+int compute_passes(const ProfilingTraits& traits) { return std::max(1, traits.compute_passes); }
+
+// Repeats are iterations of a chain of `ops` ops, each giving ops (or ops - 1) samples; one pass's share.
 RepeatPolicy compute_policy(const ProfilingTraits& traits, bool quick, int ops) {
-  const int passes = std::max(1, traits.compute_passes);
+  const int passes = compute_passes(traits);
   const int samples_per_iteration = std::max(1, ops > 1 ? ops - 1 : 1);
   RepeatPolicy p;
   p.warmup = quick ? 1 : 2;
@@ -98,26 +100,32 @@ nlohmann::json op_json(const Probe& probe, const std::vector<double>& samples) {
           {"n", op.n}, {"k", op.k}, {"flops", op.flops}, {"bytes", op.bytes}, {"dtype", int(op.dtype)}, {"samples_us", samples}};
 }
 
+// One stage's probes, timed in passes over all of them, appended to `out` with their pooled samples.
+// `first`: the stage's first probe's index among all `total` (progress and seeds).
+void measure_stage(const char* stage, const std::vector<Probe>& probes, int first, int total,
+                   const RankBench& b, Progress& progress, nlohmann::json& out) {
+  const int passes = compute_passes(b.traits);
+  std::vector<std::vector<double>> samples(probes.size());
+  for (int pass = 0; pass < passes; ++pass)
+    for (size_t j = 0; j < probes.size(); ++j) {
+      const int i = first + int(j) + 1;
+      const std::string& label = probes[j].label;
+      progress.step(stage, passes > 1 ? fmt::format("{} (pass {} of {})", label, pass + 1, passes) : label, i,
+                    total);
+      const std::vector<double> t = time_compute(b, *probes[j].mini, 1234 + uint64_t(i), b.options.quick);
+      samples[j].insert(samples[j].end(), t.begin(), t.end());
+    }
+  for (size_t j = 0; j < probes.size(); ++j) out.push_back(op_json(probes[j], samples[j]));
+}
+
 nlohmann::json measure_compute(const Workload& w, const RankBench& b, Progress& progress) {
   nlohmann::json out = nlohmann::json::array();
   const std::pair<const char*, const std::vector<Probe>*> stages[] = {
       {"gemm", &w.gemms}, {"memory-bound", &w.memory_ops}, {"attention", &w.attention}};
   const int total = int(w.gemms.size() + w.memory_ops.size() + w.attention.size());
-  int first = 0;  // the stage's first probe's index among all
+  int first = 0;
   for (const auto& [stage, probes] : stages) {
-    std::vector<std::vector<double>> samples(probes->size());
-    const int passes = std::max(1, b.traits.compute_passes);
-    for (int pass = 0; pass < passes; ++pass)
-      for (size_t j = 0; j < probes->size(); ++j) {
-        const Probe& p = (*probes)[j];
-        const int i = first + int(j) + 1;
-        progress.step(stage,
-                      passes > 1 ? fmt::format("{} (pass {} of {})", p.label, pass + 1, passes) : p.label, i,
-                      total);
-        const std::vector<double> t = time_compute(b, *p.mini, 1234 + uint64_t(i), b.options.quick);
-        samples[j].insert(samples[j].end(), t.begin(), t.end());
-      }
-    for (size_t j = 0; j < probes->size(); ++j) out.push_back(op_json((*probes)[j], samples[j]));
+    measure_stage(stage, *probes, first, total, b, progress, out);
     first += int(probes->size());
   }
   return out;
