@@ -73,19 +73,46 @@ std::vector<double> start_offsets(const std::vector<RankResult>& ranks, size_t i
   return offsets;
 }
 
-// Per rank, each op's duration over the timed iterations, attached to the representative iteration's spans.
-void attach_duration_spread(const std::vector<RankResult>& ranks, const std::vector<size_t>& timed, Timeline& tl) {
-  std::map<std::pair<int32_t, int32_t>, std::vector<double>> durations;  // (rank, op)
+// The typical iterations among the timed ones (positions into `samples`, the iteration times): the middle
+// half of them by time, n/4 left out at either end (DurationSpread::typical_mean_us); all of them below four.
+std::vector<bool> typical_iterations(const std::vector<double>& samples) {
+  std::vector<size_t> by_time(samples.size());
+  std::iota(by_time.begin(), by_time.end(), size_t(0));
+  std::stable_sort(by_time.begin(), by_time.end(),
+                   [&](size_t a, size_t b) { return samples[a] < samples[b]; });
+  const size_t cut = samples.size() / 4;
+  std::vector<bool> typical(samples.size(), false);
+  for (size_t j = cut; j < samples.size() - cut; ++j) typical[by_time[j]] = true;
+  return typical;
+}
+
+// Per rank, each op's duration over the timed iterations (`samples`: their times), attached to the
+// representative iteration's spans.
+void attach_duration_spread(const std::vector<RankResult>& ranks, const std::vector<size_t>& timed,
+                            const std::vector<double>& samples, Timeline& tl) {
+  const std::vector<bool> typical = typical_iterations(samples);
+  struct Durations {
+    std::vector<double> all, typical;
+  };
+  std::map<std::pair<int32_t, int32_t>, Durations> durations;  // (rank, op)
   for (const RankResult& r : ranks)
-    for (size_t i : timed)
-      for (const OpTiming& t : r.iterations[i].spans) durations[{r.rank, t.op}].push_back(t.end_us - t.start_us);
+    for (size_t k = 0; k < timed.size(); ++k)
+      for (const OpTiming& t : r.iterations[timed[k]].spans) {
+        Durations& d = durations[{r.rank, t.op}];
+        d.all.push_back(t.end_us - t.start_us);
+        if (typical[k]) d.typical.push_back(t.end_us - t.start_us);
+      }
+  const auto mean = [](const std::vector<double>& v) {
+    return v.empty() ? -1.0 : std::accumulate(v.begin(), v.end(), 0.0) / double(v.size());
+  };
   for (OpSpan& s : tl.spans) {
     const auto it = durations.find({s.rank, s.op});
     if (it == durations.end()) continue;
-    std::vector<double>& d = it->second;
+    std::vector<double>& d = it->second.all;
     std::sort(d.begin(), d.end());
-    s.spread = {int32_t(d.size()), percentile_sorted(d, 0.1), percentile_sorted(d, 0.5),
-                percentile_sorted(d, 0.9), std::accumulate(d.begin(), d.end(), 0.0) / double(d.size())};
+    s.spread = {
+        int32_t(d.size()), percentile_sorted(d, 0.1), percentile_sorted(d, 0.5), percentile_sorted(d, 0.9),
+        mean(d),           mean(it->second.typical)};
   }
 }
 
@@ -155,7 +182,7 @@ RunSummary summarize(const std::vector<RankResult>& ranks, const Schedule& sched
       for (const OpTiming& t : r.iterations[timed[pick]].spans)
         tl.spans.push_back({t.op, int32_t(r.rank), t.start_us + shift, t.end_us + shift, {}});
     }
-    attach_duration_spread(ranks, timed, tl);
+    attach_duration_spread(ranks, timed, samples, tl);
   }
   std::vector<const RankResult*> by_rank;
   for (const RankResult& r : ranks) by_rank.push_back(&r);

@@ -21,12 +21,17 @@ inline constexpr double kMaxTimeUs = 1e12;
 // One iteration's duration carries that iteration's noise; the median over the iterations is what a model
 // can be judged on, and p10..p90 says how far one iteration strays. The mean is what an iteration pays on
 // average: a collective that stalls for milliseconds in a few iterations keeps its median and raises its
-// mean. mean_us < 0: not recorded (a trace written before the mean was).
+// mean. The typical mean is the op's mean over the typical iterations, those whose time lies in the middle
+// half of the run's (p25..p75): what the median iteration pays for it. An op stalled for milliseconds in the
+// one iteration a page fault or another process slowed no longer counts that stall, while stalls spread over
+// many ops and iterations still do. mean_us, typical_mean_us < 0: not recorded (traces written before).
 struct DurationSpread {
   int32_t samples = 0;
   double p10_us = 0, median_us = 0, p90_us = 0;
   double mean_us = -1;
+  double typical_mean_us = -1;
   bool has_mean() const { return samples > 0 && mean_us >= 0; }
+  bool has_typical_mean() const { return samples > 0 && typical_mean_us >= 0; }
 };
 
 struct OpSpan {
@@ -54,9 +59,10 @@ struct Timeline {
 // tid = stream (0 compute, 1 comm), ts/dur in microseconds, args = {op, layer, phase, block, slice,
 // chunk, code, dtype, m, n, k, flops, bytes; reduce for AllReduce and ReduceScatter; deps (the ops of the
 // other stream it waits for, by index) where it has any; for a measured span with its spread over the
-// iterations: dur_iterations, dur_p10, dur_median, dur_p90, dur_mean}. Flow events tie each collective to the
-// first op that waits on it. Top level: "traceEvents", "displayTimeUnit", and "domino": {source, model, plan
-// strategy, tp, iteration_time_us, iteration_samples_us, peak_memory_bytes, plus `meta`}.
+// iterations: dur_iterations, dur_p10, dur_median, dur_p90, dur_mean, dur_typical_mean}. Flow events tie each
+// collective to the first op that waits on it. Top level: "traceEvents", "displayTimeUnit", and "domino":
+// {source, model, plan strategy, tp, iteration_time_us, iteration_samples_us, peak_memory_bytes, plus
+// `meta`}.
 void write_trace(const std::string& path, const Schedule& schedule, const Timeline& timeline,
                  const nlohmann::json& meta = nlohmann::json::object());
 nlohmann::json trace_json(const Schedule& schedule, const Timeline& timeline,

@@ -73,14 +73,16 @@ double read_spread_time(const EventChecker& check, const json& args, const char*
 }
 
 // args.dur_iterations/dur_p10/dur_median/dur_p90: all four or none, counts and times that make sense;
-// dur_mean (optional) only beside them.
+// dur_mean and dur_typical_mean (optional) only beside them.
 DurationSpread read_duration_spread(const EventChecker& check, const json& args) {
   const char* keys[4] = {"dur_iterations", "dur_p10", "dur_median", "dur_p90"};
   int present = 0;
   for (const char* key : keys) present += args.contains(key) ? 1 : 0;
   if (present == 0) {
-    if (args.contains("dur_mean"))
-      check.fail("args.dur_mean needs dur_iterations, dur_p10, dur_median and dur_p90 beside it");
+    for (const char* key : {"dur_mean", "dur_typical_mean"})
+      if (args.contains(key))
+        check.fail(std::string("args.") + key +
+                   " needs dur_iterations, dur_p10, dur_median and dur_p90 beside it");
     return {};
   }
   if (present < 4) check.fail("args.dur_iterations, dur_p10, dur_median and dur_p90 go together; some are missing");
@@ -93,7 +95,9 @@ DurationSpread read_duration_spread(const EventChecker& check, const json& args)
     check.fail("args.dur_p10 <= dur_median <= dur_p90 does not hold: " + json(v[0]).dump() + ", " +
                json(v[1]).dump() + ", " + json(v[2]).dump());
   const double mean = args.contains("dur_mean") ? read_spread_time(check, args, "dur_mean") : -1;
-  return {int32_t(n.get<int64_t>()), v[0], v[1], v[2], mean};
+  const double typical =
+      args.contains("dur_typical_mean") ? read_spread_time(check, args, "dur_typical_mean") : -1;
+  return {int32_t(n.get<int64_t>()), v[0], v[1], v[2], mean, typical};
 }
 
 TraceEvent read_complete_event(const std::string& path, size_t index, const json& e) {

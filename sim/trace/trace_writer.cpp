@@ -105,6 +105,7 @@ json trace_json(const Schedule& schedule, const Timeline& timeline, const json& 
       args["dur_median"] = s.spread.median_us;
       args["dur_p90"] = s.spread.p90_us;
       if (s.spread.has_mean()) args["dur_mean"] = s.spread.mean_us;
+      if (s.spread.has_typical_mean()) args["dur_typical_mean"] = s.spread.typical_mean_us;
     }
     events.push_back(json{{"name", op_id(op)},
                           {"cat", to_string(op.kind)},

@@ -143,6 +143,18 @@ TEST_F(MalformedTrace, DurationMeanNegative) {
              "args":{"dur_iterations":4,"dur_p10":1,"dur_median":1,"dur_p90":3,"dur_mean":-2}})"),
              {"dur_mean must be a time from 0 to 1e12 us"});
 }
+TEST_F(MalformedTrace, DurationTypicalMeanWithoutTheSpread) {
+  expect_bad("spread_typical_alone.json",
+             with_event(R"({"name":"b","cat":"gemm","ph":"X","ts":3,"dur":1,"pid":0,"tid":0,
+             "args":{"dur_typical_mean":1}})"),
+             {"(b)", "dur_typical_mean needs"});
+}
+TEST_F(MalformedTrace, DurationTypicalMeanNotATime) {
+  expect_bad("spread_typical_bad.json",
+             with_event(R"({"name":"b","cat":"gemm","ph":"X","ts":3,"dur":1,"pid":0,"tid":0,
+             "args":{"dur_iterations":4,"dur_p10":1,"dur_median":1,"dur_p90":3,"dur_typical_mean":"x"}})"),
+             {"dur_typical_mean must be a time from 0 to 1e12 us"});
+}
 // A time no training step has (1e300 us) would print as hundreds of digits: refused where it is read.
 TEST_F(MalformedTrace, TimeBeyondAnyTrainingStep) {
   expect_bad("ts_huge.json",

@@ -186,8 +186,46 @@ TEST(Results, SummaryTakesTheMedianIterationAcrossRanks) {
     EXPECT_DOUBLE_EQ(span.spread.p10_us, span.rank == 1 ? 8 + 0.2 * 21 : 19 + 0.2 * 13);
     EXPECT_DOUBLE_EQ(span.spread.p90_us, span.rank == 1 ? 29 + 0.8 * 8 : 32 + 0.8 * 16);
     EXPECT_DOUBLE_EQ(span.spread.mean_us, span.rank == 1 ? (29 + 8 + 37) / 3.0 : (19 + 48 + 32) / 3.0);
+    EXPECT_DOUBLE_EQ(span.spread.typical_mean_us, span.spread.mean_us);  // below four iterations: all typical
   }
   EXPECT_EQ(s.losses.size(), 4u);
+}
+
+// The typical mean is an op's mean over the iterations in the middle half by time, chosen by the iteration's
+// time (the max over ranks), not by the op's own durations: a stall in the slowest iteration drops out, one
+// in a typical iteration stays.
+TEST(Results, TypicalMeanIsTheOpsMeanOverTheMiddleHalfOfTheIterations) {
+  // One warm-up, then eight timed iterations; the fourth stalls op 0 (300 us). Op 1 takes 10 us but 50 in the
+  // iteration of 101 us, and rank 1 makes the iteration of 96 us on rank 0 its slowest but one (103.5 us).
+  const std::vector<double> times{500, 104, 98, 300, 102, 96, 101, 99, 103};
+  auto rank = [&](int r) {
+    RankResult res;
+    res.rank = r;
+    for (size_t i = 0; i < times.size(); ++i) {
+      IterationRecord it;
+      it.timed = i > 0;
+      it.time_us = r == 1 && times[i] == 96 ? 103.5 : times[i];
+      it.spans = {{0, 0, times[i]}, {1, 0, times[i] == 101 ? 50.0 : 10.0}};
+      res.iterations.push_back(it);
+    }
+    return res;
+  };
+  Schedule two_ops;
+  two_ops.ops.resize(2);
+  const RunSummary s = summarize({rank(0), rank(1)}, two_ops);
+  // Iteration times (max over ranks): 104, 98, 300, 102, 103.5, 101, 99, 103; by time 98 99 | 101 102 103
+  // 103.5 | 104 300: the typical ones are 101, 102, 103 and 103.5 (rank 0's op 0: 96 there).
+  for (const OpSpan& span : s.timeline.spans) {
+    SCOPED_TRACE(span.op);
+    EXPECT_EQ(span.spread.samples, 8);
+    if (span.op == 0) {
+      EXPECT_DOUBLE_EQ(span.spread.mean_us, (104 + 98 + 300 + 102 + 96 + 101 + 99 + 103) / 8.0);
+      EXPECT_DOUBLE_EQ(span.spread.typical_mean_us, (101 + 102 + 103 + 96) / 4.0);
+    } else {
+      EXPECT_DOUBLE_EQ(span.spread.median_us, 10);
+      EXPECT_DOUBLE_EQ(span.spread.typical_mean_us, (50 + 10 + 10 + 10) / 4.0);
+    }
+  }
 }
 
 TEST(Results, ComputeBusyIsEachRanksComputeStreamTimePerTimedIteration) {

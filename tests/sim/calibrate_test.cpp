@@ -152,6 +152,26 @@ TEST(ProfilerCalibrate, SamplesAreWhatAnIterationPaysOnAverage) {
   EXPECT_GE(compute, 20);
 }
 
+// With the typical mean recorded (the mean over the middle half of the iterations by time), it replaces the
+// whole mean: an op stalled in the one slow iteration no longer lifts what the fit sees. Here every op's mean
+// is 5000 us above its median, its typical mean 100 us: compute ops are their typical means, collectives
+// this iteration's duration plus the typical tail.
+TEST(ProfilerCalibrate, SamplesAreWhatTheTypicalIterationsPay) {
+  TraceFile trace = skewed_trace("domino_calibrate_typical.json");
+  for (TraceEvent& e : trace.events)
+    e.spread = {20, 0.9 * e.dur_us, e.dur_us, 1.1 * e.dur_us, e.dur_us + 5000, e.dur_us + 100};
+  const Profile truth = known_profile();
+  const calibration::TraceSamples in(truth, trace, 0);
+  const CostModel cm(truth);
+  int checked = 0;
+  for (const calibration::Sample& s : in.samples) {
+    const double own = cm.op_us(s.op, 2, 4);
+    EXPECT_NEAR(s.dur, own + 100, 1e-3 * own + 1e-6) << to_string(s.op.kind);
+    ++checked;
+  }
+  EXPECT_GE(checked, 29);
+}
+
 TEST(ProfilerCalibrate, SamplesTakeTheFastestRankOfAnAllReduce) {
   const TraceFile trace = skewed_trace("domino_calibrate_samples.json");
   const Profile truth = known_profile();

@@ -104,7 +104,8 @@ TEST(Trace, MeasuredSpreadOverIterationsRoundTrips) {
   Timeline t;
   t.source = "measured";
   t.ranks = 1;
-  t.spans.push_back({0, 0, 0, 120, {5, 90, 110, 140, 180}});  // the mean above p90: one iteration stalled
+  t.spans.push_back(
+      {0, 0, 0, 120, {5, 90, 110, 140, 180, 112}});  // the mean above p90: one iteration stalled
   t.spans.push_back({1, 0, 120, 400, {}});  // no spread recorded: no dur_* args
   const auto path = (std::filesystem::temp_directory_path() / "domino_trace_spread.json").string();
   write_trace(path, s, t);
@@ -118,12 +119,16 @@ TEST(Trace, MeasuredSpreadOverIterationsRoundTrips) {
   EXPECT_DOUBLE_EQ(gemm.spread.p90_us, 140);
   ASSERT_TRUE(gemm.spread.has_mean());
   EXPECT_DOUBLE_EQ(gemm.spread.mean_us, 180);
+  ASSERT_TRUE(gemm.spread.has_typical_mean());
+  EXPECT_DOUBLE_EQ(gemm.spread.typical_mean_us, 112);
   EXPECT_DOUBLE_EQ(gemm.dur_us, 120);             // the representative iteration's own duration stays
   EXPECT_DOUBLE_EQ(gemm.typical_dur_us(), 110);   // ... but the median is what a model is judged on
   EXPECT_EQ(back.events[1].spread.samples, 0);
   EXPECT_FALSE(back.events[1].args.contains("dur_median"));
   EXPECT_FALSE(back.events[1].args.contains("dur_mean"));
   EXPECT_FALSE(back.events[1].spread.has_mean());
+  EXPECT_FALSE(back.events[1].args.contains("dur_typical_mean"));
+  EXPECT_FALSE(back.events[1].spread.has_typical_mean());
   EXPECT_DOUBLE_EQ(back.events[1].typical_dur_us(), 280);
 }
 
