@@ -6,9 +6,10 @@ A plan P and its comm-off run C (P+no-comm: the same compute ops, no collective)
 P takes beyond C, per rank and then averaged over the ranks, in points of C's iteration time:
 
   compute slower   P's compute ops' own time minus C's: compute slowed by the collectives beside it
-                   (measured: the ops' mean durations over the timed iterations, what an iteration pays, or
-                   their medians in traces without the mean; predicted: always 0, the simulator's spans are an
-                   op's own time and what it loses beside a collective is a gap)
+                   (measured: the ops' mean durations over the typical iterations, what the median iteration
+                   pays, else over every timed iteration, or their medians in traces without a mean; predicted:
+                   always 0, the simulator's spans are an op's own time and what it loses beside a collective
+                   is a gap)
   waits            compute-stream idle time before the ops that wait on a collective (the trace's "wait" flows):
                    communication the compute did not hide, and the ranks' arrival skew
   other gaps       the rest of the iteration: the stream's idle time between ops that wait on nothing (the
@@ -21,7 +22,7 @@ the median is the collectives' tail: a collective that stalls for milliseconds i
 median, and an iteration of many collectives pays the mean.
 
 The measured waits and other gaps come from the one iteration the trace shows (the median one); the compute
-from every timed iteration, by their means: an op preempted for milliseconds in a few iterations keeps its
+from the typical iterations (the middle half by time), by their means: an op preempted for milliseconds in a few iterations keeps its
 median, and the sliced plans' compute ops beside collectives are preempted so (their means 7-18 % above their
 medians at 2 Gbit/s, 2-7 % in the comm-off runs). Where the model's communication cost goes wrong is where
 the two columns part.
@@ -53,7 +54,8 @@ def rank_parts(trace):
         compute = waited = 0.0
         end = 0.0
         for e in ops:
-            compute += e["args"].get("dur_mean", e["args"].get("dur_median", e["dur"]))
+            args = e["args"]
+            compute += args.get("dur_typical_mean", args.get("dur_mean", args.get("dur_median", e["dur"])))
             if (rank, e["ts"]) in waits:
                 waited += max(0.0, e["ts"] - end)
             end = e["ts"] + e["dur"]

@@ -82,7 +82,8 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
                                                  {"sync_iteration", &s.sync_iteration},
                                                  {"comm_delay", &s.comm_delay},
                                                  {"comm_start", &s.comm_start},
-                                                 {"stall", &s.stall}};
+                                                 {"stall", &s.stall},
+                                                 {"interference_iteration", &s.interference_iteration}};
   for (size_t start = 0; start <= list.size();) {
     const size_t comma = std::min(list.find(',', start), list.size());
     const std::string name = list.substr(start, comma - start);
@@ -93,7 +94,7 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
       throw_bad_input("--fit: unknown part '" + name +
                       "' (give a comma-separated list of memory, gemm, attention, allreduce, allgather, "
                       "reducescatter, sync, sync_growth, sync_iteration, interference, comm_delay, "
-                      "comm_start, stall, or all)");
+                      "comm_start, stall, interference_iteration, or all)");
     *flag = true;
     start = comma + 1;
   }
@@ -105,7 +106,8 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
   using namespace calibration;
   // A gpu section times GEMMs from tiles and models interference by SM and HBM sharing: neither the
   // GEMM curve nor the flat factors would change its predictions, so fitting them would mislead.
-  if (base.gpu && (scope.gemm || scope.interference || scope.comm_delay || scope.comm_start || scope.stall)) {
+  if (base.gpu && (scope.gemm || scope.interference || scope.comm_delay || scope.comm_start || scope.stall ||
+                   scope.interference_iteration)) {
     throw_bad_input("profile '" + base.name + "' has a gpu section (GEMM tiles in waves, SM and HBM sharing), " +
                     "which calibration does not fit: use --fit memory,attention,allreduce,allgather,reducescatter,sync");
   }
@@ -131,6 +133,9 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
   if (scope.interference) fit_interference(in, p, report);
   if (scope.comm_delay) fit_comm_delay(in, p, report);
   if (scope.comm_start) fit_comm_start(trace, p, report);
+  if (scope.interference_iteration)
+    fit_compute_slowdown_to_iteration(schedule_of_trace(trace),
+                                      measured_iteration_us(trace, "interference_iteration"), p, report);
   validate_profile(p);
 
   CalibrationResult res;

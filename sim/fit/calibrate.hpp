@@ -43,11 +43,16 @@ struct CalibrationScope {
   // trace without collectives (no-comm) takes beyond its compute ops' costs, after the compute fits. Only
   // when named: it needs such a trace, and a flat profile.
   bool stall = false;
+  // The compute's slowdown beside a collective (interference.compute_slowdown_during_comm) from the trace's
+  // iteration time: the slowdown with which the schedule the trace ran, simulated, takes as long as measured
+  // (after every other part). Only when named: it needs a trace of an overlapped named strategy (its schedule
+  // is rebuilt from the trace's header), and a flat profile.
+  bool interference_iteration = false;
 };
 // Parses --fit: a comma-separated list of memory, gemm, attention, allreduce, allgather, reducescatter, sync,
 // sync_growth, sync_iteration (each implies sync; both: the growth from the iteration), interference,
-// comm_delay, comm_start, stall, or "all" (every part but sync_growth, sync_iteration, comm_delay, comm_start
-// and stall). BadInput on anything else.
+// comm_delay, comm_start, stall, interference_iteration, or "all" (every part but sync_growth,
+// sync_iteration, comm_delay, comm_start, stall and interference_iteration). BadInput on anything else.
 CalibrationScope parse_calibration_scope(const std::string& list);
 
 struct CalibrationResult {

@@ -82,6 +82,13 @@ void fit_compute_stall(const TraceSamples& in, double iteration_us, Profile& p, 
 void fit_interference(const TraceSamples& in, Profile& p, std::string& report);
 // The collectives' delay and slowdown beside compute, together, from those that overlapped it.
 void fit_comm_delay(const TraceSamples& in, Profile& p, std::string& report);
+// The schedule a measured trace ran, rebuilt from its header (model, named strategy, TP degree, shape,
+// optimizer) and checked against its schedule_fingerprint; BadInput naming what is missing or differs.
+Schedule schedule_of_trace(const TraceFile& trace);
+// The compute's slowdown beside a collective (interference.compute_slowdown_during_comm, 0 to 9) with which
+// the schedule, simulated with p, takes iteration_us (calibrate_overlap_iteration.cpp).
+void fit_compute_slowdown_to_iteration(const Schedule& schedule, double iteration_us, Profile& p,
+                                       std::string& report);
 // The wait of a collective whose turn comes while its rank computes, from the trace's spans and deps
 // (calibrate_comm_start.cpp); nothing changes when too few collectives came due beside compute.
 void fit_comm_start(const TraceFile& trace, Profile& p, std::string& report);

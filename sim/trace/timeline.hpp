@@ -63,6 +63,11 @@ struct Timeline {
 // collective to the first op that waits on it. Top level: "traceEvents", "displayTimeUnit", and "domino":
 // {source, model, plan strategy, tp, iteration_time_us, iteration_samples_us, peak_memory_bytes, plus
 // `meta`}.
+// What the schedule is, independent of how its ops were timed or stored (domino.schedule_fingerprint): each
+// op's id, kind, opcode, stream, shape and deps. Two traces of one plan of one model at one shape carry the
+// same value, whichever tool wrote them; FNV-1a, 64 bits, in hex.
+std::string schedule_fingerprint(const Schedule& schedule);
+
 void write_trace(const std::string& path, const Schedule& schedule, const Timeline& timeline,
                  const nlohmann::json& meta = nlohmann::json::object());
 nlohmann::json trace_json(const Schedule& schedule, const Timeline& timeline,

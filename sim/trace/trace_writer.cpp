@@ -56,9 +56,9 @@ std::vector<int32_t> first_waiters(const Schedule& schedule) {
   return waiter;
 }
 
-// What the schedule is, independent of how its ops were timed or stored: each op's id, kind, opcode, stream,
-// shape and deps (not its bytes or FLOPs, which a backend's storage type changes). Two traces of one plan of
-// one model at one shape carry the same value, whichever tool wrote them; FNV-1a, 64 bits, in hex.
+}  // namespace
+
+// Not the ops' bytes or FLOPs, which a backend's storage type changes.
 std::string schedule_fingerprint(const Schedule& schedule) {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&h](uint64_t v) {
@@ -76,8 +76,6 @@ std::string schedule_fingerprint(const Schedule& schedule) {
   }
   return fmt::format("{:016x}", h);
 }
-
-}  // namespace
 
 json trace_json(const Schedule& schedule, const Timeline& timeline, const json& meta) {
   const std::string source = timeline.source.empty() ? "predicted" : timeline.source;
