@@ -5,10 +5,11 @@
 //
 // Why the iteration and not the ops: on a CPU rank whose compute and communication threads share a core, what
 // a collective beside compute costs lands mostly between the ops (the compute stream idles while the
-// collective waits for a core, its peer's included), not in them; the per-op fits (interference, comm_delay,
-// comm_start) leave the overlapped calibration run itself 3-35 % slower than predicted (docs/fidelity.md,
-// "The compute's loss beside collectives, fitted on the overlapped run"). The slowdown then stands for all
-// of that loss, as sync_us does for the skew of a run whose streams do not overlap (fit_skew_to_iteration).
+// collective waits for a core, its peer's included), not in them; after the per-op fits (comm_delay,
+// comm_start) the overlapped calibration run itself still took 3-18 % longer than predicted in 22 of 24
+// configurations (docs/fidelity.md, "The compute's loss beside collectives, fitted on the overlapped run").
+// The slowdown then stands for all of that loss, as sync_us does for the skew of a run whose streams do not
+// overlap (fit_skew_to_iteration).
 #include <fmt/format.h>
 
 #include <optional>
