@@ -111,6 +111,12 @@ void fit_compute_slowdown_to_iteration(const Schedule& schedule, double iteratio
     return simulated_iteration_us(schedule, q);
   };
   const double lowest = iteration_with(0), highest = iteration_with(kMaxSlowdown);
+  if (!(highest > lowest * (1 + 1e-9)))
+    throw_bad_input(fmt::format(
+        "--fit interference_iteration: no collective of this run ran beside compute in the simulation "
+        "(predicted {:.1f} ms with any slowdown): it needs an overlapped plan's trace, such as "
+        "slices:2x1:batch",
+        lowest / 1e3));
   double fitted = 0;
   std::string note;
   if (iteration_us <= lowest) {

@@ -105,6 +105,22 @@ TEST(CalibrateOverlapIteration, TheScheduleIsRebuiltOnlyWhenItIsTheOneTheTraceRa
   fails_with(custom, "rebuilds the run's schedule from its model 'cpu-gpt' and strategy 'my-plan'");
 }
 
+// megatron-sync runs no collective beside compute: no slowdown changes its iteration, so none is fitted.
+TEST(CalibrateOverlapIteration, ARunWithoutOverlapIsRefused) {
+  const ModelSpec model = default_model();
+  const Schedule sync = build_schedule(model, make_strategy_plan("megatron-sync", model));
+  Profile p = with_slowdowns(0.5, 0.4);
+  std::string report;
+  try {
+    calibration::fit_compute_slowdown_to_iteration(sync, 2 * iteration_us(sync, p), p, report);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(std::string(e.what()).find("needs an overlapped plan's trace"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(p.interference.compute_slowdown_during_comm, 0.5);
+}
+
 TEST(CalibrateOverlapIteration, AGpuProfileHasNoFlatSlowdownToFit) {
   Profile gpu = with_slowdowns(0, 0);
   gpu.gpu = GpuProfile{};
