@@ -95,7 +95,8 @@ std::optional<double> fit_slowdown(const std::vector<const Sample*>& s, const st
 
 // The collectives' slowdown beside the profile's delay (held): their surcharge, overlap x (1 - rate(simulated
 // time)), against their measured excess over the base cost (the rank that waited least; the simulator's time
-// adds the skew), of least squared error on a grid of 0.01 up to 9 (the rate is not linear in the slowdown).
+// adds the skew), of least squared error on a grid of 0.01 up to kMaxFittedSlowdown (the rate is not linear
+// in the slowdown).
 // nullopt with fewer than 3 overlapped collectives.
 std::optional<double> fit_slowdown_beside_delay(const std::vector<const Sample*>& s,
                                                 const std::vector<double>& base, double skew,
@@ -105,8 +106,9 @@ std::optional<double> fit_slowdown_beside_delay(const std::vector<const Sample*>
     if (s[k]->overlap > kOverlapped * s[k]->dur) overlapped.push_back(k);
   if (overlapped.size() < 3) return std::nullopt;
   double best = 0, best_error = 1e300;
-  for (int step = 0; step <= 900; ++step) {
-    i.comm_slowdown_during_compute = 0.01 * step;
+  constexpr double kStep = 0.01;
+  for (int step = 0; step <= int(std::lround(kMaxFittedSlowdown / kStep)); ++step) {
+    i.comm_slowdown_during_compute = kStep * step;
     double error = 0;
     for (size_t k : overlapped) {
       const double miss = s[k]->overlap * (1 - i.comm_rate(base[k] + skew)) - (s[k]->dur - base[k]);

@@ -23,31 +23,26 @@ namespace domino::prof::calibration {
 
 namespace {
 
-// The slowdowns the fit may choose from: 0 (no loss) up to the comm slowdown grid's end
-// (fit_stream_slowdown).
-constexpr double kMaxSlowdown = 9;
 constexpr int kBisections = 40;
 
 const nlohmann::json& header_field(const TraceFile& trace, const char* key, const char* why) {
   const auto it = trace.meta.find(key);
   if (it == trace.meta.end() || it->is_null())
-    throw_bad_input(fmt::format("{}: --fit interference_iteration needs the trace's {} (domino.{}, {})",
-                                trace.path, why, key, "written by domino-exec"));
+    throw_bad_input(fmt::format(
+        "{}: --fit interference_iteration needs the trace's {} (domino.{}, written by domino-exec)",
+        trace.path, why, key));
   return *it;
 }
 
-int header_int(const TraceFile& trace, const char* key, const char* why) {
-  const nlohmann::json& v = header_field(trace, key, why);
-  if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 1'000'000)
-    throw_bad_input(
-        fmt::format("{}: domino.{} must be a positive integer, got {}", trace.path, key, v.dump()));
-  return v.get<int>();
+int header_count(const TraceFile& trace, const char* key, const char* why) {
+  return int(whole_number(trace, nullptr, std::string("domino.") + key, header_field(trace, key, why), 1,
+                          1'000'000));
 }
 
 // A shape field traces written before it lack: the model's own then (the fingerprint check tells the rest).
-std::optional<int> optional_header_int(const TraceFile& trace, const char* key, const char* why) {
+std::optional<int> optional_header_count(const TraceFile& trace, const char* key, const char* why) {
   if (!trace.meta.contains(key) || trace.meta.at(key).is_null()) return std::nullopt;
-  return header_int(trace, key, why);
+  return header_count(trace, key, why);
 }
 
 std::string header_string(const TraceFile& trace, const char* key, const char* why) {
@@ -69,9 +64,9 @@ double simulated_iteration_us(const Schedule& schedule, const Profile& p) {
 
 Schedule schedule_of_trace(const TraceFile& trace) {
   ModelOverrides overrides;
-  overrides.tp = header_int(trace, "tp", "TP degree");
-  overrides.seq_len = optional_header_int(trace, "seq_len", "sequence length");
-  overrides.micro_batch = optional_header_int(trace, "micro_batch", "micro-batch");
+  overrides.tp = header_count(trace, "tp", "TP degree");
+  overrides.seq_len = optional_header_count(trace, "seq_len", "sequence length");
+  overrides.micro_batch = optional_header_count(trace, "micro_batch", "micro-batch");
   const std::string model_name = header_string(trace, "model", "model");
   const std::string strategy = header_string(trace, "strategy", "named strategy");
   const ModelSpec model = load_model(model_name, overrides);
@@ -110,7 +105,7 @@ void fit_compute_slowdown_to_iteration(const Schedule& schedule, double iteratio
     q.interference.compute_slowdown_during_comm = slowdown;
     return simulated_iteration_us(schedule, q);
   };
-  const double lowest = iteration_with(0), highest = iteration_with(kMaxSlowdown);
+  const double lowest = iteration_with(0), highest = iteration_with(kMaxFittedSlowdown);
   if (!(highest > lowest * (1 + 1e-9)))
     throw_bad_input(fmt::format(
         "--fit interference_iteration: no collective of this run ran beside compute in the simulation "
@@ -123,10 +118,10 @@ void fit_compute_slowdown_to_iteration(const Schedule& schedule, double iteratio
     note =
         fmt::format(" (the run took no longer than predicted without any slowdown, {:.1f} ms)", lowest / 1e3);
   } else if (iteration_us >= highest) {
-    fitted = kMaxSlowdown;
+    fitted = kMaxFittedSlowdown;
     note = fmt::format(" (the end of the range: predicted {:.1f} ms with it)", highest / 1e3);
   } else {
-    double lo = 0, hi = kMaxSlowdown;  // iteration_with(lo) < iteration_us <= iteration_with(hi)
+    double lo = 0, hi = kMaxFittedSlowdown;  // iteration_with(lo) < iteration_us <= iteration_with(hi)
     for (int step = 0; step < kBisections; ++step) {
       const double mid = 0.5 * (lo + hi);
       (iteration_with(mid) < iteration_us ? lo : hi) = mid;

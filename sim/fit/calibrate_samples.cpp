@@ -28,10 +28,6 @@ const std::map<std::string, OpKind>& kinds_by_name() {
   return m;
 }
 
-namespace {
-
-// A whole number of the trace (an op index, a GEMM dimension, the TP degree) that must fit `limit`: a value
-// out of range would be cast to an integer, which C++ leaves undefined.
 int64_t whole_number(const TraceFile& trace, const TraceEvent* e, const std::string& what, const nlohmann::json& v,
                      double lowest, double limit) {
   const double d = v.is_number() ? v.get<double>() : NAN;
@@ -41,6 +37,8 @@ int64_t whole_number(const TraceFile& trace, const TraceEvent* e, const std::str
                     (v.is_number() ? fmt::format("{}", d) : std::string(v.type_name())));
   return int64_t(d);
 }
+
+namespace {
 
 // GEMM dimensions: 0 when absent (ops without a shape), below 2^53 so that every one is exact in a double.
 int64_t arg_dimension(const TraceFile& trace, const TraceEvent& e, const char* key) {

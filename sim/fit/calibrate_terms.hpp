@@ -3,6 +3,7 @@
 // arrival skew, interference). Each fit reads the samples and updates the calibrated profile and the report.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -31,6 +32,16 @@ struct SerialCost {
   double overlapped_us = 0;  // time the trace's ops ran beside the other stream
   int collectives = 0;
 };
+
+// The end of the range a fitted interference slowdown may take (the collectives' on their grid, the
+// compute's from an iteration time).
+inline constexpr double kMaxFittedSlowdown = 9;
+
+// A whole number of the trace (an op index, a GEMM dimension, the TP degree) in [lowest, limit], `what`
+// naming it and e its event (null: the header) in the BadInput otherwise: a value out of range would be cast
+// to an integer, which C++ leaves undefined.
+int64_t whole_number(const TraceFile& trace, const TraceEvent* e, const std::string& what,
+                     const nlohmann::json& v, double lowest, double limit);
 
 // The op kind a trace event's `cat` names (to_string(OpKind)), for every kind a schedule holds.
 const std::map<std::string, OpKind>& kinds_by_name();

@@ -21,8 +21,9 @@ inline constexpr double kMaxTimeUs = 1e12;
 // One iteration's duration carries that iteration's noise; the median over the iterations is what a model
 // can be judged on, and p10..p90 says how far one iteration strays. The mean is what an iteration pays on
 // average: a collective that stalls for milliseconds in a few iterations keeps its median and raises its
-// mean. The typical mean is the op's mean over the typical iterations, those whose time lies in the middle
-// half of the run's (p25..p75): what the median iteration pays for it. An op stalled for milliseconds in the
+// mean. The typical mean is the op's mean over the typical iterations, the middle half of the run's by
+// iteration time (a quarter left out at either end; all of them below four): what the median iteration pays
+// for it. An op stalled for milliseconds in the
 // one iteration a page fault or another process slowed no longer counts that stall, while stalls spread over
 // many ops and iterations still do. mean_us, typical_mean_us < 0: not recorded (traces written before).
 struct DurationSpread {
@@ -55,6 +56,11 @@ struct Timeline {
   std::vector<double> rank_start_offsets_us;
 };
 
+// What the schedule is, independent of how its ops were timed or stored (domino.schedule_fingerprint): each
+// op's id, kind, opcode, stream, shape and deps. Two traces of one plan of one model at one shape carry the
+// same value, whichever tool wrote them; FNV-1a, 64 bits, in hex.
+std::string schedule_fingerprint(const Schedule& schedule);
+
 // Trace schema, one complete event ("ph":"X") per span: name = op id, cat = op kind, pid = rank,
 // tid = stream (0 compute, 1 comm), ts/dur in microseconds, args = {op, layer, phase, block, slice,
 // chunk, code, dtype, m, n, k, flops, bytes; reduce for AllReduce and ReduceScatter; deps (the ops of the
@@ -63,11 +69,6 @@ struct Timeline {
 // collective to the first op that waits on it. Top level: "traceEvents", "displayTimeUnit", and "domino":
 // {source, model, plan strategy, tp, iteration_time_us, iteration_samples_us, peak_memory_bytes, plus
 // `meta`}.
-// What the schedule is, independent of how its ops were timed or stored (domino.schedule_fingerprint): each
-// op's id, kind, opcode, stream, shape and deps. Two traces of one plan of one model at one shape carry the
-// same value, whichever tool wrote them; FNV-1a, 64 bits, in hex.
-std::string schedule_fingerprint(const Schedule& schedule);
-
 void write_trace(const std::string& path, const Schedule& schedule, const Timeline& timeline,
                  const nlohmann::json& meta = nlohmann::json::object());
 nlohmann::json trace_json(const Schedule& schedule, const Timeline& timeline,
