@@ -27,6 +27,12 @@ median, and the sliced plans' compute ops beside collectives are preempted so (t
 medians at 2 Gbit/s, 2-7 % in the comm-off runs). Where the model's communication cost goes wrong is where
 the two columns part.
 
+A second table, measured only, relates the compute slowed to the collectives beside it: per plan, the MB of
+collectives that ran beside compute (each collective's bytes times the share of its span with a compute op of
+its rank running, in the iteration shown), the compute slower in ms (the first column of the table above, per
+rank), and the two's ratio. A collective's threads take the core from the compute for the work they do, so
+the loss follows the bytes more than the time beside.
+
   scripts/comm-cost-breakdown.py out/fidelity/cpu-gpt-loopback [more configuration folders]
 """
 import json
@@ -84,6 +90,30 @@ def breakdown(plan_trace, off_trace):
     return parts[:3] + [sum(parts[:3])] + parts[3:]
 
 
+def mb_beside_compute(trace):
+    """The collectives' MB that ran beside a compute op of their rank in the trace's iteration, per rank on
+    average: each collective's bytes times the share of its span that compute overlapped."""
+    events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    ranks = sorted({e["pid"] for e in events})
+    total = 0.0
+    for rank in ranks:
+        compute = [(e["ts"], e["ts"] + e["dur"]) for e in events if e["pid"] == rank and e["tid"] == 0]
+        for e in events:
+            if e["pid"] != rank or e["tid"] != 1 or e["dur"] <= 0:
+                continue
+            start, end = e["ts"], e["ts"] + e["dur"]
+            beside = sum(max(0.0, min(end, b) - max(start, a)) for a, b in compute)
+            total += e["args"].get("bytes", 0) * min(1.0, beside / e["dur"]) / 1e6
+    return total / len(ranks) if ranks else 0.0
+
+
+def compute_slower_ms(plan_trace, off_trace):
+    """The plan's compute ops' time over its comm-off run's, in ms per rank on average."""
+    p, c = rank_parts(plan_trace), rank_parts(off_trace)
+    ranks = sorted(set(p) & set(c))
+    return sum(p[r][0] - c[r][0] for r in ranks) / len(ranks) / 1000 if ranks else None
+
+
 def pairs(config):
     """(plan's file stem, its comm-off run's) for the plans of a configuration's measured folder."""
     meas = os.path.join(config, "meas")
@@ -96,6 +126,7 @@ def pairs(config):
 
 def report(config):
     print(f"## {os.path.basename(os.path.normpath(config))}\n")
+    losses = []
     print("| plan | compute slower: pred / meas | waits: pred / meas | other gaps: pred / meas "
           "| communication cost: pred / meas | collectives' own time: pred / meas median / meas mean / meas this "
           "iteration |")
@@ -110,7 +141,20 @@ def report(config):
         else:
             row = {side: breakdown(*pair) for side, pair in traces.items()}
             if row["pred"] is not None and row["meas"] is not None:
-                print_row(traces["meas"][0]["domino"].get("strategy", stem), row)
+                plan = traces["meas"][0]["domino"].get("strategy", stem)
+                print_row(plan, row)
+                losses.append((plan, mb_beside_compute(traces["meas"][0]), compute_slower_ms(*traces["meas"])))
+    print()
+    print_losses(losses)
+
+
+def print_losses(losses):
+    print("| plan | collectives beside compute, MB | compute slower, ms | per MB beside, ms |")
+    print("|---|---:|---:|---:|")
+    for plan, mb, slower in losses:
+        per_mb = f"{slower / mb:.2f}" if mb > 0 and slower is not None else "-"
+        slower_text = "-" if slower is None else f"{slower:+.1f}"
+        print(f"| {plan} | {mb:.1f} | {slower_text} | {per_mb} |")
     print()
 
 

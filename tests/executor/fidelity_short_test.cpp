@@ -248,6 +248,19 @@ TEST_F(FidelitySweep, CommCostRunsEveryPlanBesideItsCommOffRun) {
     ASSERT_EQ(collectives.size(), 4u) << row.str();
     EXPECT_GT(std::stod(collectives[2]), 0.0) << row.str();  // "-" (no mean recorded) would not parse
   }
+  // The second table: per plan the collectives' MB beside compute and the compute slower, as the first
+  // table's first column in ms.
+  const size_t losses = breakdown.find("| plan | collectives beside compute, MB | compute slower, ms |");
+  ASSERT_NE(losses, std::string::npos) << breakdown;
+  for (const auto& p : fig["comm_cost"]["plans"]) {
+    const std::string head = "| " + p["plan"].get<std::string>() + " | ";
+    const size_t at = breakdown.find(head, losses);
+    ASSERT_NE(at, std::string::npos) << head << "\n" << breakdown;
+    std::istringstream row(breakdown.substr(at + head.size(), breakdown.find('\n', at) - at - head.size()));
+    double mb = -1;
+    row >> mb;
+    EXPECT_GE(mb, 0.0) << row.str();
+  }
 }
 
 // --reuse with --reuse-tuned: another profile scored on the first sweep's very measurements, its tuned plan
