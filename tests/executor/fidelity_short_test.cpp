@@ -248,8 +248,7 @@ TEST_F(FidelitySweep, CommCostRunsEveryPlanBesideItsCommOffRun) {
     ASSERT_EQ(collectives.size(), 4u) << row.str();
     EXPECT_GT(std::stod(collectives[2]), 0.0) << row.str();  // "-" (no mean recorded) would not parse
   }
-  // The second table: per plan the collectives' MB beside compute and the compute slower, as the first
-  // table's first column in ms.
+  // The second table: a row per plan, starting with the collectives' MB beside compute (a number, >= 0).
   const size_t losses = breakdown.find("| plan | collectives beside compute, MB | compute slower, ms |");
   ASSERT_NE(losses, std::string::npos) << breakdown;
   for (const auto& p : fig["comm_cost"]["plans"]) {
