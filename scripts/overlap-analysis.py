@@ -159,11 +159,12 @@ def main(argv):
 
 def alone_span(points):
     """The median span of a size's collectives with under 20 % of their span busy, or None."""
-    alone = sorted(s for s, b, _ in points if b < 0.2 * s)
-    return alone[len(alone) // 2] if alone else None
+    alone = [s for s, b, _ in points if b < 0.2 * s]
+    return median(alone) if alone else None
 
 
 def median(values):
+    """The upper median (an element of values, as the tables have always shown)."""
     values = sorted(values)
     return values[len(values) // 2]
 

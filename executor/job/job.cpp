@@ -65,7 +65,7 @@ int job_ranks(const JobRequest& request, const ModelSpec& model) {
 }
 
 void complete_job(const ExecOptions& o, Job* job) {
-  job->build.optimizer = o.run.optimizer == "sgd" ? OptimizerKind::SgdMomentum : OptimizerKind::Adam;
+  job->build.optimizer = optimizer_kind_named(o.run.optimizer).value_or(OptimizerKind::Adam);
   job->ranks = job_ranks(o.job, job->model);
   job->schedule = build_schedule(job->model, job->plan, job->build);
 }

@@ -71,8 +71,14 @@ Schedule schedule_of_trace(const TraceFile& trace) {
   const std::string strategy = header_string(trace, "strategy", "named strategy");
   const ModelSpec model = load_model(model_name, overrides);
   BuildOptions build;
-  const auto optimizer = trace.meta.find("optimizer");
-  if (optimizer != trace.meta.end() && *optimizer == "sgd") build.optimizer = OptimizerKind::SgdMomentum;
+  if (trace.meta.contains("optimizer") && !trace.meta.at("optimizer").is_null()) {
+    const std::string name = header_string(trace, "optimizer", "optimizer");
+    const std::optional<OptimizerKind> kind = optimizer_kind_named(name);
+    if (!kind)
+      throw_bad_input(
+          fmt::format("{}: domino.optimizer '{}' is no optimizer domino-exec runs", trace.path, name));
+    build.optimizer = *kind;
+  }
   Schedule schedule;
   try {
     schedule = build_schedule(model, make_strategy_plan(strategy, model), build);

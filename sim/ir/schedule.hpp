@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -309,6 +310,10 @@ std::string op_id(const Op& op);  // stable, readable, unique within a schedule
 
 // Options that change the IR but are not part of the plan.
 enum class OptimizerKind : uint8_t { Adam, SgdMomentum };
+// The optimizer's name on command lines and in trace headers ("adam", "sgd"), and the kind a name stands for
+// (nullopt: no optimizer of that name).
+const char* to_string(OptimizerKind k);
+std::optional<OptimizerKind> optimizer_kind_named(const std::string& name);
 struct BuildOptions {
   OptimizerKind optimizer = OptimizerKind::Adam;
   bool include_optimizer = true;

@@ -41,6 +41,16 @@ constexpr std::array<const char*, 2> kReduceOpNames = {"sum", "max"};
 static_assert(size_t(ReduceOp::Max) + 1 == kReduceOpNames.size(), "one name per ReduceOp, in declaration order");
 const char* to_string(ReduceOp r) { return enum_name(r, kReduceOpNames); }
 
+constexpr std::array<const char*, 2> kOptimizerNames = {"adam", "sgd"};
+static_assert(size_t(OptimizerKind::SgdMomentum) + 1 == kOptimizerNames.size(),
+              "one name per OptimizerKind, in declaration order");
+const char* to_string(OptimizerKind k) { return enum_name(k, kOptimizerNames); }
+std::optional<OptimizerKind> optimizer_kind_named(const std::string& name) {
+  for (size_t i = 0; i < kOptimizerNames.size(); ++i)
+    if (name == kOptimizerNames[i]) return static_cast<OptimizerKind>(i);
+  return std::nullopt;
+}
+
 OpKind kind_of(OpCode c) {
   switch (c) {
     case OpCode::MatMul:

@@ -23,9 +23,9 @@ inline constexpr double kMaxTimeUs = 1e12;
 // average: a collective that stalls for milliseconds in a few iterations keeps its median and raises its
 // mean. The typical mean is the op's mean over the typical iterations, the middle half of the run's by
 // iteration time (a quarter left out at either end; all of them below four): what the median iteration pays
-// for it. An op stalled for milliseconds in the
-// one iteration a page fault or another process slowed no longer counts that stall, while stalls spread over
-// many ops and iterations still do. mean_us, typical_mean_us < 0: not recorded (traces written before).
+// for it. An op stalled for milliseconds in the one iteration a page fault or another process slowed no
+// longer counts that stall, while stalls spread over many ops and iterations still do. mean_us,
+// typical_mean_us < 0: not recorded (traces written before).
 struct DurationSpread {
   int32_t samples = 0;
   double p10_us = 0, median_us = 0, p90_us = 0;

@@ -103,6 +103,22 @@ TEST(CalibrateOverlapIteration, TheScheduleIsRebuiltOnlyWhenItIsTheOneTheTraceRa
   TraceFile custom = trace;
   custom.meta["strategy"] = "my-plan";
   fails_with(custom, "rebuilds the run's schedule from its model 'cpu-gpt' and strategy 'my-plan'");
+  // The optimizer the header names: SGD's schedule is rebuilt as SGD's (its fingerprint, not Adam's), and a
+  // name domino-exec does not run is refused.
+  BuildOptions sgd;
+  sgd.optimizer = OptimizerKind::SgdMomentum;
+  const Schedule with_sgd =
+      build_schedule(default_model(), make_strategy_plan("slices:2x1:batch", default_model()), sgd);
+  ASSERT_NE(schedule_fingerprint(with_sgd), schedule_fingerprint(s));
+  TraceFile sgd_run = trace;
+  sgd_run.meta["optimizer"] = to_string(OptimizerKind::SgdMomentum);
+  sgd_run.meta["schedule_fingerprint"] = schedule_fingerprint(with_sgd);
+  EXPECT_EQ(schedule_fingerprint(calibration::schedule_of_trace(sgd_run)), schedule_fingerprint(with_sgd));
+  TraceFile lion = trace;
+  lion.meta["optimizer"] = "lion";
+  fails_with(lion, "domino.optimizer 'lion'");
+  EXPECT_EQ(optimizer_kind_named("adam"), OptimizerKind::Adam);
+  EXPECT_EQ(optimizer_kind_named("sgd"), OptimizerKind::SgdMomentum);
 }
 
 // megatron-sync runs no collective beside compute: no slowdown changes its iteration, so none is fitted.
