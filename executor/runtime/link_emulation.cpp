@@ -35,6 +35,7 @@ constexpr const char* kLinkName = "dmnlink";   // the veth end inside every rank
 constexpr const char* kBridgeName = "dmnbr";   // the bridge inside the bridge namespace
 constexpr int kMtu = 9000;                     // below this TCP reorders over tbf and loses 40-60%
 constexpr int kMaxRanks = 250;                 // one /24 per run
+constexpr double kLargestGsoPacket = 65536;    // the kernel's default gso_max_size
 
 // ---- running ip / tc -------------------------------------------------------------------------
 
@@ -284,10 +285,14 @@ void LinkEmulation::create() {
     ip_batch(namespaces_.back(), ports);
   }
   if (n == 1 || config_.gbps <= 0) return;
-  // tbf shapes egress only, so every rank's own end gets one. The burst (32 KiB, or 128 us of traffic
-  // at high rates) is what was measured to hold the rate at 93-97% with MTU 9000.
+  // tbf shapes egress only, so every rank's own end gets one. The burst holds one whole GSO packet
+  // (TCP hands the veth up to 64 KiB at a time): tbf cuts a packet bigger than its bucket into MTU-sized
+  // ones in software, on the sending core, and with a 32 KiB bucket that work doubled the CPU time the
+  // collectives took from the ranks at 2 Gbit/s (docs/fidelity.md, "The emulated link's own CPU time").
+  // At high rates the bucket is 128 us of traffic; either way the rate holds (a 1.5 MiB AllReduce at
+  // 2 Gbit/s: 98 % of the line rate at its p10).
   const double rate_bits = config_.gbps * 1e9;
-  const double burst_bytes = std::max(32768.0, rate_bits / 8 * 128e-6);
+  const double burst_bytes = std::max(kLargestGsoPacket, rate_bits / 8 * 128e-6);
   char rate[32], burst[32];
   std::snprintf(rate, sizeof rate, "%.0fbit", rate_bits);
   std::snprintf(burst, sizeof burst, "%.0f", burst_bytes);
