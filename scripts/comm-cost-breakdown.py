@@ -73,19 +73,25 @@ def rank_parts(trace):
     return parts
 
 
+def rank_differences(plan_trace, off_trace):
+    """Per rank of both traces: ([compute slower, waits, other gaps, P's collectives (medians, means or None,
+    as in the iteration shown)] in us, the comm-off iteration in us)."""
+    p, c = rank_parts(plan_trace), rank_parts(off_trace)
+    out = []
+    for r in sorted(set(p) & set(c)):
+        (pc, pw, pi, pcoll), (cc, cw, ci, _) = p[r], c[r]
+        slower, waits = pc - cc, pw - cw
+        out.append(([slower, waits, (pi - ci) - slower - waits, *pcoll], ci))
+    return out
+
+
 def breakdown(plan_trace, off_trace):
     """compute slower, waits, other gaps, their total (P over its comm-off run), and P's collectives (their
     medians, their means or None, and as in the iteration shown), each in % of the comm-off iteration."""
-    p, c = rank_parts(plan_trace), rank_parts(off_trace)
-    ranks = sorted(set(p) & set(c))
-    if not ranks:
+    per_rank = [[None if v is None else 100 * v / ci for v in values]
+                for values, ci in rank_differences(plan_trace, off_trace)]
+    if not per_rank:
         return None
-    per_rank = []
-    for r in ranks:
-        (pc, pw, pi, pcoll), (cc, cw, ci, _) = p[r], c[r]
-        slower, waits = pc - cc, pw - cw
-        values = [slower, waits, (pi - ci) - slower - waits, *pcoll]
-        per_rank.append([None if v is None else 100 * v / ci for v in values])
     parts = [None if None in column else sum(column) / len(column) for column in zip(*per_rank)]
     return parts[:3] + [sum(parts[:3])] + parts[3:]
 
@@ -109,9 +115,8 @@ def mb_beside_compute(trace):
 
 def compute_slower_ms(plan_trace, off_trace):
     """The plan's compute ops' time over its comm-off run's, in ms per rank on average."""
-    p, c = rank_parts(plan_trace), rank_parts(off_trace)
-    ranks = sorted(set(p) & set(c))
-    return sum(p[r][0] - c[r][0] for r in ranks) / len(ranks) / 1000 if ranks else None
+    slower = [values[0] for values, _ in rank_differences(plan_trace, off_trace)]
+    return sum(slower) / len(slower) / 1000 if slower else None
 
 
 def pairs(config):

@@ -27,6 +27,7 @@ nothing ready (the compute thread wakes to a free core). Needs the traces' `deps
 
   scripts/overlap-analysis.py out/fidelity/cpu-gpt-loopback [more configs or .trace.json files]
 """
+import bisect
 import glob
 import importlib.util
 import json
@@ -63,16 +64,16 @@ def samples_of(trace_path, groups, handovers):
     compute = defaultdict(list)  # rank -> compute-stream op intervals (a collective there is not compute)
     for e in events:
         if e.get("tid") == 0 and e.get("cat") not in COLLECTIVES:
-            compute[e["pid"]].append((e["ts"], e["ts"] + e["dur"]))
+            compute[e["pid"]].append((e["ts"], end_of(e)))
     previous_end = {}  # rank -> when its communication stream's last op ended
     for e in sorted(events, key=lambda e: e["ts"]):
         if e.get("cat") in COLLECTIVES:
-            start, end = e["ts"], e["ts"] + e["dur"]
+            start, end = e["ts"], end_of(e)
             busy = max((ANALYSIS.busy_between(iv, start, end) for iv in compute.values()), default=0.0)
             slept = start - previous_end[e["pid"]] if e["pid"] in previous_end else None
             groups[(e["cat"], e.get("args", {}).get("bytes", 0))].append((e["dur"], busy, slept))
         if e.get("tid") == 1:
-            previous_end[e["pid"]] = max(previous_end.get(e["pid"], 0.0), e["ts"] + e["dur"])
+            previous_end[e["pid"]] = max(previous_end.get(e["pid"], 0.0), end_of(e))
 
 
 def end_of(e):
@@ -183,7 +184,7 @@ def print_stretch_by_sleep(groups):
         cells = [[] for _ in heads]
         for span, busy, slept in points:
             if slept is not None and busy >= BESIDE * span:
-                cells[max(i for i, lo in enumerate(SLEEP_BINS_US) if slept >= lo)].append(span / alone)
+                cells[bisect.bisect_right(SLEEP_BINS_US, max(slept, 0.0)) - 1].append(span / alone)
         if sum(len(c) >= MIN_CELL for c in cells) == 0:
             continue
         text = [f"{median(c):6.2f} ({len(c):4d})" if len(c) >= MIN_CELL else f"{'-':>14s}" for c in cells]

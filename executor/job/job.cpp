@@ -65,7 +65,9 @@ int job_ranks(const JobRequest& request, const ModelSpec& model) {
 }
 
 void complete_job(const ExecOptions& o, Job* job) {
-  job->build.optimizer = optimizer_kind_named(o.run.optimizer).value_or(OptimizerKind::Adam);
+  const std::optional<OptimizerKind> optimizer = optimizer_kind_named(o.run.optimizer);
+  if (!optimizer) throw_bad_input("--optimizer " + o.run.optimizer + ": expected adam or sgd");
+  job->build.optimizer = *optimizer;
   job->ranks = job_ranks(o.job, job->model);
   job->schedule = build_schedule(job->model, job->plan, job->build);
 }

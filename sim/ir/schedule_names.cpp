@@ -46,9 +46,7 @@ static_assert(size_t(OptimizerKind::SgdMomentum) + 1 == kOptimizerNames.size(),
               "one name per OptimizerKind, in declaration order");
 const char* to_string(OptimizerKind k) { return enum_name(k, kOptimizerNames); }
 std::optional<OptimizerKind> optimizer_kind_named(const std::string& name) {
-  for (size_t i = 0; i < kOptimizerNames.size(); ++i)
-    if (name == kOptimizerNames[i]) return static_cast<OptimizerKind>(i);
-  return std::nullopt;
+  return enum_named<OptimizerKind>(name, kOptimizerNames);
 }
 
 OpKind kind_of(OpCode c) {
