@@ -33,10 +33,15 @@ its rank running, in the iteration shown), the compute slower in ms (the first c
 rank), and the two's ratio. A collective's threads take the core from the compute for the work they do, so
 the loss follows the bytes more than the time beside.
 
+A third table says where the waits go: per plan, the compute ops that waited on a collective, each layer's
+copy of an op folded into one site (L*.fwd.mlp.add), with the four sites whose measured wait is furthest from
+the predicted one (ms per iteration, per rank on average, in the iteration each trace shows).
+
   scripts/comm-cost-breakdown.py out/fidelity/cpu-gpt-loopback [more configuration folders]
 """
 import json
 import os
+import re
 import sys
 
 from fidelity_comm_cost import comm_off_name, is_comm_off_run
@@ -47,24 +52,35 @@ def load(path):
         return json.load(f)
 
 
+def compute_ops(trace, rank):
+    """A rank's compute-stream ops in the trace's iteration, in start order, each with the stream's idle time
+    before it when it waits on a collective (a "wait" flow ends at it), else None."""
+    events = trace["traceEvents"]
+    waits = {(e["pid"], e["ts"]) for e in events if e.get("ph") == "f" and e.get("tid") == 0}
+    ops = sorted((e for e in events if e.get("ph") == "X" and e["pid"] == rank and e["tid"] == 0),
+                 key=lambda e: e["ts"])
+    end = 0.0
+    for e in ops:
+        yield e, (max(0.0, e["ts"] - end) if (rank, e["ts"]) in waits else None)
+        end = e["ts"] + e["dur"]
+
+
+def ranks_of(trace):
+    return sorted({e["pid"] for e in trace["traceEvents"] if e.get("ph") == "X"})
+
+
 def rank_parts(trace):
     """Per rank: (compute ops' time, idle before waiting ops, iteration time, collectives' time) of the trace's
     iteration."""
     events = trace["traceEvents"]
-    waits = {(e["pid"], e["ts"]) for e in events if e.get("ph") == "f" and e.get("tid") == 0}
     iteration = trace["domino"]["iteration_time_us"]
     parts = {}
-    for rank in sorted({e["pid"] for e in events if e.get("ph") == "X"}):
-        ops = sorted((e for e in events if e.get("ph") == "X" and e["pid"] == rank and e["tid"] == 0),
-                     key=lambda e: e["ts"])
+    for rank in ranks_of(trace):
         compute = waited = 0.0
-        end = 0.0
-        for e in ops:
+        for e, idle in compute_ops(trace, rank):
             args = e["args"]
             compute += args.get("dur_typical_mean", args.get("dur_mean", args.get("dur_median", e["dur"])))
-            if (rank, e["ts"]) in waits:
-                waited += max(0.0, e["ts"] - end)
-            end = e["ts"] + e["dur"]
+            waited += idle or 0.0
         comm = [e for e in events if e.get("ph") == "X" and e["pid"] == rank and e["tid"] == 1]
         means = [e["args"].get("dur_mean") for e in comm]
         collectives = (sum(e["args"].get("dur_median", e["dur"]) for e in comm),
@@ -113,6 +129,35 @@ def mb_beside_compute(trace):
     return total / len(ranks) if ranks else 0.0
 
 
+def wait_sites(trace):
+    """The compute stream's waits on collectives by the op that waited, its layer number folded (L3.fwd.mlp.add
+    and L0.fwd.mlp.add are one site, L*.fwd.mlp.add): ms per iteration, per rank on average."""
+    ranks = ranks_of(trace)
+    sites = {}
+    for rank in ranks:
+        for e, idle in compute_ops(trace, rank):
+            if idle:
+                site = re.sub(r"^L\d+\.", "L*.", e["name"])
+                sites[site] = sites.get(site, 0.0) + idle / 1000 / len(ranks)
+    return sites
+
+
+def print_wait_sites(config, plans, top):
+    """Per plan ((file stem, name) pairs), the `top` wait sites whose measured wait is furthest from the
+    predicted one."""
+    print("| plan | waiting op (layers folded) | wait pred / meas, ms per iteration |")
+    print("|---|---|---:|")
+    for stem, plan in plans:
+        paths = [os.path.join(config, side, stem + ".trace.json") for side in ("pred", "meas")]
+        if not all(os.path.exists(path) for path in paths):
+            continue
+        pred, meas = (wait_sites(load(path)) for path in paths)
+        worst = sorted(set(pred) | set(meas), key=lambda k: -abs(meas.get(k, 0.0) - pred.get(k, 0.0)))[:top]
+        for site in worst:
+            print(f"| {plan} | {site} | {pred.get(site, 0.0):.1f} / {meas.get(site, 0.0):.1f} |")
+    print()
+
+
 def compute_slower_ms(plan_trace, off_trace):
     """The plan's compute ops' time over its comm-off run's, in ms per rank on average."""
     slower = [values[0] for values, _ in rank_differences(plan_trace, off_trace)]
@@ -131,7 +176,7 @@ def pairs(config):
 
 def report(config):
     print(f"## {os.path.basename(os.path.normpath(config))}\n")
-    losses = []
+    losses, plans = [], []
     print("| plan | compute slower: pred / meas | waits: pred / meas | other gaps: pred / meas "
           "| communication cost: pred / meas | collectives' own time: pred / meas median / meas mean / meas this "
           "iteration |")
@@ -148,9 +193,11 @@ def report(config):
             if row["pred"] is not None and row["meas"] is not None:
                 plan = traces["meas"][0]["domino"].get("strategy", stem)
                 print_row(plan, row)
+                plans.append((stem, plan))
                 losses.append((plan, mb_beside_compute(traces["meas"][0]), compute_slower_ms(*traces["meas"])))
     print()
     print_losses(losses)
+    print_wait_sites(config, plans, top=4)
 
 
 def print_losses(losses):

@@ -1,6 +1,6 @@
 # fidelity-calibration.bash: the fidelity sweep's calibration (sourced by scripts/fidelity-sweep, which sets
 # BIN, REUSE, ITERS, WARMUP, OVERRIDES, EXEC_FLAGS, COMPUTE_FIT, CALIBRATE_SYNC, SYNC_FIT, CALIBRATE_OVERLAP and
-# OVERLAP_FIT, and the caller's config and link_args).
+# OVERLAP_FIT, OVERLAP_PLAN (may be empty), and the caller's config and link_args).
 # A profile is fitted to the calibration plans' traces: what --compute-fit names, by default the compute
 # figures and the compute stream's stall, on no-comm, then (--calibrate-sync) what --sync-fit names, by
 # default the ranks' arrival skew, on megatron-sync, then (--calibrate-overlap) what --overlap-fit names, by
@@ -9,8 +9,11 @@
 # profile is fitted again on the scored launch's own runs of those plans, which ran beside the plans it
 # predicts.
 
-# The overlapped calibration plan: not among the sweep's scored plans, and sliced the same way on every model.
-OVERLAP_PLAN=slices:2x1:batch
+# The overlapped calibration plan (--overlap-plan, else this one, sliced the same way on every model): its
+# column chunks make collectives half the size of an unchunked plan's, so that the delay fitted on them holds
+# for the smaller collectives the column-chunked plans run (docs/fidelity.md, "Column chunks' collectives").
+# It leaves the sweep's scored plans.
+: "${OVERLAP_PLAN:=slices:2x2:batch}"
 
 # The plans a profile is fitted on, in the order they are fitted.
 calibration_plans() {

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -199,6 +200,27 @@ TEST_F(FidelitySweep, RefitInLaunchPredictsWithTheProfileFittedOnTheScoredLaunch
   EXPECT_NE(slurp(out / "fidelity.md").find("no-comm (calibration plan, not scored)"), std::string::npos);
 }
 
+// --overlap-plan names the overlapped calibration plan: it runs in the calibration launch, the collectives'
+// delay is fitted on it, and a scored plan named so leaves the scored plans.
+TEST_F(FidelitySweep, OverlapPlanIsTheOverlappedCalibrationRunAndIsNotScored) {
+  if (const std::string tool = missing_tool(); !tool.empty()) GTEST_SKIP() << tool << " not built";
+  const fs::path out = dir / "out";
+  ASSERT_EQ(run(short_sweep("--calibrate-sync --calibrate-overlap --overlap-plan slices:2x2:sequence --out " +
+                            out.string()),
+                dir / "log"),
+            0)
+      << slurp(dir / "log");
+  const fs::path cfg = out / "cpu-gpt-loopback";
+  EXPECT_TRUE(fs::exists(cfg / "calib" / "slices-2x2-sequence.trace.json"));
+  EXPECT_NE(slurp(cfg / "logs" / "calib.overlap.log").find("comm delay"), std::string::npos)
+      << slurp(cfg / "logs" / "calib.overlap.log");
+  const auto doc = nlohmann::json::parse(slurp(out / "fidelity.json"))["configurations"]["cpu-gpt-loopback"];
+  EXPECT_EQ(doc["figures"]["plans_measured"], 2);  // domino-ds and tuned; the other two fitted the profile
+  const std::string md = slurp(out / "fidelity.md");
+  EXPECT_NE(md.find("slices:2x2:sequence (calibration plan, not scored)"), std::string::npos) << md;
+  EXPECT_NE(md.find("on a slices:2x2:sequence run"), std::string::npos) << md;
+}
+
 // --comm-cost: every plan runs beside its comm-off run (no-comm for megatron-sync), which is not scored, and
 // the table splits each plan's time into its slicing's and its communication's cost.
 TEST_F(FidelitySweep, CommCostRunsEveryPlanBesideItsCommOffRun) {
@@ -260,6 +282,31 @@ TEST_F(FidelitySweep, CommCostRunsEveryPlanBesideItsCommOffRun) {
     row >> mb;
     EXPECT_GE(mb, 0.0) << row.str();
   }
+  // The third table: per plan at most four wait sites, layers folded (no "L0." left), the predicted and the
+  // measured waits non-negative; megatron-sync waits on its every collective, so it has sites.
+  const size_t sites = breakdown.find("| plan | waiting op (layers folded) |");
+  ASSERT_NE(sites, std::string::npos) << breakdown;
+  std::map<std::string, int> per_plan;
+  std::istringstream lines(breakdown.substr(sites));
+  std::string line;
+  std::getline(lines, line), std::getline(lines, line);  // header and rule
+  while (std::getline(lines, line) && line.rfind("| ", 0) == 0) {
+    std::vector<std::string> cells;
+    std::istringstream row(line.substr(2));
+    for (std::string cell; std::getline(row, cell, '|');) cells.push_back(cell);
+    ASSERT_EQ(cells.size(), 3u) << line;
+    ++per_plan[cells[0].substr(0, cells[0].find_last_not_of(' ') + 1)];
+    EXPECT_EQ(cells[1].find(" L0."), std::string::npos) << line;
+    std::istringstream waits(cells[2]);
+    double pred = -1, meas = -1;
+    char slash = 0;
+    waits >> pred >> slash >> meas;
+    EXPECT_EQ(slash, '/') << line;
+    EXPECT_GE(pred, 0.0) << line;
+    EXPECT_GE(meas, 0.0) << line;
+  }
+  for (const auto& [plan, count] : per_plan) EXPECT_LE(count, 4) << plan;
+  EXPECT_GT(per_plan["megatron-sync"], 0) << breakdown.substr(sites);
 }
 
 // --reuse with --reuse-tuned: another profile scored on the first sweep's very measurements, its tuned plan
@@ -323,6 +370,12 @@ TEST_F(FidelitySweep, BadUsageExitsTwo) {
       << slurp(dir / "log");
   EXPECT_EQ(run(sweep_with("--calibrate-sync --overlap-fit interference"), dir / "log"), 2);
   EXPECT_NE(slurp(dir / "log").find("--overlap-fit needs --calibrate-overlap"), std::string::npos)
+      << slurp(dir / "log");
+  EXPECT_EQ(run(sweep_with("--overlap-plan slices:2x2:batch"), dir / "log"), 2);
+  EXPECT_NE(slurp(dir / "log").find("--overlap-plan needs --calibrate-overlap"), std::string::npos)
+      << slurp(dir / "log");
+  EXPECT_EQ(run(sweep_with("--calibrate-sync --calibrate-overlap --overlap-plan tuned"), dir / "log"), 2);
+  EXPECT_NE(slurp(dir / "log").find("--overlap-plan cannot be tuned"), std::string::npos)
       << slurp(dir / "log");
   // The table reads a plan's measurement files as a comma-separated list: a comma in the folder would split
   // it.
