@@ -154,7 +154,9 @@ class CpuBackend final : public Backend {
   }
 
   std::unique_ptr<StreamDriver> make_stream_driver(Stream stream) override {
-    return std::make_unique<CpuStreamDriver>(*this, collective_staging_floats(*schedule_, stream));
+    auto driver = std::make_unique<CpuStreamDriver>(*this, collective_staging_floats(*schedule_, stream));
+    set_up_cpu_collectives(*schedule_, stream, collective_context(), driver->collectives_);
+    return driver;
   }
   void begin_iteration(int64_t step) override { ops_ctx_.step = step; }
 
@@ -188,11 +190,14 @@ class CpuBackend final : public Backend {
 
   void run(const Op& op, CpuStreamDriver& driver) {
     if (!collective(kind_of(op.code))) return run_cpu_op(op, ops_ctx_);
-    const CpuCollectiveContext c{&ops_ctx_, rank_.comm, rank_.world, rank_.link_latency_us};
-    run_cpu_collective(op, c, driver.collectives_);
+    run_cpu_collective(op, collective_context(), driver.collectives_);
   }
 
  private:
+  CpuCollectiveContext collective_context() const {
+    return {&ops_ctx_, rank_.comm, rank_.world, rank_.link_latency_us};
+  }
+
   const Schedule* schedule_ = nullptr;
   RankContext rank_;
   CpuOpContext ops_ctx_;

@@ -74,6 +74,14 @@ void all_gather(const Op& op, const CpuCollectiveContext& c, float* staging) {
     for (int64_t t = 0; t < rows; ++t) copy_row(full.row(g.full_row(r, t)), staging + (r * rows + t) * g.cols, g.cols);
 }
 
+// The op's Gloo reduce-scatter, set up on first use (set_up_cpu_collectives sets them all up beforehand).
+GlooReduceScatter& reduce_scatter_of(const Op& op, const SpCollectiveShape& g, const CpuCollectiveContext& c,
+                                     CpuCollectiveState& state) {
+  std::unique_ptr<GlooReduceScatter>& rs = state.reduce_scatters[op.index];
+  if (!rs) rs = c.comm->reduce_scatter_sum(state.staging.data(), size_t(g.local_elements()), op_id(op));
+  return *rs;
+}
+
 void reduce_scatter(const Op& op, const CpuCollectiveContext& c, CpuCollectiveState& state) {
   const SpCollectiveShape g = checked_shape(op, c);
   float* staging = state.staging.data();
@@ -82,10 +90,9 @@ void reduce_scatter(const Op& op, const CpuCollectiveContext& c, CpuCollectiveSt
   for (int r = 0; r < g.tp; ++r)
     for (int64_t t = 0; t < rows; ++t) copy_row(staging + (r * rows + t) * g.cols, full.row(g.full_row(r, t)), g.cols);
   if (c.world > 1) {
-    std::unique_ptr<GlooReduceScatter>& rs = state.reduce_scatters[op.index];
-    if (!rs) rs = c.comm->reduce_scatter_sum(staging, size_t(g.local_elements()), op_id(op));
+    GlooReduceScatter& rs = reduce_scatter_of(op, g, c, state);
     sleep_for_hops(c, c.world - 1);
-    rs->run(op_id(op));
+    rs.run(op_id(op));
   }
   // One rank's sums arrive in the first block (on a group of one: the block is this rank's own rows).
   for (int64_t t = 0; t < rows; ++t) {
@@ -112,6 +119,14 @@ int64_t collective_staging_floats(const Schedule& schedule, Stream stream) {
 
 CpuCollectiveState::CpuCollectiveState(int64_t staging_floats) : staging(size_t(staging_floats)) {}
 CpuCollectiveState::~CpuCollectiveState() = default;
+
+void set_up_cpu_collectives(const Schedule& schedule, Stream stream, const CpuCollectiveContext& c,
+                            CpuCollectiveState& state) {
+  if (c.world == 1) return;
+  for (const Op& op : schedule.ops)
+    if (op.stream == stream && op.code == OpCode::ReduceScatter)
+      reduce_scatter_of(op, checked_shape(op, c), c, state);
+}
 
 void run_cpu_collective(const Op& op, const CpuCollectiveContext& c, CpuCollectiveState& state) {
   switch (op.code) {

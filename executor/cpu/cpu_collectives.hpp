@@ -3,7 +3,7 @@
 // a strided AllReduce region, and the rows an AllGather or ReduceScatter exchanges (spread over the full
 // buffer group by group, see executor/runtime/sp_collective.hpp), are packed into a staging array that each
 // stream driver allocates once (collective_staging_floats), and unpacked after the collective. Gloo sets a
-// ReduceScatter up once per op, the first time it runs, and the driver keeps it for the next iterations.
+// ReduceScatter up once per op (set_up_cpu_collectives), and the driver keeps it for every iteration.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +35,14 @@ struct CpuCollectiveState {
   std::vector<float> staging;                                               // collective_staging_floats
   std::map<int32_t, std::unique_ptr<GlooReduceScatter>> reduce_scatters;  // by op index
 };
+
+// Sets up every ReduceScatter the schedule runs on `stream`, in op order, before the rank's first barrier.
+// Gloo's reduce-scatter receives only into buffers registered beforehand: data a peer sends for a buffer not
+// yet registered keeps Gloo's receiving thread polling the socket until it is, and under --realtime (every
+// thread of the rank SCHED_FIFO on one core) the thread that would register it never runs again. Set up
+// before the barrier that precedes every iteration, no peer can send before the buffers exist.
+void set_up_cpu_collectives(const Schedule& schedule, Stream stream, const CpuCollectiveContext& c,
+                            CpuCollectiveState& state);
 
 // Runs one AllReduce, AllGather or ReduceScatter of the stream `state` belongs to. Throws domino::Error
 // naming the op (and the rank) on a malformed op or a failed collective.

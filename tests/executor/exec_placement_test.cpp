@@ -2,9 +2,10 @@
 // (--worker-wait): the names and their refusals, the choice of one core per rank from a given affinity mask
 // (round robin only where sharing is allowed, refused where a placement was asked for and the mask is too
 // small), and end to end: every placement and wait gives bit for bit the tensors (weights, every op output,
-// gradients included) of the unplaced, blocking run, and so does --realtime where the process may use it; a
-// placement the mask cannot hold stops before any rank. And the flags that would change nothing (another
-// backend's, a shape of 0, a link rate that is not a number) are refused.
+// gradients included) of the unplaced, blocking run, and so does --realtime where the process may use it
+// (with the sequence-parallel collectives too, each rank's threads on one core); a placement the mask cannot
+// hold stops before any rank. And the flags that would change nothing (another backend's, a shape of 0, a
+// link rate that is not a number) are refused.
 #include <gtest/gtest.h>
 
 #include <CLI/CLI.hpp>
@@ -138,31 +139,52 @@ std::map<std::string, std::string> dump_files(const std::string& dir) {
   return out;
 }
 
+// Runs tiny-gpt's `strategy` for one warm-up and one dumped iteration in `dir`; returns the dump's files.
+std::map<std::string, std::string> run_dumped(const TempDir& dir, const std::string& strategy,
+                                              const std::string& placement, const std::string& wait,
+                                              bool realtime) {
+  const std::string out = dir / (strategy + "-" + placement + "-" + wait + (realtime ? "-rt" : ""));
+  // --no-preflight: a one-core machine still runs the unplaced reference and the others are skipped.
+  const Outcome o =
+      run({model_file("tiny-gpt"), "--strategy", strategy, "--iters", "1", "--warmup", "1", "--cpu-placement",
+           placement, "--worker-wait", wait, "--dump-tensors", out, "--dump-iter", "1", "--quiet",
+           "--no-preflight", realtime ? "--realtime" : "--no-realtime"},
+          dir / "log");
+  EXPECT_EQ(o.exit_code, 0) << strategy << " " << placement << " " << wait << (realtime ? " --realtime" : "")
+                            << ": " << o.output;
+  return dump_files(out);
+}
+
 TEST(ExecPlacement, EveryPlacementAndWaitComputesTheSameTensors) {
   TempDir dir;
-  const auto run_dumped = [&](const std::string& placement, const std::string& wait, bool realtime = false) {
-    const std::string out = dir / (placement + "-" + wait + (realtime ? "-rt" : ""));
-    // --no-preflight: a one-core machine still runs the unplaced reference and the others are skipped below.
-    const Outcome o =
-        run({model_file("tiny-gpt"), "--strategy", "domino-ds", "--iters", "1", "--warmup", "1",
-             "--cpu-placement", placement, "--worker-wait", wait, "--dump-tensors", out, "--dump-iter", "1",
-             "--quiet", "--no-preflight", realtime ? "--realtime" : "--no-realtime"},
-            dir / "log");
-    EXPECT_EQ(o.exit_code, 0) << o.output;
-    return dump_files(out);
+  const auto domino_ds = [&](const std::string& placement, const std::string& wait, bool realtime = false) {
+    return run_dumped(dir, "domino-ds", placement, wait, realtime);
   };
-  const auto reference = run_dumped("none", "block");
+  const auto reference = domino_ds("none", "block");
   ASSERT_GT(reference.size(), 10u);
   if (affinity_cpus().size() < 2) GTEST_SKIP() << "placing 2 ranks needs 2 CPUs in the affinity mask";
   for (const char* placement : {"none", "rank", "compute"})
     for (const char* wait : {"block", "spin"}) {
       if (std::string(placement) == "none" && std::string(wait) == "block") continue;
-      EXPECT_TRUE(run_dumped(placement, wait) == reference) << placement << " " << wait;
+      EXPECT_TRUE(domino_ds(placement, wait) == reference) << placement << " " << wait;
     }
   // SCHED_FIFO needs root (or CAP_SYS_NICE).
   if (::geteuid() == 0) {
-    EXPECT_TRUE(run_dumped("compute", "block", true) == reference) << "--realtime";
+    EXPECT_TRUE(domino_ds("compute", "block", true) == reference) << "--realtime";
   }
+}
+
+// Gloo's reduce-scatter receives only into buffers set up beforehand, and its receiving thread polls until
+// they are: under --realtime, with every thread of a rank on the rank's one core (the default placement), the
+// set-up must not wait for a peer's data (executor/cpu/cpu_collectives.hpp). It hung in its first
+// ReduceScatter until Gloo's timeout when the set-up came at the op's first run.
+TEST(ExecPlacement, RealtimeRanksOnACoreEachRunTheSequenceParallelCollectives) {
+  if (::geteuid() != 0) GTEST_SKIP() << "SCHED_FIFO needs root (or CAP_SYS_NICE)";
+  if (affinity_cpus().size() < 2) GTEST_SKIP() << "placing 2 ranks needs 2 CPUs in the affinity mask";
+  TempDir dir;
+  const auto reference = run_dumped(dir, "megatron-sp", "rank", "block", false);
+  ASSERT_GT(reference.size(), 10u);
+  EXPECT_TRUE(run_dumped(dir, "megatron-sp", "rank", "block", true) == reference);
 }
 
 TEST(ExecPlacement, PlacementTheMaskCannotHoldStopsBeforeAnyRank) {
