@@ -30,13 +30,15 @@ int main(int argc, char** argv) {
         "--fit", o.fit,
         "with --calibrate: fit only these parts (comma-separated: memory, gemm, attention, allreduce, "
         "allgather, reducescatter, sync, sync_growth, sync_iteration, interference, comm_delay, comm_start, "
-        "stall, interference_iteration; default all, which keeps the arrival skew constant and leaves out "
-        "comm_delay, comm_start, stall and interference_iteration: "
+        "stall, memory_rows, interference_iteration; default all, which keeps the arrival skew constant and "
+        "leaves out comm_delay, comm_start, stall, memory_rows and interference_iteration: "
         "sync_growth also fits its growth with the compute between collectives; sync_iteration takes the "
         "skew that reproduces the iteration time of a trace whose streams do not overlap, such as "
         "megatron-sync; comm_delay a collective's delay beside compute, on an overlapped plan's trace; "
         "comm_start how long a collective due while its rank computes waits to start, on the same; "
-        "stall the compute stream's time beyond its ops, on a no-comm trace; interference_iteration the "
+        "stall the compute stream's time beyond its ops, on a no-comm trace; memory_rows what a memory-bound "
+        "op on a column chunk pays per row, on the trace of a plan with column chunks; "
+        "interference_iteration the "
         "compute's slowdown beside collectives with which an overlapped named strategy's trace, its schedule "
         "rebuilt from the trace's header and simulated, takes its measured iteration time)");
     app.add_option("--name", o.name, "profile name (default: the output file's name)");

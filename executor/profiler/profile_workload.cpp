@@ -57,19 +57,21 @@ class Builder {
     w_.gemms.push_back({fmt::format("gemm {}x{}x{} MatMul", m, n, k), keep(synthetic_gemm(m, n, k, dtype))});
   }
 
-  // One op per (opcode, bytes), at most max_per_code new ones of a schedule; every parameter size of the
-  // optimizer and the embedding (their sizes are few and each is paid once per step).
+  // One op per (opcode, bytes; on a column chunk also its rows: a chunk pays per row), at most max_per_code
+  // new ones of a schedule; every parameter size of the optimizer and the embedding (their sizes are few and
+  // each is paid once per step).
   void add_memory_ops(const Schedule& s, int max_per_code) {
     std::map<OpCode, int> taken;
     for (const Op& op : s.ops) {
       if (!memory_bound(op.kind)) continue;
       const bool per_parameter = op.kind == OpKind::Optimizer || op.kind == OpKind::Embedding;
       if (!per_parameter && taken[op.code] >= max_per_code) continue;
-      if (!mem_seen_.insert({op.code, int64_t(op.bytes)}).second) continue;
+      if (!mem_seen_.insert({op.code, int64_t(op.bytes), op.chunk >= 0 ? op.m : -1}).second) continue;
       Schedule mini = extract_op(s, op);
       if (mini_bytes(mini) > kMaxProbeBytes) continue;
       ++taken[op.code];
-      const std::string label = fmt::format("{} {} {}B", to_string(op.kind), to_string(op.code), int64_t(op.bytes));
+      const std::string label = fmt::format("{} {} {}B{}", to_string(op.kind), to_string(op.code),
+                                            int64_t(op.bytes), op.chunk >= 0 ? " column chunk" : "");
       w_.memory_ops.push_back({label, keep(std::move(mini))});
     }
   }
@@ -91,7 +93,7 @@ class Builder {
  private:
   Workload& w_;
   std::set<std::tuple<int64_t, int64_t, int64_t, OpCode>> gemm_seen_;
-  std::set<std::pair<OpCode, int64_t>> mem_seen_;
+  std::set<std::tuple<OpCode, int64_t, int64_t>> mem_seen_;  // code, bytes, rows of a chunk (-1: whole rows)
   std::set<std::tuple<OpCode, double, double>> attn_seen_;
 };
 
@@ -164,21 +166,28 @@ int64_t mini_bytes(const Schedule& s) {
 namespace {
 
 // Memory-bound ops as every --for model's plans run them: at its TP degree (optimizer steps and the embedding
-// on the real parameter shards), its micro-batch split 1, 2 and 4 ways by batch and by sequence, and at other
-// token counts (activations scale with the tokens; parameters do not).
+// on the real parameter shards), its micro-batch split 1, 2 and 4 ways by batch and by sequence, at other
+// token counts (activations scale with the tokens; parameters do not), and on column chunks (the residual
+// adds of a row-parallel output in q chunks, which pay per row: MemoryCost::chunk_row_us).
 void add_memory_probes(Builder& add, const WorkloadOptions& opt, const ModelSpec& base) {
   const std::vector<ModelSpec> memory_models = opt.models.empty() ? std::vector<ModelSpec>{base} : opt.models;
   for (const ModelSpec& model : memory_models) {
-    std::vector<std::pair<ModelSpec, int>> shapes;  // (model at a micro-batch, slices p)
-    for (int p : opt.quick ? std::vector<int>{1} : std::vector<int>{1, 2, 4}) shapes.push_back({model, p});
+    struct Shape {
+      ModelSpec model;  // at a micro-batch
+      int p, q;
+    };
+    std::vector<Shape> shapes;
+    for (int p : opt.quick ? std::vector<int>{1} : std::vector<int>{1, 2, 4}) shapes.push_back({model, p, 1});
     for (int mb : opt.quick ? std::vector<int>{1, 8} : std::vector<int>{1, 4, 16}) {
       ModelSpec m = model;
       m.micro_batch = mb;
-      shapes.push_back({m, 1});
+      shapes.push_back({m, 1, 1});
     }
-    for (const auto& [m, p] : shapes)
+    for (int q : opt.quick ? std::vector<int>{2} : std::vector<int>{2, 4})
+      for (int p : opt.quick ? std::vector<int>{1} : std::vector<int>{1, 2}) shapes.push_back({model, p, q});
+    for (const Shape& sh : shapes)
       for (SplitDim dim : {SplitDim::Batch, SplitDim::Sequence})
-        if (const auto s = try_build(m, p, 1, dim)) add.add_memory_ops(*s, opt.quick ? 1 : 4);
+        if (const auto s = try_build(sh.model, sh.p, sh.q, dim)) add.add_memory_ops(*s, opt.quick ? 1 : 4);
   }
 }
 

@@ -96,8 +96,17 @@ std::vector<double> time_compute(const RankBench& b, const Schedule& mini, uint6
 
 nlohmann::json op_json(const Probe& probe, const std::vector<double>& samples) {
   const Op& op = probe.op();
-  return {{"label", probe.label}, {"kind", to_string(op.kind)}, {"code", to_string(op.code)}, {"m", op.m},
-          {"n", op.n}, {"k", op.k}, {"flops", op.flops}, {"bytes", op.bytes}, {"dtype", int(op.dtype)}, {"samples_us", samples}};
+  return {{"label", probe.label},
+          {"kind", to_string(op.kind)},
+          {"code", to_string(op.code)},
+          {"m", op.m},
+          {"n", op.n},
+          {"k", op.k},
+          {"flops", op.flops},
+          {"bytes", op.bytes},
+          {"dtype", int(op.dtype)},
+          {"chunk", op.chunk},
+          {"samples_us", samples}};
 }
 
 // One stage's probes, timed in passes over all of them, appended to `out` with their pooled samples.

@@ -119,12 +119,14 @@ CostModel::CostModel(Profile profile) : profile_(std::move(profile)) {
     const auto own = profile_.memory.per_kind.find(to_string(static_cast<OpKind>(k)));
     kind_memory_[k] = own == profile_.memory.per_kind.end()
                           ? KindMemory{mem_bytes_per_us_, launch_us_}
-                          : KindMemory{own->second.bandwidth_gbps * kBytesPerUsPerGbps, own->second.launch_overhead_us};
+                          : KindMemory{own->second.bandwidth_gbps * kBytesPerUsPerGbps,
+                                       own->second.launch_overhead_us, own->second.chunk_row_us};
   }
   for (size_t c = 0; c < code_memory_.size(); ++c) {
     const auto own = profile_.memory.per_code.find(to_string(OpCode(c)));
     if (own != profile_.memory.per_code.end())
-      code_memory_[c] = KindMemory{own->second.bandwidth_gbps * kBytesPerUsPerGbps, own->second.launch_overhead_us};
+      code_memory_[c] = KindMemory{own->second.bandwidth_gbps * kBytesPerUsPerGbps,
+                                   own->second.launch_overhead_us, own->second.chunk_row_us};
   }
   fill_collective(intra_, profile_.intra_node, "intra_node");
   if (profile_.inter_node) fill_collective(inter_, *profile_.inter_node, "inter_node");
@@ -246,7 +248,9 @@ double CostModel::memory_us(OpKind kind, double bytes) const {
 
 double CostModel::memory_us(const Op& op) const {
   const std::optional<KindMemory>& own = code_memory_[static_cast<size_t>(op.code)];
-  return own ? own->launch_us + op.bytes / own->bytes_per_us : memory_us(op.kind, op.bytes);
+  const KindMemory& m = own ? *own : kind_memory_[static_cast<int>(op.kind)];
+  const double rows = op.chunk >= 0 ? double(op.m) * m.chunk_row_us : 0;  // a column chunk: a run per row
+  return m.launch_us + op.bytes / m.bytes_per_us + rows;
 }
 
 double ring_traffic(OpKind kind, double bytes, int ranks) {

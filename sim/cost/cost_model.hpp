@@ -160,7 +160,7 @@ class CostModel {
   LogCurve attention_curve_;  // empty: relative to the GEMM curve
   double mem_bytes_per_us_ = 0;
   struct KindMemory {
-    double bytes_per_us = 0, launch_us = 0;
+    double bytes_per_us = 0, launch_us = 0, chunk_row_us = 0;
   };
   std::array<KindMemory, kNumOpKinds> kind_memory_{};
   // Per opcode: its own figures (memory.per_code), if it has them.

@@ -139,7 +139,8 @@ GemmProfile read_gemm(const std::string& file, const YAML::Node& node, const std
   return g;
 }
 
-// memory.per_kind or memory.per_code: {bandwidth_gbps, launch_overhead_us} under each of `names` present.
+// memory.per_kind or memory.per_code: {bandwidth_gbps, launch_overhead_us[, chunk_row_us]} under each of
+// `names` present.
 std::map<std::string, MemoryCost> read_memory_costs(YamlMap& mem, const std::string& key,
                                                     const std::vector<std::string>& names) {
   std::map<std::string, MemoryCost> out;
@@ -149,7 +150,8 @@ std::map<std::string, MemoryCost> read_memory_costs(YamlMap& mem, const std::str
   for (const std::string& name : names) {
     if (auto entry = entries.opt_node(name)) {
       YamlMap e(*entry, mem.file(), "profile memory." + key + "." + name);
-      out[name] = MemoryCost{positive(e, "bandwidth_gbps"), non_negative(e, "launch_overhead_us")};
+      out[name] = MemoryCost{positive(e, "bandwidth_gbps"), non_negative(e, "launch_overhead_us"),
+                             e.has("chunk_row_us") ? non_negative(e, "chunk_row_us") : 0.0};
       e.finish();
     }
   }
@@ -164,6 +166,7 @@ void check_memory_costs(const SourceLoc& at, const std::map<std::string, MemoryC
       throw_bad_input(at, "profile memory." + key + ": '" + name + "' is not " + what);
     require_positive(at, "memory." + key + "." + name + ".bandwidth_gbps", c.bandwidth_gbps);
     require_non_negative(at, "memory." + key + "." + name + ".launch_overhead_us", c.launch_overhead_us);
+    require_non_negative(at, "memory." + key + "." + name + ".chunk_row_us", c.chunk_row_us);
   }
 }
 

@@ -121,8 +121,9 @@ std::string profile_to_yaml(const Profile& p) {
   for (const auto& [key, costs] : {std::pair{"per_kind", &p.memory.per_kind}, std::pair{"per_code", &p.memory.per_code}}) {
     if (!costs->empty()) out += fmt::format("  {}:\n", key);
     for (const auto& [name, c] : *costs)
-      out += fmt::format("    {}: {{bandwidth_gbps: {}, launch_overhead_us: {}}}\n", name, num(c.bandwidth_gbps),
-                         num(c.launch_overhead_us));
+      out += fmt::format("    {}: {{bandwidth_gbps: {}, launch_overhead_us: {}{}}}\n", name,
+                         num(c.bandwidth_gbps), num(c.launch_overhead_us),
+                         c.chunk_row_us > 0 ? ", chunk_row_us: " + num(c.chunk_row_us) : std::string());
   }
   out += "attention:\n";
   if (p.attention.efficiency.empty()) {

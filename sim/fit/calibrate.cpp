@@ -83,6 +83,7 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
                                                  {"comm_delay", &s.comm_delay},
                                                  {"comm_start", &s.comm_start},
                                                  {"stall", &s.stall},
+                                                 {"memory_rows", &s.memory_rows},
                                                  {"interference_iteration", &s.interference_iteration}};
   for (size_t start = 0; start <= list.size();) {
     const size_t comma = std::min(list.find(',', start), list.size());
@@ -94,7 +95,7 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
       throw_bad_input("--fit: unknown part '" + name +
                       "' (give a comma-separated list of memory, gemm, attention, allreduce, allgather, "
                       "reducescatter, sync, sync_growth, sync_iteration, interference, comm_delay, "
-                      "comm_start, stall, interference_iteration, or all)");
+                      "comm_start, stall, memory_rows, interference_iteration, or all)");
     *flag = true;
     start = comma + 1;
   }
@@ -119,6 +120,7 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
     fit_memory_per_kind(in, p, report);
     fit_memory_per_code(in, p, report);
   }
+  if (scope.memory_rows) fit_memory_rows(in, p, report);
   const CostModel after_memory(p);  // GEMM and attention both scale against the costs before either changed
   if (scope.gemm) fit_gemm_scales(in, after_memory, p, report);
   if (scope.attention) fit_attention_scales(in, after_memory, p, report);

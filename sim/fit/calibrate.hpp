@@ -43,6 +43,11 @@ struct CalibrationScope {
   // trace without collectives (no-comm) takes beyond its compute ops' costs, after the compute fits. Only
   // when named: it needs such a trace, and a flat profile.
   bool stall = false;
+  // The per-row term of memory-bound ops on a column chunk (memory.*.chunk_row_us), from the trace's ops on a
+  // column chunk against their opcode's (kind's) figures for whole rows. Only when named: it needs a trace of
+  // a plan that splits row-parallel outputs in column chunks, which no-comm's is not; the profiler's cold
+  // probes overstate it in training (about 70 against 40 ns per row on one CPU, docs/fidelity.md).
+  bool memory_rows = false;
   // The compute's slowdown beside a collective (interference.compute_slowdown_during_comm) from the trace's
   // iteration time: the slowdown with which the schedule the trace ran, simulated, takes as long as measured
   // (after every other part). Only when named: it needs a trace of an overlapped named strategy (its schedule
@@ -51,8 +56,9 @@ struct CalibrationScope {
 };
 // Parses --fit: a comma-separated list of memory, gemm, attention, allreduce, allgather, reducescatter, sync,
 // sync_growth, sync_iteration (each implies sync; both: the growth from the iteration), interference,
-// comm_delay, comm_start, stall, interference_iteration, or "all" (every part but sync_growth,
-// sync_iteration, comm_delay, comm_start, stall and interference_iteration). BadInput on anything else.
+// comm_delay, comm_start, stall, memory_rows, interference_iteration, or "all" (every part but sync_growth,
+// sync_iteration, comm_delay, comm_start, stall, memory_rows and interference_iteration). BadInput on
+// anything else.
 CalibrationScope parse_calibration_scope(const std::string& list);
 
 struct CalibrationResult {

@@ -17,12 +17,15 @@ namespace domino::prof::calibration {
 
 namespace {
 
-// Memory-bound ops: t = launch + c * bytes / bw_old.
+// Memory-bound ops: t = launch + c * bytes / bw_old. The per-row term of column chunks is scaled by c as
+// well: a trace rarely has chunks at two row counts of one size to fit it on, and what makes a training
+// step's bytes faster than the profiler's cold probes (data still in cache) shortens the run per row too.
 std::optional<MemoryCost> fit_memory(const TraceSamples& in, const std::vector<const Sample*>& mem, MemoryCost old) {
   std::vector<double> x, y;
   for (const Sample* s : mem) {
     x.push_back(s->op.bytes / (old.bandwidth_gbps * 1e3));
-    y.push_back(in.interference_free(*s));
+    const double rows = s->op.chunk >= 0 ? double(s->op.m) * old.chunk_row_us : 0;
+    y.push_back(in.interference_free(*s) - rows);
   }
   double xmin = 1e300, xmax = 0;
   for (double v : x) xmin = std::min(xmin, v), xmax = std::max(xmax, v);
@@ -32,7 +35,7 @@ std::optional<MemoryCost> fit_memory(const TraceSamples& in, const std::vector<c
   if (x.size() >= 2 && xmax > 2 * xmin) f = fit_line(x, y, w);
   if (!f.ok || f.a < 0) f = fit_slope(x, y, w, f.ok && f.a < 0 ? 0 : old.launch_overhead_us);
   if (!f.ok || !(f.b > 0)) return std::nullopt;
-  return MemoryCost{old.bandwidth_gbps / f.b, f.a};
+  return MemoryCost{old.bandwidth_gbps / f.b, f.a, old.chunk_row_us * f.b};
 }
 
 std::string memory_line(const std::string& what, size_t n, MemoryCost from, MemoryCost to) {
@@ -56,6 +59,26 @@ struct BandScales {
     return best->second;
   }
 };
+
+// The per-row term of `figures` (an opcode's or a kind's, whole-row figures fitted): the time of the chunk
+// ops `named` picks above those figures, summed, over their rows summed (as an iteration adds them up).
+void fit_rows_of(const TraceSamples& in, const std::string& name, MemoryCost& figures,
+                 const std::function<bool(const Op&)>& named, std::string& report) {
+  double above = 0, rows = 0;
+  int ops = 0;
+  for (const Sample* s : in.select(memory_bound)) {
+    if (s->op.chunk < 0 || !named(s->op)) continue;
+    above += in.interference_free(*s) -
+             (figures.launch_overhead_us + s->op.bytes / (figures.bandwidth_gbps * 1e3));
+    rows += double(s->op.m);
+    ++ops;
+  }
+  if (ops == 0 || !(rows > 0)) return;
+  const double per_row = std::max(0.0, above / rows);
+  report += fmt::format("  {} ({} ops on a column chunk): {:.3g} -> {:.3g} us per row\n", name, ops,
+                        figures.chunk_row_us, per_row);
+  figures.chunk_row_us = per_row;
+}
 
 // The band scales of one op kind's samples (durations without the old interference) against `cm`; appends
 // the report line. nullopt when the trace has none of the kind.
@@ -95,10 +118,25 @@ void scale_curve(std::vector<EfficiencyPoint>& curve, const BandScales& bands, d
 
 }  // namespace
 
-// Over all memory-bound ops: the general figures.
+void fit_memory_rows(const TraceSamples& in, Profile& p, std::string& report) {
+  const size_t before = report.size();
+  for (auto& [name, figures] : p.memory.per_code)
+    fit_rows_of(
+        in, name, figures, [&](const Op& op) { return name == to_string(op.code); }, report);
+  for (auto& [name, figures] : p.memory.per_kind)
+    fit_rows_of(
+        in, name, figures, [&](const Op& op) { return name == to_string(op.kind); }, report);
+  if (report.size() == before)
+    report += "memory-bound ops on a column chunk: none in the trace, per-row terms kept\n";
+  else
+    report.insert(before, "memory-bound ops on a column chunk, per row:\n");
+}
+
+// Over all memory-bound ops on whole rows (the general figures have no per-row term): the general figures.
 void fit_memory_general(const TraceSamples& in, Profile& p, std::string& report) {
   const MemoryCost general{in.base.memory.bandwidth_gbps, in.base.memory.launch_overhead_us};
-  const auto mem = in.select(memory_bound);
+  auto mem = in.select(memory_bound);
+  std::erase_if(mem, [](const Sample* s) { return s->op.chunk >= 0; });
   if (auto c = fit_memory(in, mem, general)) {
     p.memory.bandwidth_gbps = c->bandwidth_gbps;
     p.memory.launch_overhead_us = c->launch_overhead_us;

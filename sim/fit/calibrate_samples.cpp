@@ -46,6 +46,12 @@ int64_t arg_dimension(const TraceFile& trace, const TraceEvent& e, const char* k
   return whole_number(trace, &e, std::string("args.") + key, e.args[key], 0, kMaxExactWholeDouble);
 }
 
+// The column chunk an op works on (args.chunk): -1, whole rows, where the trace does not say.
+int8_t arg_chunk(const TraceFile& trace, const TraceEvent& e) {
+  if (!e.args.contains("chunk") || !e.args["chunk"].is_number()) return -1;
+  return int8_t(whole_number(trace, &e, "args.chunk", e.args["chunk"], -1, 127));
+}
+
 // The dtype the trace's ops computed in: as its events name it (args.dtype), else the profile's only GEMM
 // dtype, else the dtype of the model the trace names; a trace that says none of these is refused rather than
 // costed in a guessed dtype (fp32 figures for fp16 GEMMs are 5-15 times too slow on a GPU).
@@ -121,6 +127,7 @@ void add_event(const TraceFile& trace, PerOp& po, OpKind kind, const TraceEvent&
   po.op.m = arg_dimension(trace, e, "m");
   po.op.n = arg_dimension(trace, e, "n");
   po.op.k = arg_dimension(trace, e, "k");
+  po.op.chunk = arg_chunk(trace, e);
   po.op.flops = e.flops;
   po.op.bytes = e.bytes;
   po.op.dtype = dtype;

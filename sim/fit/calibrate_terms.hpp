@@ -71,6 +71,9 @@ struct TraceSamples {
 void fit_memory_general(const TraceSamples& in, Profile& p, std::string& report);
 void fit_memory_per_kind(const TraceSamples& in, Profile& p, std::string& report);
 void fit_memory_per_code(const TraceSamples& in, Profile& p, std::string& report);
+// memory.*.chunk_row_us of each opcode and kind with figures of its own and ops on a column chunk in the
+// trace.
+void fit_memory_rows(const TraceSamples& in, Profile& p, std::string& report);
 // GEMM and attention scale against `cm`: the costs after the memory fit, before either of them.
 void fit_gemm_scales(const TraceSamples& in, const CostModel& cm, Profile& p, std::string& report);
 void fit_attention_scales(const TraceSamples& in, const CostModel& cm, Profile& p, std::string& report);

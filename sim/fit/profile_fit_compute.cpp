@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -19,6 +20,18 @@ namespace {
 bool is_memory_kind(const std::string& k) {
   const auto& kinds = memory_bound_kinds();
   return std::find(kinds.begin(), kinds.end(), k) != kinds.end();
+}
+
+// A probe of an op on a column chunk (its rows parts of a buffer's rows): it pays per row beyond its bytes,
+// so it stays out of the byte fits and gives the per-row term alone (MemoryCost::chunk_row_us).
+bool on_column_chunk(const Point& pt) { return pt.entry.value("chunk", -1) >= 0; }
+
+// The per-row term of `chunked` (bytes, rows, time) over the line t = a + b bytes fitted on whole rows: the
+// time above the line over the rows, summed (as an iteration adds them up), never below 0.
+double chunk_row_us(const LineFit& f, const std::vector<std::array<double, 3>>& chunked) {
+  double above = 0, rows = 0;
+  for (const auto& [bytes, m, t] : chunked) above += t - (f.a + f.b * bytes), rows += m;
+  return rows > 0 ? std::max(0.0, above / rows) : 0;
 }
 
 std::vector<EfficiencyPoint> efficiency_curve(const std::vector<double>& flops, const std::vector<double>& eff) {
@@ -105,7 +118,7 @@ void fit_attention_code(const std::vector<Point>& compute, const std::string& co
 void fit_memory_general(const std::vector<Point>& compute, FitOutput out) {
   std::vector<double> mx, my;
   for (const Point& pt : compute) {
-    if (!is_memory_kind(pt.entry.at("kind").get<std::string>())) continue;
+    if (!is_memory_kind(pt.entry.at("kind").get<std::string>()) || on_column_chunk(pt)) continue;
     mx.push_back(pt.entry.at("bytes").get<double>());
     my.push_back(pt.t.median_us);
     out.p.metadata.spread["memory " + pt.entry.at("label").get<std::string>()] = pt.t.spread();
@@ -125,23 +138,36 @@ void fit_memory_general(const std::vector<Point>& compute, FitOutput out) {
 }
 
 // The memory-bound points grouped by an entry field ("kind" or "code"), each group's own fixed cost and
-// bandwidth; returns the report text.
+// bandwidth from its whole-row probes, and its per-row term from its column-chunk probes (a group of chunks
+// alone fits its line on them); returns the report text.
 static std::string fit_memory_groups(const std::vector<Point>& compute, const char* field,
                                      std::map<std::string, MemoryCost>& into) {
-  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> groups;
+  struct Group {
+    std::vector<double> bytes, us;
+    std::vector<std::array<double, 3>> chunked;  // bytes, rows, us
+  };
+  std::map<std::string, Group> groups;
   for (const Point& pt : compute) {
     if (!is_memory_kind(pt.entry.at("kind").get<std::string>()) || !pt.entry.contains(field)) continue;
-    auto& xy = groups[pt.entry.at(field).get<std::string>()];
-    xy.first.push_back(pt.entry.at("bytes").get<double>());
-    xy.second.push_back(pt.t.median_us);
+    Group& g = groups[pt.entry.at(field).get<std::string>()];
+    const double bytes = pt.entry.at("bytes").get<double>();
+    if (on_column_chunk(pt))
+      g.chunked.push_back({bytes, pt.entry.at("m").get<double>(), pt.t.median_us});
+    else
+      g.bytes.push_back(bytes), g.us.push_back(pt.t.median_us);
   }
   std::string text;
-  for (auto& [name, xy] : groups) {
-    LineFit f = fit_line(xy.first, xy.second, relative_weights(xy.second));
-    if (!f.ok || f.a < 0 || !(f.b > 0)) f = fit_slope(xy.first, xy.second, relative_weights(xy.second), 0);
+  for (auto& [name, g] : groups) {
+    const bool rows_apart = !g.bytes.empty();
+    if (!rows_apart)
+      for (const auto& [bytes, m, t] : g.chunked) g.bytes.push_back(bytes), g.us.push_back(t);
+    LineFit f = fit_line(g.bytes, g.us, relative_weights(g.us));
+    if (!f.ok || f.a < 0 || !(f.b > 0)) f = fit_slope(g.bytes, g.us, relative_weights(g.us), 0);
     if (!f.ok || !(f.b > 0)) continue;
-    into[name] = MemoryCost{1 / f.b / 1e3, f.a};
+    const double per_row = rows_apart ? chunk_row_us(f, g.chunked) : 0;
+    into[name] = MemoryCost{1 / f.b / 1e3, f.a, per_row};
     text += fmt::format("{}{} {:.3g} GB/s + {:.3g} us", text.empty() ? "" : ", ", name, 1 / f.b / 1e3, f.a);
+    if (per_row > 0) text += fmt::format(" + {:.3g} us per row of a column chunk", per_row);
   }
   return text;
 }

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <set>
 
 #include "executor/profiler/profile_meta.hpp"
 #include "executor/profiler/profile_workload.hpp"
@@ -65,6 +67,42 @@ TEST(ProfilerWorkload, ForModelCoversEveryGemmShapeOfItsPlans) {
   // AllReduce sizes reach the model's largest message exactly.
   EXPECT_DOUBLE_EQ(w.allreduce_bytes.back(), double(derive_facts(wo.models[0]).allreduce_bytes));
   EXPECT_DOUBLE_EQ(w.allreduce_bytes.front(), 4.0);
+}
+
+// The residual adds on a column chunk are probed beside the whole-row ones (a chunk pays per row:
+// MemoryCost::chunk_row_us), and chunks of equal bytes at different row counts (q = 4 whole, q = 2 of half
+// the rows) each get a probe.
+TEST(ProfilerWorkload, ColumnChunksAreProbedBesideWholeRows) {
+  for (bool quick : {false, true}) {
+    SCOPED_TRACE(quick ? "quick" : "full");
+    WorkloadOptions wo;
+    wo.models = {default_model()};
+    wo.models[0].set_biases(false);  // the adds' bytes: their rows' alone
+    wo.quick = quick;
+    const Workload w = plan_workload(wo);
+    int whole = 0;
+    std::map<double, std::set<int64_t>> rows_by_bytes;  // the chunks'
+    for (const Probe& p : w.memory_ops) {
+      if (p.op().code != OpCode::ResidualAdd) continue;
+      if (p.op().chunk < 0) {
+        ++whole;
+        continue;
+      }
+      EXPECT_NE(p.label.find("column chunk"), std::string::npos) << p.label;
+      rows_by_bytes[p.op().bytes].insert(p.op().m);
+    }
+    for (const Probe& p : w.memory_ops) {
+      if (p.op().chunk >= 0) {
+        EXPECT_EQ(p.op().code, OpCode::ResidualAdd) << p.label;  // the only memory-bound op chunked
+      }
+    }
+    EXPECT_GT(whole, 0);
+    EXPECT_FALSE(rows_by_bytes.empty());
+    if (quick) continue;
+    bool two_row_counts = false;
+    for (const auto& [bytes, rows] : rows_by_bytes) two_row_counts |= rows.size() > 1;
+    EXPECT_TRUE(two_row_counts);
+  }
 }
 
 TEST(ProfilerMeasure, TinyProfileLoadsInTheSimulatorAndReproducesItsPoints) {

@@ -385,6 +385,37 @@ TEST(ProfilerCalibrate, AnOpcodeThatRunsOnceIsFittedToItsOp) {
   EXPECT_NEAR(simulate(s, CostModel(p)).iteration_us, want, 0.001 * want);
 }
 
+// The residual adds of a plan with column chunks: memory_rows gives their per-row term back from them (and
+// their kind's), the whole-row figures held; the memory fit takes the per-row term off before it fits the
+// bandwidth, and scales it with the bandwidth; a trace without chunks keeps the term and says so.
+TEST(ProfilerCalibrate, AColumnChunksPerRowTermIsFittedOnTheChunksWhenNamed) {
+  Profile truth = known_profile();
+  truth.memory.per_code["ResidualAdd"] = {12.0, 1.0, 0.05};
+  const ModelSpec model = default_model();
+  const BlockPlan chunked{SplitDim::Batch, 1, 2, OverlapMode::None, false};
+  const TraceFile trace = predicted_trace_read_back(
+      truth, make_uniform_plan(model, chunked, chunked, "custom"), model, "domino_calibrate_chunk_rows.json");
+  Profile wrong = truth;
+  wrong.memory.per_code["ResidualAdd"].chunk_row_us = 0.2;
+  const CalibrationResult rows = calibrate_profile(wrong, trace, 0, parse_calibration_scope("memory_rows"));
+  EXPECT_NEAR(rows.profile.memory.per_code.at("ResidualAdd").chunk_row_us, 0.05, 1e-6);
+  EXPECT_EQ(rows.profile.memory.per_code.at("ResidualAdd").bandwidth_gbps, 12.0);
+  EXPECT_NE(rows.report.find("ResidualAdd"), std::string::npos) << rows.report;
+  Profile slow = truth;
+  slow.memory.per_code["ResidualAdd"].bandwidth_gbps = 6.0;  // the bytes 2x too slow, the rows right
+  const Profile fitted = calibrate_profile(slow, trace, 0, parse_calibration_scope("memory")).profile;
+  EXPECT_NEAR(fitted.memory.per_code.at("ResidualAdd").bandwidth_gbps, 12.0, 0.01);
+  EXPECT_NEAR(fitted.memory.per_code.at("ResidualAdd").chunk_row_us, 0.025, 1e-4);  // scaled as the bytes
+  const BlockPlan whole{SplitDim::Batch, 1, 1, OverlapMode::None, false};
+  const TraceFile no_chunks = predicted_trace_read_back(
+      truth, make_uniform_plan(model, whole, whole, "custom"), model, "domino_calibrate_no_chunks.json");
+  const CalibrationResult kept =
+      calibrate_profile(wrong, no_chunks, 0, parse_calibration_scope("memory_rows"));
+  EXPECT_EQ(kept.profile.memory.per_code.at("ResidualAdd").chunk_row_us, 0.2);
+  EXPECT_NE(kept.report.find("none in the trace"), std::string::npos) << kept.report;
+  EXPECT_THROW(parse_calibration_scope("memory_row"), Error);
+}
+
 // A trace simulated with a known delay beside compute gives the delay back from its collectives (the median
 // one that ran mostly beside compute ran wholly beside it), the slowdown held; and the interference fit finds
 // the slowdown again beside the delay. A trace without overlap leaves the delay as it was.

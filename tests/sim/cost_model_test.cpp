@@ -106,6 +106,30 @@ TEST(CostModel, AMemoryBoundKindWithItsOwnFiguresUsesThem) {
   EXPECT_THROW(CostModel{p}, Error);
 }
 
+// An op on a column chunk pays its opcode's (else its kind's) per-row term on each of its m rows; whole rows
+// do not, and neither does an opcode without the term.
+TEST(CostModel, AMemoryBoundOpOnAColumnChunkPaysPerRow) {
+  Profile p = toy_profile();
+  p.memory.per_code["ResidualAdd"] = {500, 7, 0.04};
+  p.memory.per_kind["norm"] = {500, 7, 0.5};
+  const CostModel cm(p);
+  Op add;
+  add.kind = OpKind::Elementwise;
+  add.code = OpCode::ResidualAdd;
+  add.bytes = 3e6;
+  add.m = 1000;
+  EXPECT_NEAR(cm.op_us(add, 8, 8), 7 + 6, 1e-9);  // chunk -1: whole rows
+  add.chunk = 1;
+  EXPECT_NEAR(cm.op_us(add, 8, 8), 7 + 6 + 1000 * 0.04, 1e-9);
+  Op norm = add;
+  norm.kind = OpKind::Norm;
+  norm.code = OpCode::LayerNormFwd;
+  EXPECT_NEAR(cm.op_us(norm, 8, 8), 7 + 6 + 1000 * 0.5, 1e-9);  // the kind's term
+  Op rope = add;
+  rope.code = OpCode::RopeFwd;
+  EXPECT_NEAR(cm.op_us(rope, 8, 8), 2 + 3, 1e-9);  // neither an opcode nor a kind term: the general figures
+}
+
 TEST(CostModel, AttentionRunsAtItsRelativeEfficiency) {
   const CostModel cm(toy_profile());
   Op op;

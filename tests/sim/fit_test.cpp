@@ -171,6 +171,48 @@ TEST(ProfilerFit, RecoversKnownFiguresFromSyntheticMeasurements) {
   }
 }
 
+// Residual adds on whole rows and on column chunks (each row a short run: a cost per row beyond the bytes):
+// the opcode's bandwidth comes from the whole rows alone, its per-row term from the chunks; the general
+// figures are not moved by the chunks.
+TEST(ProfilerFit, AColumnChunksPerRowTermComesFromTheChunkedProbesAlone) {
+  const Truth T;
+  const double add_gbps = 18, row_us = 0.04;
+  FitInput in = synthetic_input(T, 2);
+  std::mt19937 rng(11);
+  for (auto& rank : in.ranks)
+    for (const auto& [bytes, rows, chunk] : {std::tuple{4.7e6, 1024, -1},
+                                             {2.4e6, 512, -1},
+                                             {1.2e6, 256, -1},
+                                             {2.4e6, 1024, 0},
+                                             {1.2e6, 512, 1},
+                                             {0.6e6, 256, 0}}) {
+      const double t = bytes / (add_gbps * 1e3) + (chunk >= 0 ? rows * row_us : 0);
+      rank["compute"].push_back({{"label", "add"},
+                                 {"kind", "elementwise"},
+                                 {"code", "ResidualAdd"},
+                                 {"m", rows},
+                                 {"n", 768},
+                                 {"k", 0},
+                                 {"flops", 0},
+                                 {"bytes", bytes},
+                                 {"chunk", chunk},
+                                 {"samples_us", samples(t, rng)}});
+    }
+  const Profile p = fit_profile(in).profile;
+  const MemoryCost& add = p.memory.per_code.at("ResidualAdd");
+  EXPECT_NEAR(add.bandwidth_gbps, add_gbps, 0.05 * add_gbps);
+  EXPECT_NEAR(add.chunk_row_us, row_us, 0.2 * row_us);
+  EXPECT_NEAR(p.memory.per_kind.at("elementwise").chunk_row_us, row_us, 0.2 * row_us);
+  EXPECT_EQ(p.memory.per_kind.at("norm").chunk_row_us, 0);  // no chunks measured
+  // The cost model charges the chunks what they took.
+  Op chunked;
+  chunked.kind = OpKind::Elementwise;
+  chunked.code = OpCode::ResidualAdd;
+  chunked.bytes = 2.4e6, chunked.m = 1024, chunked.chunk = 0;
+  const double truth = 2.4e6 / (add_gbps * 1e3) + 1024 * row_us;
+  EXPECT_NEAR(CostModel(p).op_us(chunked, 2, 8), truth, 0.05 * truth);
+}
+
 TEST(ProfilerFit, TablesReproduceTheMeasuredMediansExactly) {
   const Truth T;
   const FitInput in = synthetic_input(T, 2);

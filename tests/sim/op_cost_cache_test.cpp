@@ -110,7 +110,7 @@ TEST(OpCostCache, SchedulesOutsideItsRanksOrWithoutCommunicationAreCostedAsTheyA
 
 // A profile under which each field the cost model reads changes a cost: the tile model (transposed operands
 // at half rate), fp32 at half the bf16 peak, attention tiles of 128 query rows, norms at their own bandwidth,
-// a collective holding 16 of 132 SMs.
+// residual adds paying per row of a column chunk, a collective holding 16 of 132 SMs.
 Profile field_profile() {
   Profile p = test::unit_bytes_profile();
   p.gemm[static_cast<int>(DType::BF16)]->peak_tflops = 132;
@@ -118,6 +118,7 @@ Profile field_profile() {
   fp32.peak_tflops = 66;
   p.gemm[static_cast<int>(DType::FP32)] = fp32;
   p.memory.per_kind["norm"] = {500, 0};
+  p.memory.per_code["ResidualAdd"] = {400, 0, 0.05};
   p.gpu = GpuProfile{132, 128, 128, 1.0, 0.0, 0.5, 128, 16, 1000, 1.0};
   return p;
 }
@@ -144,6 +145,13 @@ void norm(Op& op) {
   op.kind = OpKind::Norm;
   op.code = OpCode::LayerNormFwd;
   op.bytes = 1e8;
+}
+// A residual add of 1024 rows, whole (chunk -1).
+void residual_add(Op& op) {
+  op.kind = OpKind::Elementwise;
+  op.code = OpCode::ResidualAdd;
+  op.m = 1024;
+  op.bytes = 1e7;
 }
 
 struct FieldCase {
@@ -173,6 +181,8 @@ TEST(OpCostCache, OpsDifferingInAnyFieldTheCostModelReadsGetTheirOwnCosts) {
       {"query sequence", attention, [](Op& op) { op.in[0].s1 = 96; }},
       {"norm bytes", norm, [](Op& op) { op.bytes *= 2; }},
       {"memory kind", norm, [](Op& op) { op.kind = OpKind::Elementwise; }},
+      {"column chunk", residual_add, [](Op& op) { op.chunk = 1; }},
+      {"a column chunk's rows", [](Op& op) { residual_add(op), op.chunk = 0; }, [](Op& op) { op.m = 512; }},
   };
   const CostModel cm(field_profile());
   OpCostCache cache(cm, 2);

@@ -112,6 +112,23 @@ TEST(ProfileIo, OptionalInterferenceTermsAreOmittedAtZeroAndRoundTrip) {
   }
 }
 
+// A memory-bound figure's per-row term of column chunks: absent (0) in the shipped profile and not written
+// at 0, read back exactly.
+TEST(ProfileIo, AColumnChunksPerRowTermIsOmittedAtZeroAndRoundTrips) {
+  Profile p = load_profile((kShipped / "cpu-dev.yaml").string());
+  EXPECT_EQ(profile_to_yaml(p).find("chunk_row_us"), std::string::npos);
+  p.memory.per_code["ResidualAdd"] = {12.5, 0.25, 0.0425};
+  p.memory.per_kind["elementwise"] = {14, 0, 0.03125};
+  const fs::path out = fs::temp_directory_path() / "domino_profile_chunk_row.yaml";
+  save_profile(p, out.string());
+  const Profile back = load_profile(out.string());
+  EXPECT_EQ(back.memory.per_code.at("ResidualAdd").chunk_row_us, 0.0425);
+  EXPECT_EQ(back.memory.per_code.at("ResidualAdd").bandwidth_gbps, 12.5);
+  EXPECT_EQ(back.memory.per_kind.at("elementwise").chunk_row_us, 0.03125);
+  EXPECT_EQ(profile_to_yaml(back), profile_to_yaml(p));
+  fs::remove(out);
+}
+
 TEST(ProfileIo, AStallShareBeyondItsBoundOrWithAGpuSectionIsRefused) {
   Profile flat = load_profile((kShipped / "cpu-dev.yaml").string());
   flat.interference.compute_stall_share = kMaxComputeStallShare * 1.5;
