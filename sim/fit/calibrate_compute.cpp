@@ -120,12 +120,17 @@ void scale_curve(std::vector<EfficiencyPoint>& curve, const BandScales& bands, d
 
 void fit_memory_rows(const TraceSamples& in, Profile& p, std::string& report) {
   const size_t before = report.size();
-  for (auto& [name, figures] : p.memory.per_code)
+  // Entries, not structured bindings: a lambda may not capture a binding before C++20 (clang 14 refuses).
+  for (auto& entry : p.memory.per_code) {
+    const std::string& name = entry.first;
     fit_rows_of(
-        in, name, figures, [&](const Op& op) { return name == to_string(op.code); }, report);
-  for (auto& [name, figures] : p.memory.per_kind)
+        in, name, entry.second, [&](const Op& op) { return name == to_string(op.code); }, report);
+  }
+  for (auto& entry : p.memory.per_kind) {
+    const std::string& name = entry.first;
     fit_rows_of(
-        in, name, figures, [&](const Op& op) { return name == to_string(op.kind); }, report);
+        in, name, entry.second, [&](const Op& op) { return name == to_string(op.kind); }, report);
+  }
   if (report.size() == before)
     report += "memory-bound ops on a column chunk: none in the trace, per-row terms kept\n";
   else
