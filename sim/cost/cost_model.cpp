@@ -249,8 +249,7 @@ double CostModel::memory_us(OpKind kind, double bytes) const {
 double CostModel::memory_us(const Op& op) const {
   const std::optional<KindMemory>& own = code_memory_[static_cast<size_t>(op.code)];
   const KindMemory& m = own ? *own : kind_memory_[static_cast<int>(op.kind)];
-  const double rows = op.chunk >= 0 ? double(op.m) * m.chunk_row_us : 0;  // a column chunk: a run per row
-  return m.launch_us + op.bytes / m.bytes_per_us + rows;
+  return m.launch_us + op.bytes / m.bytes_per_us + chunk_rows(op) * m.chunk_row_us;
 }
 
 double ring_traffic(OpKind kind, double bytes, int ranks) {

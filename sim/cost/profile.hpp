@@ -57,6 +57,8 @@ struct MemoryCost {
   double launch_overhead_us = 0;
   double chunk_row_us = 0;
 };
+// The rows a memory-bound op pays chunk_row_us on: its m rows on a column chunk, none on whole rows.
+inline double chunk_rows(const Op& op) { return op.chunk >= 0 ? double(op.m) : 0; }
 struct MemoryProfile {
   double bandwidth_gbps = 0;  // GB/s (1e9 bytes per second) achievable
   double launch_overhead_us = 0;

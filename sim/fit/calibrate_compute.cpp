@@ -24,8 +24,7 @@ std::optional<MemoryCost> fit_memory(const TraceSamples& in, const std::vector<c
   std::vector<double> x, y;
   for (const Sample* s : mem) {
     x.push_back(s->op.bytes / (old.bandwidth_gbps * 1e3));
-    const double rows = s->op.chunk >= 0 ? double(s->op.m) * old.chunk_row_us : 0;
-    y.push_back(in.interference_free(*s) - rows);
+    y.push_back(in.interference_free(*s) - chunk_rows(s->op) * old.chunk_row_us);
   }
   double xmin = 1e300, xmax = 0;
   for (double v : x) xmin = std::min(xmin, v), xmax = std::max(xmax, v);
@@ -64,20 +63,16 @@ struct BandScales {
 // ops `named` picks above those figures, summed, over their rows summed (as an iteration adds them up).
 void fit_rows_of(const TraceSamples& in, const std::string& name, MemoryCost& figures,
                  const std::function<bool(const Op&)>& named, std::string& report) {
-  double above = 0, rows = 0;
-  int ops = 0;
-  for (const Sample* s : in.select(memory_bound)) {
-    if (s->op.chunk < 0 || !named(s->op)) continue;
-    above += in.interference_free(*s) -
-             (figures.launch_overhead_us + s->op.bytes / (figures.bandwidth_gbps * 1e3));
-    rows += double(s->op.m);
-    ++ops;
-  }
-  if (ops == 0 || !(rows > 0)) return;
-  const double per_row = std::max(0.0, above / rows);
-  report += fmt::format("  {} ({} ops on a column chunk): {:.3g} -> {:.3g} us per row\n", name, ops,
-                        figures.chunk_row_us, per_row);
-  figures.chunk_row_us = per_row;
+  PerRowExcess excess;
+  for (const Sample* s : in.select(memory_bound))
+    if (chunk_rows(s->op) > 0 && named(s->op))
+      excess.add(in.interference_free(*s),
+                 figures.launch_overhead_us + s->op.bytes / (figures.bandwidth_gbps * 1e3),
+                 chunk_rows(s->op));
+  if (!(excess.rows > 0)) return;
+  report += fmt::format("  {} ({} ops on a column chunk): {:.3g} -> {:.3g} us per row\n", name, excess.points,
+                        figures.chunk_row_us, excess.per_row_us());
+  figures.chunk_row_us = excess.per_row_us();
 }
 
 // The band scales of one op kind's samples (durations without the old interference) against `cm`; appends
@@ -141,7 +136,7 @@ void fit_memory_rows(const TraceSamples& in, Profile& p, std::string& report) {
 void fit_memory_general(const TraceSamples& in, Profile& p, std::string& report) {
   const MemoryCost general{in.base.memory.bandwidth_gbps, in.base.memory.launch_overhead_us};
   auto mem = in.select(memory_bound);
-  std::erase_if(mem, [](const Sample* s) { return s->op.chunk >= 0; });
+  std::erase_if(mem, [](const Sample* s) { return chunk_rows(s->op) > 0; });
   if (auto c = fit_memory(in, mem, general)) {
     p.memory.bandwidth_gbps = c->bandwidth_gbps;
     p.memory.launch_overhead_us = c->launch_overhead_us;

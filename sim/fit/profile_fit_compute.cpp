@@ -26,14 +26,6 @@ bool is_memory_kind(const std::string& k) {
 // so it stays out of the byte fits and gives the per-row term alone (MemoryCost::chunk_row_us).
 bool on_column_chunk(const Point& pt) { return pt.entry.value("chunk", -1) >= 0; }
 
-// The per-row term of `chunked` (bytes, rows, time) over the line t = a + b bytes fitted on whole rows: the
-// time above the line over the rows, summed (as an iteration adds them up), never below 0.
-double chunk_row_us(const LineFit& f, const std::vector<std::array<double, 3>>& chunked) {
-  double above = 0, rows = 0;
-  for (const auto& [bytes, m, t] : chunked) above += t - (f.a + f.b * bytes), rows += m;
-  return rows > 0 ? std::max(0.0, above / rows) : 0;
-}
-
 std::vector<EfficiencyPoint> efficiency_curve(const std::vector<double>& flops, const std::vector<double>& eff) {
   std::vector<double> gflop;
   for (double f : flops) gflop.push_back(f / 1e9);
@@ -164,7 +156,10 @@ static std::string fit_memory_groups(const std::vector<Point>& compute, const ch
     LineFit f = fit_line(g.bytes, g.us, relative_weights(g.us));
     if (!f.ok || f.a < 0 || !(f.b > 0)) f = fit_slope(g.bytes, g.us, relative_weights(g.us), 0);
     if (!f.ok || !(f.b > 0)) continue;
-    const double per_row = rows_apart ? chunk_row_us(f, g.chunked) : 0;
+    PerRowExcess excess;  // the chunks above the whole-row line
+    if (rows_apart)
+      for (const auto& [bytes, m, t] : g.chunked) excess.add(t, f.a + f.b * bytes, m);
+    const double per_row = excess.per_row_us();
     into[name] = MemoryCost{1 / f.b / 1e3, f.a, per_row};
     text += fmt::format("{}{} {:.3g} GB/s + {:.3g} us", text.empty() ? "" : ", ", name, 1 / f.b / 1e3, f.a);
     if (per_row > 0) text += fmt::format(" + {:.3g} us per row of a column chunk", per_row);

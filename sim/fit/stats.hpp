@@ -1,12 +1,12 @@
 // stats.hpp: the statistics the profiler and the calibrator share: a measured quantity's median and
-// p10/p90 spread, the small least-squares fits, log binning.
+// p10/p90 spread, the small least-squares fits, a per-row excess, log binning.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace domino::prof {
 
@@ -41,6 +41,16 @@ struct NonNegativeFit {
 };
 NonNegativeFit fit_non_negative(const std::vector<std::vector<double>>& columns, const std::vector<double>& y,
                                 const std::vector<double>& w);
+// A per-row term that keeps the total time: what the points took above the rest of their cost, summed, over
+// their rows summed (as an iteration adds them up); never below 0, and 0 without rows.
+struct PerRowExcess {
+  double above_us = 0, rows = 0;
+  int points = 0;
+  void add(double measured_us, double rest_us, double point_rows) {
+    above_us += measured_us - rest_us, rows += point_rows, ++points;
+  }
+  double per_row_us() const { return rows > 0 ? std::max(0.0, above_us / rows) : 0; }
+};
 // Weights 1/y^2: least squares on relative errors (sizes span decades).
 std::vector<double> relative_weights(const std::vector<double>& y);
 
