@@ -134,7 +134,8 @@ class CudaBackend : public Backend {
             .min_chain = 8,
             .probe_budget_us = 100'000,
             .gemms_in_op_dtype = true,
-            .compute_passes = 1};
+            .compute_passes = 1,
+            .whole_blocked_gemms = false};
   }
   // NVLS support is a property of the node (NVSwitch multicast), the same on every device: device 0 asks.
   std::vector<std::string> forceable_collective_algorithms(int world) const override {

@@ -29,6 +29,7 @@ Workload plan_for(const ProfileOptions& o, const ProfilingTraits& traits, std::s
   wo.tp = o.tp;
   wo.quick = o.quick;
   wo.grid_dtype = traits.gemm_dtype;
+  wo.whole_blocked_gemms = traits.whole_blocked_gemms;
   if (!o.for_model.empty()) {
     ModelOverrides ov;
     if (o.tp_given) ov.tp = o.tp;

@@ -39,21 +39,22 @@ class Builder {
     return &w_.schedules.back();
   }
 
-  void add_gemm(const Schedule& s, const Op& whole) {
-    // The product the backend runs (one block of a GEMM whose rows slice the sequence of several batch
-    // entries: the cost model times it once per block). Each transpose pair separately: the executor calls
-    // Eigen with transposed operands for dgrad and wgrad.
+  // The product the backend runs (one block of a GEMM whose rows slice the sequence of several batch
+  // entries: the cost model times it once per block where it has no figure for the whole op). Each transpose
+  // pair separately: the executor calls Eigen with transposed operands for dgrad and wgrad. With
+  // `whole_blocked`, such a GEMM also as a whole, its blocks back to back as the backend runs them.
+  void add_gemm(const Schedule& s, const Op& whole, bool whole_blocked) {
     const Op op = gemm_block(whole);
-    const auto key = std::make_tuple(op.m, op.n, op.k, op.code);
-    if (!gemm_seen_.insert(key).second) return;
-    Schedule mini = extract_op(s, op);
-    if (mini_bytes(mini) > kMaxProbeBytes) return;
-    const std::string label = fmt::format("gemm {}x{}x{} {}", op.m, op.n, op.k, to_string(op.code));
-    w_.gemms.push_back({label, keep(std::move(mini))});
+    add_gemm_probe(s, op, 1, fmt::format("gemm {}x{}x{} {}", op.m, op.n, op.k, to_string(op.code)));
+    const int64_t blocks = whole.attrs.row_blocks;
+    if (whole_blocked && blocks > 1)
+      add_gemm_probe(
+          s, whole, blocks,
+          fmt::format("gemm {}x{}x{} {} x{} blocks", op.m, op.n, op.k, to_string(op.code), blocks));
   }
 
   void add_synthetic_gemm(int64_t m, int64_t n, int64_t k, DType dtype) {
-    if (!gemm_seen_.insert(std::make_tuple(m, n, k, OpCode::MatMul)).second) return;
+    if (!gemm_seen_.insert(std::make_tuple(m, n, k, OpCode::MatMul, 1)).second) return;
     w_.gemms.push_back({fmt::format("gemm {}x{}x{} MatMul", m, n, k), keep(synthetic_gemm(m, n, k, dtype))});
   }
 
@@ -91,8 +92,17 @@ class Builder {
   }
 
  private:
+  // op: the product or whole op to run; m, n, k: one block's (the key).
+  void add_gemm_probe(const Schedule& s, const Op& op, int64_t blocks, std::string label) {
+    const Op block = gemm_block(op);
+    if (!gemm_seen_.insert(std::make_tuple(block.m, block.n, block.k, op.code, blocks)).second) return;
+    Schedule mini = extract_op(s, op);
+    if (mini_bytes(mini) > kMaxProbeBytes) return;
+    w_.gemms.push_back({std::move(label), keep(std::move(mini))});
+  }
+
   Workload& w_;
-  std::set<std::tuple<int64_t, int64_t, int64_t, OpCode>> gemm_seen_;
+  std::set<std::tuple<int64_t, int64_t, int64_t, OpCode, int64_t>> gemm_seen_;  // a block's shape, blocks
   std::set<std::tuple<OpCode, int64_t, int64_t>> mem_seen_;  // code, bytes, rows of a chunk (-1: whole rows)
   std::set<std::tuple<OpCode, double, double>> attn_seen_;
 };
@@ -237,7 +247,7 @@ Workload plan_workload(const WorkloadOptions& opt) {
           const auto s = try_build(model, p, q, dim);
           if (!s) continue;
           for (const Op& op : s->ops) {
-            if (op.kind == OpKind::Gemm) add.add_gemm(*s, op);
+            if (op.kind == OpKind::Gemm) add.add_gemm(*s, op, opt.whole_blocked_gemms);
             if (op.kind == OpKind::AllReduce && op.bytes > 0) {
               ar_sizes.insert(op.bytes);
               max_ar = std::max(max_ar, op.bytes);

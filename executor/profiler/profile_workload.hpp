@@ -23,7 +23,7 @@ struct Probe {
 
 struct Workload {
   std::deque<Schedule> schedules;  // stable addresses for Probe::mini
-  std::vector<Probe> gemms;        // distinct (m, n, k)
+  std::vector<Probe> gemms;        // distinct (m, n, k, opcode, row blocks)
   std::vector<Probe> memory_ops;   // norm, activation, elementwise, copy, optimizer, embedding, loss
   std::vector<Probe> attention;    // AttnFwd / AttnBwd over seq_len, heads per rank and slices
   std::vector<double> allreduce_bytes;  // ascending, distinct; also the AllGather / ReduceScatter full sizes
@@ -38,6 +38,8 @@ struct WorkloadOptions {
   bool quick = false;
   double max_allreduce_bytes = 64.0 * 1024 * 1024;  // without --for
   DType grid_dtype = DType::FP32;  // the size grid's GEMMs (the CPU backend computes in fp32)
+  // GEMMs of several row blocks also probed whole (GemmTiming::blocks): ProfilingTraits::whole_blocked_gemms.
+  bool whole_blocked_gemms = true;
 };
 
 Workload plan_workload(const WorkloadOptions& options);

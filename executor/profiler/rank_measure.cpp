@@ -16,6 +16,7 @@
 #include "executor/profiler/progress_line.hpp"
 #include "executor/runtime/gloo_comm.hpp"
 #include "sim/fit/stats.hpp"
+#include "sim/ir/gemm_blocks.hpp"
 
 namespace domino::prof {
 
@@ -94,19 +95,23 @@ std::vector<double> time_compute(const RankBench& b, const Schedule& mini, uint6
   return probe.time_ops(compute_policy(b.traits, quick, copies));
 }
 
+// A whole GEMM of several row blocks gives its block's shape and the block count (GemmTiming::blocks).
 nlohmann::json op_json(const Probe& probe, const std::vector<double>& samples) {
   const Op& op = probe.op();
-  return {{"label", probe.label},
-          {"kind", to_string(op.kind)},
-          {"code", to_string(op.code)},
-          {"m", op.m},
-          {"n", op.n},
-          {"k", op.k},
-          {"flops", op.flops},
-          {"bytes", op.bytes},
-          {"dtype", int(op.dtype)},
-          {"chunk", op.chunk},
-          {"samples_us", samples}};
+  const Op shape = gemm_block(op);
+  nlohmann::json j = {{"label", probe.label},
+                      {"kind", to_string(op.kind)},
+                      {"code", to_string(op.code)},
+                      {"m", shape.m},
+                      {"n", shape.n},
+                      {"k", shape.k},
+                      {"flops", op.flops},
+                      {"bytes", op.bytes},
+                      {"dtype", int(op.dtype)},
+                      {"chunk", op.chunk},
+                      {"samples_us", samples}};
+  if (op.attrs.row_blocks > 1) j["row_blocks"] = op.attrs.row_blocks;
+  return j;
 }
 
 // One stage's probes, timed in passes over all of them, appended to `out` with their pooled samples.

@@ -99,8 +99,8 @@ CostModel::CostModel(Profile profile) : profile_(std::move(profile)) {
     }
     for (const auto& r : g->table) {
       const double flops = 2.0 * double(r.m) * double(r.n) * double(r.k);
-      c.table.push_back({std::log(double(r.m)), std::log(double(r.n)), std::log(double(r.k)), flops / r.time_us, r.m,
-                         r.n, r.k, r.time_us, r.transpose});
+      c.table.push_back({std::log(double(r.m)), std::log(double(r.n)), std::log(double(r.k)),
+                         flops / r.time_us, r.m, r.n, r.k, r.time_us, r.transpose, r.blocks});
     }
   }
   for (const auto& p : profile_.attention.efficiency) {
@@ -156,11 +156,13 @@ double CostModel::gemm_efficiency(DType dtype, double flops) const { return cost
 
 // Exact shape: the row of its transpose pair, else its 4-column row. Otherwise the inverse-square-distance
 // weighted throughput of up to kNeighbours rows of the same pair (or 4-column rows) within kTableRadius,
-// applied to this GEMM's flops. -1 when no row is close enough.
+// applied to this GEMM's flops. -1 when no row is close enough. Rows of several blocks time whole ops, not
+// one product: only blocked_gemm_us reads them.
 double CostModel::table_us(const DTypeCosts& c, int64_t m, int64_t n, int64_t k, GemmTranspose t, double flops) const {
   const auto same_shape = std::equal_range(c.table.begin(), c.table.end(), std::make_tuple(m, n, k), ShapeOrder{});
   double any_pair = -1;
   for (auto it = same_shape.first; it != same_shape.second; ++it) {
+    if (it->blocks > 1) continue;
     if (it->transpose == t) return it->time_us;
     if (!it->transpose) any_pair = it->time_us;
   }
@@ -172,7 +174,7 @@ double CostModel::table_us(const DTypeCosts& c, int64_t m, int64_t n, int64_t k,
   int found = 0;
   const double r2 = kTableRadius * kTableRadius;
   for (const TableRow& r : c.table) {
-    if (r.transpose && *r.transpose != t) continue;
+    if ((r.transpose && *r.transpose != t) || r.blocks > 1) continue;
     const double dm = r.log_m - lm, dn = r.log_n - ln, dk = r.log_k - lk;
     const double d2 = dm * dm + dn * dn + dk * dk;
     if (d2 > r2) continue;
@@ -212,10 +214,16 @@ double CostModel::gemm_us(DType dtype, int64_t m, int64_t n, int64_t k, double f
   return roofline_us(flops, c.peak_flops_per_us, c.efficiency.at(flops), bytes);
 }
 
+// A GEMM of several row blocks: its measured row of as many blocks, else its block's time once per block.
 double CostModel::blocked_gemm_us(const Op& op) const {
   const GemmTranspose t = gemm_transpose(op.code);
   if (op.attrs.row_blocks <= 1) return gemm_us(op.dtype, op.m, op.n, op.k, op.flops, op.bytes, t);
   const Op block = gemm_block(op);
+  const DTypeCosts& c = costs(op.dtype);
+  const auto same_shape = std::equal_range(c.table.begin(), c.table.end(),
+                                           std::make_tuple(block.m, block.n, block.k), ShapeOrder{});
+  for (auto it = same_shape.first; it != same_shape.second; ++it)
+    if (it->blocks == op.attrs.row_blocks && it->transpose == t) return it->time_us;
   return double(op.attrs.row_blocks) *
          gemm_us(block.dtype, block.m, block.n, block.k, block.flops, block.bytes, t);
 }

@@ -43,7 +43,8 @@ class CostModel {
   // pair (and its 4-column rows) time it.
   double gemm_us(DType dtype, int64_t m, int64_t n, int64_t k, double flops, double bytes,
                  GemmTranspose t = {}) const;
-  // A GEMM op as a backend runs it without a gpu section: OpAttrs::row_blocks products of one block's shape.
+  // A GEMM op as a backend runs it without a gpu section: OpAttrs::row_blocks products of one block's shape,
+  // timed by the table's row of that many blocks where it has one (GemmTiming::blocks).
   double blocked_gemm_us(const Op& op) const;
   double attention_us(DType dtype, double flops, double bytes) const;  // the curve (or relative efficiency)
   // An attention op: its opcode's own figures (attention.per_code) where it has them, else the curve.
@@ -102,6 +103,7 @@ class CostModel {
     int64_t m, n, k;
     double time_us;
     std::optional<GemmTranspose> transpose;  // none: the row times every transpose pair
+    int64_t blocks;                          // > 1: a whole op of that many products (GemmTiming::blocks)
   };
   struct DTypeCosts {
     bool present = false;

@@ -63,13 +63,14 @@ double scalar_number(const std::string& file, const YAML::Node& n, const std::st
 
 }  // namespace
 
-std::vector<std::vector<double>> read_rows(const std::string& file, const YAML::Node& list, const std::string& what,
-                                           size_t width, const char* row_form, std::vector<SourceLoc>& locs,
-                                           size_t other_width) {
+std::vector<std::vector<double>> read_rows(const std::string& file, const YAML::Node& list,
+                                           const std::string& what, size_t width, const char* row_form,
+                                           std::vector<SourceLoc>& locs, std::vector<size_t> other_widths) {
   if (!list.IsSequence()) throw_bad_input(loc_of(file, list), what + ": expected a list of " + row_form + " rows");
   std::vector<std::vector<double>> rows;
   for (const YAML::Node& row : list) {
-    if (!row.IsSequence() || (row.size() != width && (other_width == 0 || row.size() != other_width))) {
+    const bool other = std::find(other_widths.begin(), other_widths.end(), row.size()) != other_widths.end();
+    if (!row.IsSequence() || (row.size() != width && !other)) {
       throw_bad_input(loc_of(file, row), what + ": each row must be a list " + row_form);
     }
     std::vector<double> values;

@@ -32,13 +32,18 @@ struct GemmTranspose {
 GemmTranspose gemm_transpose(OpCode code);  // non-GEMM codes: neither
 
 // A measured GEMM: C[m,n] = op(A)[m,k] op(B)[k,n] took time_us (launch included). A row without a
-// transpose (the 4-column form) gives its time to every transpose pair of the shape.
+// transpose (the 4-column form) gives its time to every transpose pair of the shape. A row with blocks > 1
+// (the 7-column form) times a whole op whose rows slice the sequence of several batch entries, which runs
+// `blocks` products of this shape back to back (gemm_blocks.hpp): time_us is all of them. Its products share
+// an operand that the first leaves in cache, so that the op runs faster than `blocks` lone products.
 struct GemmTiming {
   int64_t m = 0, n = 0, k = 0;
   double time_us = 0;
   std::optional<GemmTranspose> transpose = std::nullopt;
+  int64_t blocks = 1;
 };
-// The table's order: (m, n, k), then rows without a transpose before those with one, then (a, b).
+// The table's order: (m, n, k), then rows without a transpose before those with one, then (a, b), then
+// blocks.
 bool gemm_row_less(const GemmTiming& x, const GemmTiming& y);
 
 struct GemmProfile {

@@ -20,12 +20,13 @@ void require_fraction(const SourceLoc& at, const std::string& what, double v);  
 void check_bus_table(const std::vector<BusBandwidthPoint>& table, const std::string& what,
                      const std::vector<SourceLoc>& at);
 
-// A list of fixed-length rows of numbers, e.g. [[1, 0.5], [128, 0.8]]; each row's location in `locs`. With
-// other_width, rows of that length are accepted too.
-std::vector<std::vector<double>> read_rows(const std::string& file, const YAML::Node& list, const std::string& what,
-                                           size_t width, const char* row_form, std::vector<SourceLoc>& locs,
-                                           size_t other_width = 0);
-// A GEMM table in either row form (profile_gemm_table.cpp), checked; and the checks alone.
+// A list of fixed-length rows of numbers, e.g. [[1, 0.5], [128, 0.8]]; each row's location in `locs`. Rows of
+// any of other_widths' lengths are accepted too.
+std::vector<std::vector<double>> read_rows(const std::string& file, const YAML::Node& list,
+                                           const std::string& what, size_t width, const char* row_form,
+                                           std::vector<SourceLoc>& locs,
+                                           std::vector<size_t> other_widths = {});
+// A GEMM table in any of its row forms (profile_gemm_table.cpp), checked; and the checks alone.
 std::vector<GemmTiming> read_gemm_table(const std::string& file, const YAML::Node& list, const std::string& what);
 void check_gemm_table(const std::vector<GemmTiming>& table, const std::string& what, const std::vector<SourceLoc>& at);
 double positive(YamlMap& m, const std::string& key);

@@ -105,10 +105,17 @@ std::string profile_to_yaml(const Profile& p) {
     write_curve(out, "    ", g->efficiency);
     if (!g->table.empty()) {
       const bool transposes = std::any_of(g->table.begin(), g->table.end(), [](const GemmTiming& r) { return r.transpose.has_value(); });
-      out += transposes ? "    table:  # [m, n, k, time_us] or [m, n, k, transpose_a, transpose_b, time_us]\n"
-                        : "    table:  # [m, n, k, time_us]\n";
+      const bool blocks =
+          std::any_of(g->table.begin(), g->table.end(), [](const GemmTiming& r) { return r.blocks > 1; });
+      out += !transposes ? "    table:  # [m, n, k, time_us]\n"
+             : blocks ? "    table:  # [m, n, k, time_us], [m, n, k, transpose_a, transpose_b, time_us] or "
+                        "[m, n, k, transpose_a, transpose_b, blocks, time_us]\n"
+                      : "    table:  # [m, n, k, time_us] or [m, n, k, transpose_a, transpose_b, time_us]\n";
       for (const auto& r : g->table) {
-        if (r.transpose)
+        if (r.transpose && r.blocks > 1)
+          out += fmt::format("      - [{}, {}, {}, {}, {}, {}, {}]\n", r.m, r.n, r.k, int(r.transpose->a),
+                             int(r.transpose->b), r.blocks, num(r.time_us));
+        else if (r.transpose)
           out += fmt::format("      - [{}, {}, {}, {}, {}, {}]\n", r.m, r.n, r.k, int(r.transpose->a), int(r.transpose->b),
                              num(r.time_us));
         else

@@ -182,7 +182,8 @@ void fit_gemm_scales(const TraceSamples& in, const CostModel& cm, Profile& p, st
   const auto bands = fit_bands(in, cm, OpKind::Gemm, report);
   auto& g = p.gemm[static_cast<int>(in.dtype)];
   if (!bands || !g) return;
-  for (auto& r : g->table) r.time_us *= bands->at(2.0 * double(r.m) * double(r.n) * double(r.k));
+  for (auto& r : g->table)
+    r.time_us *= bands->at(2.0 * double(r.m) * double(r.n) * double(r.k) * double(r.blocks));
   scale_curve(g->efficiency, *bands, &g->peak_tflops);
 }
 

@@ -52,6 +52,12 @@ int8_t arg_chunk(const TraceFile& trace, const TraceEvent& e) {
   return int8_t(whole_number(trace, &e, "args.chunk", e.args["chunk"], -1, 127));
 }
 
+// The products a GEMM runs as (args.row_blocks, gemm_blocks.hpp): 1 where the trace does not say.
+int32_t arg_row_blocks(const TraceFile& trace, const TraceEvent& e) {
+  if (!e.args.contains("row_blocks") || !e.args["row_blocks"].is_number()) return 1;
+  return int32_t(whole_number(trace, &e, "args.row_blocks", e.args["row_blocks"], 1, 1 << 20));
+}
+
 // The dtype the trace's ops computed in: as its events name it (args.dtype), else the profile's only GEMM
 // dtype, else the dtype of the model the trace names; a trace that says none of these is refused rather than
 // costed in a guessed dtype (fp32 figures for fp16 GEMMs are 5-15 times too slow on a GPU).
@@ -128,6 +134,14 @@ void add_event(const TraceFile& trace, PerOp& po, OpKind kind, const TraceEvent&
   po.op.n = arg_dimension(trace, e, "n");
   po.op.k = arg_dimension(trace, e, "k");
   po.op.chunk = arg_chunk(trace, e);
+  if (kind == OpKind::Gemm) {
+    po.op.attrs.row_blocks = arg_row_blocks(trace, e);
+    const int64_t rows = po.op.code == OpCode::MatMulWgrad ? po.op.k : po.op.m;
+    if (rows % po.op.attrs.row_blocks != 0)
+      throw_bad_input(trace.path + ": op " + e.id + " (rank " + std::to_string(e.rank) + "): its " +
+                      std::to_string(rows) + " rows do not split into args.row_blocks " +
+                      std::to_string(po.op.attrs.row_blocks) + " blocks");
+  }
   po.op.flops = e.flops;
   po.op.bytes = e.bytes;
   po.op.dtype = dtype;

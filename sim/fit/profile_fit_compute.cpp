@@ -40,6 +40,8 @@ std::vector<EfficiencyPoint> efficiency_curve(const std::vector<double>& flops, 
 double compute_part(double t, double launch) { return std::max(t - launch, 0.5 * t); }
 
 bool is_gemm(const Point& pt) { return pt.entry.at("kind") == "gemm"; }
+// Products a GEMM probe ran back to back (a whole op of several row blocks; its m, n, k are one block's).
+int64_t row_blocks(const Point& pt) { return pt.entry.value("row_blocks", int64_t(1)); }
 
 // The transpose pair of a measured GEMM, from the opcode the probe ran (a probe without one: the forward).
 GemmTranspose measured_transpose(const Point& pt) {
@@ -55,7 +57,7 @@ std::pair<double, DType> gemm_peak(const FitInput& in, const std::vector<Point>&
   double peak = 0;
   DType gemm_dtype = DType::FP32;
   for (const Point& pt : compute) {
-    if (!is_gemm(pt)) continue;
+    if (!is_gemm(pt) || row_blocks(pt) > 1) continue;
     if (in.gemms_in_op_dtype && pt.entry.contains("dtype")) gemm_dtype = DType(pt.entry["dtype"].get<int>());
     peak = std::max(peak, pt.entry.at("flops").get<double>() / compute_part(pt.t.median_us, launch));
   }
@@ -189,6 +191,11 @@ double fit_gemm(const FitInput& in, const std::vector<Point>& compute, FitOutput
     const double flops = pt.entry.at("flops");
     const int64_t m = pt.entry.at("m"), n = pt.entry.at("n"), k = pt.entry.at("k");
     const GemmTranspose t = measured_transpose(pt);
+    if (const int64_t blocks = row_blocks(pt); blocks > 1) {  // a whole op: its own row, not the curve's
+      g.table.push_back({m, n, k, pt.t.median_us, t, blocks});
+      out.p.metadata.spread[pt.entry.at("label").get<std::string>()] = pt.t.spread();
+      continue;
+    }
     g.table.push_back({m, n, k, pt.t.median_us, pairs_measured ? std::optional(t) : std::nullopt});
     gflops.push_back(flops);
     geff.push_back(flops / (peak * compute_part(pt.t.median_us, launch)));

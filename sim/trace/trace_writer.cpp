@@ -31,6 +31,7 @@ json op_args(const Op& op) {
             {"flops", op.flops},
             {"bytes", op.bytes}};
   if (op.kind == OpKind::AllReduce || op.kind == OpKind::ReduceScatter) args["reduce"] = to_string(op.attrs.reduce);
+  if (op.attrs.row_blocks > 1) args["row_blocks"] = op.attrs.row_blocks;  // a GEMM run as that many products
   // What the op waited for on the other stream: with the spans, when it became free to start.
   if (!op.deps.empty()) args["deps"] = op.deps;
   return args;

@@ -39,12 +39,26 @@ Workload tiny_workload() {
   return w;
 }
 
+// Whether a probe runs `op`'s shape: as one product (row_blocks 1) or as a whole op of `blocks` products.
+bool probes_shape(const Workload& w, const Op& op, int64_t blocks) {
+  for (const Probe& p : w.gemms) {
+    const Op block = gemm_block(p.op());
+    if (p.op().attrs.row_blocks == blocks && block.m == op.m && block.n == op.n && block.k == op.k &&
+        p.op().code == op.code)
+      return true;
+  }
+  return false;
+}
+
 TEST(ProfilerWorkload, ForModelCoversEveryGemmShapeOfItsPlans) {
   WorkloadOptions wo;
   wo.models = {default_model()};
   const Workload w = plan_workload(wo);
+  wo.whole_blocked_gemms = false;
+  const Workload products_only = plan_workload(wo);
   // Every GEMM of the domino-ds plan (sliced, chunked, backward) is a measured shape, and so is every product
-  // a plan slicing the sequence runs: one block of rows per batch entry (gemm_blocks.hpp).
+  // a plan slicing the sequence runs: one block of rows per batch entry (gemm_blocks.hpp), and such an op
+  // whole, its products back to back, unless the backend's cost model does not read it.
   const BlockPlan by_sequence{SplitDim::Sequence, 2, 1, OverlapMode::None, false};
   const ModelSpec& model = wo.models[0];
   ASSERT_GT(model.micro_batch, 1);
@@ -53,17 +67,17 @@ TEST(ProfilerWorkload, ForModelCoversEveryGemmShapeOfItsPlans) {
                            make_uniform_plan(model, by_sequence, by_sequence, "custom")}) {
     for (const Op& whole : build_schedule(model, plan).ops) {
       if (whole.kind != OpKind::Gemm) continue;
-      blocked += whole.attrs.row_blocks > 1;
       const Op op = gemm_block(whole);
-      bool found = false;
-      for (const Probe& p : w.gemms) {
-        EXPECT_EQ(p.op().attrs.row_blocks, 1) << p.label;
-        found |= p.op().m == op.m && p.op().n == op.n && p.op().k == op.k && p.op().code == op.code;
-      }
-      EXPECT_TRUE(found) << op_id(op) << " " << op.m << "x" << op.n << "x" << op.k;
+      EXPECT_TRUE(probes_shape(w, op, 1)) << op_id(op) << " " << op.m << "x" << op.n << "x" << op.k;
+      EXPECT_TRUE(probes_shape(products_only, op, 1)) << op_id(op);
+      if (whole.attrs.row_blocks == 1) continue;
+      ++blocked;
+      EXPECT_TRUE(probes_shape(w, op, whole.attrs.row_blocks)) << op_id(whole);
+      EXPECT_FALSE(probes_shape(products_only, op, whole.attrs.row_blocks)) << op_id(whole);
     }
   }
   EXPECT_GT(blocked, 0);
+  EXPECT_GT(w.gemms.size(), products_only.gemms.size());
   // AllReduce sizes reach the model's largest message exactly.
   EXPECT_DOUBLE_EQ(w.allreduce_bytes.back(), double(derive_facts(wo.models[0]).allreduce_bytes));
   EXPECT_DOUBLE_EQ(w.allreduce_bytes.front(), 4.0);

@@ -1,16 +1,21 @@
 // calibrate_test.cpp: calibration round trip. A trace predicted by the simulator with a known
 // profile is calibrated starting from a deliberately wrong profile; the result must predict every op of
 // the trace again and recover the known figures.
+#include "sim/fit/calibrate.hpp"
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <tuple>
 
-#include "sim/fit/calibrate.hpp"
-#include "sim/fit/calibrate_terms.hpp"
-#include "sim/cost/cost_model.hpp"
 #include "sim/base/error.hpp"
+#include "sim/cost/cost_model.hpp"
 #include "sim/engine/simulator.hpp"
+#include "sim/fit/calibrate_terms.hpp"
+#include "sim/ir/gemm_blocks.hpp"
 #include "tests/sim/calibration_profile.hpp"
 
 namespace domino::prof {
@@ -248,6 +253,60 @@ TEST(ProfilerCalibrate, FitChangesOnlyTheNamedParts) {
   const CalibrationScope two = parse_calibration_scope("sync,gemm");
   EXPECT_TRUE(two.sync && two.gemm && !two.memory && !two.allreduce);
   EXPECT_THROW(parse_calibration_scope("sync,gemms"), Error);
+}
+
+// A GEMM table row of a whole blocked op (a plan slicing the sequence of several batch entries) is scaled
+// with the rest of the table: a profile whose every GEMM row is 1.5x the truth's gets the truth's rows back.
+TEST(ProfilerCalibrate, AWholeBlockedGemmRowIsScaledWithTheTable) {
+  const ModelSpec model = default_model();
+  const BlockPlan by_sequence{SplitDim::Sequence, 2, 1, OverlapMode::None, false};
+  const Plan plan = make_uniform_plan(model, by_sequence, by_sequence, "custom");
+  const Schedule s = build_schedule(model, plan);
+  Profile truth = known_profile();
+  const CostModel curve(truth);
+  std::map<std::tuple<int64_t, int64_t, int64_t, GemmTranspose, int64_t>, double> rows;
+  for (const Op& op : s.ops) {
+    if (op.kind != OpKind::Gemm) continue;
+    const Op block = gemm_block(op);
+    // Blocks back to back run at 0.8x lone products (whole ops of one block: a row of their own shape).
+    rows[{block.m, block.n, block.k, gemm_transpose(op.code), op.attrs.row_blocks}] =
+        (op.attrs.row_blocks > 1 ? 0.8 : 1.0) * curve.op_us(op, 2, 4);
+  }
+  auto& table = truth.gemm[int(DType::FP32)]->table;
+  int blocked = 0;
+  for (const auto& [key, t] : rows) {
+    const auto& [m, n, k, pair, blocks] = key;
+    table.push_back({m, n, k, t, pair, blocks});
+    blocked += blocks > 1;
+  }
+  ASSERT_GT(blocked, 0);
+  std::sort(table.begin(), table.end(), gemm_row_less);
+  const TraceFile trace = predicted_trace_read_back(truth, plan, model, "domino_calibrate_blocked.json");
+
+  Profile wrong = truth;
+  for (auto& r : wrong.gemm[int(DType::FP32)]->table) r.time_us *= 1.5;
+  const Profile p = calibrate_profile(wrong, trace, 0, parse_calibration_scope("gemm")).profile;
+  const auto& got = p.gemm[int(DType::FP32)]->table;
+  ASSERT_EQ(got.size(), table.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].blocks, table[i].blocks);
+    EXPECT_NEAR(got[i].time_us, table[i].time_us, 1e-6 * table[i].time_us) << i;
+  }
+  // A trace whose GEMM rows do not split into its blocks is refused with the op named.
+  TraceFile bad = trace;
+  for (TraceEvent& e : bad.events)
+    if (e.args.contains("row_blocks")) {
+      e.args["row_blocks"] = 3;
+      break;
+    }
+  try {
+    calibrate_profile(wrong, bad, 0, parse_calibration_scope("gemm"));
+    FAIL() << "expected BadInput";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+    EXPECT_NE(std::string(e.what()).find("do not split into args.row_blocks 3"), std::string::npos)
+        << e.what();
+  }
 }
 
 // An attention opcode with figures of its own is scaled to its ops (here AttnFwd, measured 1.6x slower than

@@ -2,12 +2,14 @@
 // must recover them and reproduce every point within its spread), and its small statistics helpers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <tuple>
 
+#include "sim/cost/cost_model.hpp"
 #include "sim/fit/profile_fit.hpp"
 #include "sim/fit/stats.hpp"
-#include "sim/cost/cost_model.hpp"
 
 namespace domino::prof {
 namespace {
@@ -211,6 +213,55 @@ TEST(ProfilerFit, AColumnChunksPerRowTermComesFromTheChunkedProbesAlone) {
   chunked.bytes = 2.4e6, chunked.m = 1024, chunked.chunk = 0;
   const double truth = 2.4e6 / (add_gbps * 1e3) + 1024 * row_us;
   EXPECT_NEAR(CostModel(p).op_us(chunked, 2, 8), truth, 0.05 * truth);
+}
+
+// A probe of a whole GEMM of 8 row blocks (its m, n, k one block's) becomes a row of its own with its
+// transpose pair and block count, which times such an op; the peak and the efficiency curve stay those of
+// single products.
+TEST(ProfilerFit, AWholeBlockedGemmProbeBecomesARowOfItsOwn) {
+  const Truth T;
+  FitInput in = synthetic_input(T, 2);
+  const Profile products = fit_profile(in).profile;
+  std::mt19937 rng(13);
+  const double block_flops = 2.0 * 32 * 256 * 128;
+  const double whole_us =
+      0.8 * 8 * (T.launch_us + block_flops / (T.gflops * 1e3));  // faster than 8 lone ones
+  for (auto& rank : in.ranks)
+    rank["compute"].push_back({{"label", "gemm 32x256x128 MatMul x8 blocks"},
+                               {"kind", "gemm"},
+                               {"code", "MatMul"},
+                               {"m", 32},
+                               {"n", 256},
+                               {"k", 128},
+                               {"flops", 8 * block_flops},
+                               {"bytes", 8 * 4.0 * (32 * 128 + 32 * 256) + 4.0 * 128 * 256},
+                               {"row_blocks", 8},
+                               {"samples_us", samples(whole_us, rng)}});
+  const Profile p = fit_profile(in).profile;
+  const GemmProfile& g = *p.gemm[static_cast<int>(DType::FP32)];
+  const GemmProfile& g0 = *products.gemm[static_cast<int>(DType::FP32)];
+  ASSERT_EQ(g.table.size(), g0.table.size() + 1);
+  EXPECT_EQ(g.peak_tflops, g0.peak_tflops);
+  ASSERT_EQ(g.efficiency.size(), g0.efficiency.size());
+  for (size_t i = 0; i < g.efficiency.size(); ++i)
+    EXPECT_EQ(g.efficiency[i].efficiency, g0.efficiency[i].efficiency);
+  const auto row =
+      std::find_if(g.table.begin(), g.table.end(), [](const GemmTiming& r) { return r.blocks > 1; });
+  ASSERT_NE(row, g.table.end());
+  EXPECT_EQ(std::make_tuple(row->m, row->n, row->k, row->blocks),
+            std::make_tuple(int64_t(32), int64_t(256), int64_t(128), int64_t(8)));
+  EXPECT_EQ(row->transpose, GemmTranspose{});
+  EXPECT_NEAR(row->time_us, whole_us, 0.05 * whole_us);
+  Op op;
+  op.kind = OpKind::Gemm;
+  op.code = OpCode::MatMul;
+  op.dtype = DType::FP32;
+  op.m = 8 * 32, op.n = 256, op.k = 128;
+  op.flops = 8 * block_flops;
+  op.in[0] = Region{0, 0, 8, 0, 32, 0, 128};
+  op.out[0] = Region{1, 0, 8, 0, 32, 0, 256};
+  op.attrs.row_blocks = 8;
+  EXPECT_DOUBLE_EQ(CostModel(p).op_us(op, 2, 8), row->time_us);
 }
 
 TEST(ProfilerFit, TablesReproduceTheMeasuredMediansExactly) {

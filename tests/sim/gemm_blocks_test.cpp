@@ -111,6 +111,40 @@ TEST(GemmBlocks, TheCostModelTimesTheBlockShapeOncePerBlock) {
   EXPECT_DOUBLE_EQ(cm.op_us(op, 2, 1), 8 * 60);
 }
 
+// A table row of the op's block count times the whole op (its products share an operand the first leaves in
+// cache, so it is not `blocks` lone products); it times nothing else: not a single product of its shape,
+// nor a neighbour shape, nor an op of another block count, which keep the single products' rows.
+TEST(GemmBlocks, AWholeOpRowTimesTheOpOfItsBlockCountAndNothingElse) {
+  const GemmTranspose none{};
+  const CostModel cm(test::fp32_table_profile(
+      {{32, 384, 128, 90, none}, {32, 384, 128, 600, none, 8}, {256, 384, 128, 500, none}}));
+  Op op;
+  op.kind = OpKind::Gemm;
+  op.code = OpCode::MatMul;
+  op.dtype = DType::FP32;
+  op.m = 256, op.n = 384, op.k = 128;
+  op.flops = 2.0 * 256 * 384 * 128;
+  op.in[0] = Region{0, 0, 8, 0, 32, 0, 128};
+  op.out[0] = Region{1, 0, 8, 0, 32, 0, 384};
+  op.attrs.row_blocks = 8;
+  EXPECT_DOUBLE_EQ(cm.op_us(op, 2, 1), 600);
+  EXPECT_DOUBLE_EQ(cm.op_us(gemm_block(op), 2, 1), 90);  // one product of the block's shape
+  // 40 rows: the 32-row product's throughput alone (the whole op's row is no neighbour).
+  EXPECT_DOUBLE_EQ(cm.gemm_us(DType::FP32, 40, 384, 128, 2.0 * 40 * 384 * 128, 0), 90.0 * 40 / 32);
+  // The same block shape in 4 blocks (4 entries of 32 rows): no row of 4, one product per block.
+  op.m = 128;
+  op.flops = 2.0 * 128 * 384 * 128;
+  op.in[0].b1 = op.out[0].b1 = 4;
+  op.attrs.row_blocks = 4;
+  EXPECT_DOUBLE_EQ(cm.op_us(op, 2, 1), 4 * 90);
+  // Another transpose pair of the shape: its own rows only.
+  op.code = OpCode::MatMulDgrad;
+  op.attrs.row_blocks = 8;
+  op.m = 256;
+  op.in[0].b1 = op.out[0].b1 = 8;
+  EXPECT_NE(cm.op_us(op, 2, 1), 600);
+}
+
 // On a GPU profile a forward product runs its blocks as one strided batch: every block's tiles share the
 // waves (blocks of 130 rows each pad a second row of tiles: 8 x 2 x 11 = 176 tiles, two waves on 132 SMs,
 // where the whole 1040 rows need 9 x 11 = 99, one wave). A weight gradient runs one product per block.

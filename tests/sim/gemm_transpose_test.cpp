@@ -1,6 +1,6 @@
 // gemm_transpose_test.cpp: the GEMM table keyed by transpose pair (a transposed GEMM takes its own pair's
-// row and never another pair's; 4-column rows time every pair, so an old profile predicts as before; both
-// row forms load, save and load back) and per-opcode memory figures (an opcode's own figures win over its
+// row and never another pair's; 4-column rows time every pair, so an old profile predicts as before; every
+// row form loads, saves and loads back) and per-opcode memory figures (an opcode's own figures win over its
 // kind's, the other opcodes of the kind keep the kind's).
 #include <gtest/gtest.h>
 
@@ -72,7 +72,7 @@ TEST(GemmTranspose, AnOldProfilePredictsEveryOpcodeAsTheForwardGemm) {
   }
 }
 
-TEST(GemmTranspose, BothRowFormsLoadAndSaveBack) {
+TEST(GemmTranspose, EveryRowFormLoadsAndSavesBack) {
   const std::string yaml = R"(name: mixed
 devices_per_node: 4
 gemm:
@@ -83,6 +83,7 @@ gemm:
       - [64, 64, 64, 5]
       - [64, 64, 64, 0, 1, 6]
       - [64, 64, 64, 1, 0, 7]
+      - [64, 64, 64, 1, 0, 4, 20]
 memory: {bandwidth_gbps: 100, launch_overhead_us: 0}
 attention: {relative_efficiency: 0.5}
 collectives: {intra_node: {latency_us: 10, bus_bandwidth_gbps: 1}}
@@ -90,15 +91,19 @@ interference: {compute_slowdown_during_comm: 0, comm_slowdown_during_compute: 0}
 )";
   const Profile p = load_profile_string(yaml, "mixed.yaml");
   const auto& t = p.gemm[static_cast<int>(DType::FP32)]->table;
-  ASSERT_EQ(t.size(), 3u);
+  ASSERT_EQ(t.size(), 4u);
   EXPECT_FALSE(t[0].transpose.has_value());
   EXPECT_EQ(t[1].transpose, kDgrad);
   EXPECT_EQ(t[2].transpose, kWgrad);
+  EXPECT_EQ(t[2].blocks, 1);
+  EXPECT_EQ(t[3].transpose, kWgrad);  // a whole op of 4 products
+  EXPECT_EQ(t[3].blocks, 4);
   const Profile back = load_profile_string(profile_to_yaml(p), "back.yaml");
   const auto& b = back.gemm[static_cast<int>(DType::FP32)]->table;
-  ASSERT_EQ(b.size(), 3u);
-  for (size_t i = 0; i < 3; ++i) {
+  ASSERT_EQ(b.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(b[i].transpose, t[i].transpose);
+    EXPECT_EQ(b[i].blocks, t[i].blocks);
     EXPECT_EQ(b[i].time_us, t[i].time_us);
   }
 }
@@ -108,6 +113,8 @@ TEST(GemmTranspose, ValidationRejectsADuplicatePair) {
                Error);
   EXPECT_THROW(CostModel(test::fp32_table_profile({{64, 64, 64, 5, kDgrad}, {64, 64, 64, 6}})),
                Error);  // 4-column first
+  // A whole op of several products names its transpose pair.
+  EXPECT_THROW(CostModel(test::fp32_table_profile({{64, 64, 64, 5, std::nullopt, 4}})), Error);
 }
 
 TEST(MemoryPerCode, AnOpcodesOwnFiguresWinOverItsKinds) {
