@@ -32,6 +32,10 @@ constexpr double kIdleGapUs = 100;
 constexpr double kWaitStepUs = 10, kMaxWaitUs = 20'000, kFirstDecayUs = 250, kDecayGrowth = 1.2;
 constexpr int kDecays = 30;
 constexpr size_t kMinSamples = 5;
+// The decay is fitted only on this many: with fewer, samples that all slept long fit any wait at no sleep
+// (six gave 20 ms, the grid's end, less by exp(-slept / 2.7 ms), and collectives due after a short sleep then
+// waited up to 9 ms each where none had been measured above 4), so the wait is fitted alone.
+constexpr size_t kMinSamplesForDecay = 2 * kMinSamples;
 
 // A collective due while its rank's compute stream had an op ready: how long its thread had slept, how long
 // after it was due it started, and how long after that the compute stream first stood idle (no wait
@@ -166,9 +170,14 @@ std::optional<WaitFit> fit_reported(const std::vector<DueBesideCompute>& due, bo
   }
   double lag = 0;
   for (const DueBesideCompute& d : due) lag += d.lag;
-  const WaitFit fit = fit_wait(due, decaying);
-  report += fmt::format("{} ({} collectives due {}, mean wait {:.0f} us): {} -> {}\n", name, due.size(), when,
-                        lag / double(due.size()), wait_text(wait, decay), wait_text(fit.wait, fit.decay));
+  const bool with_decay = decaying && due.size() >= kMinSamplesForDecay;
+  const WaitFit fit = fit_wait(due, with_decay);
+  report += fmt::format(
+      "{} ({} collectives due {}, mean wait {:.0f} us): {} -> {}{}\n", name, due.size(), when,
+      lag / double(due.size()), wait_text(wait, decay), wait_text(fit.wait, fit.decay),
+      decaying && !with_decay
+          ? fmt::format(" (no decay: {} collectives fit one, {} needed)", due.size(), kMinSamplesForDecay)
+          : "");
   return fit;
 }
 
