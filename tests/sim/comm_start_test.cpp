@@ -145,5 +145,26 @@ TEST(CommStart, CalibrationRecoversTheWaitsFromATraceMadeWithThem) {
   EXPECT_NE(none.profile.notes.find("comm start wait: not fitted"), std::string::npos) << none.profile.notes;
 }
 
+// A few collectives due while compute runs fit no decay: the wait alone (two parameters on so few samples
+// that all slept long had fitted any wait at no sleep), and the report says why.
+TEST(CommStart, AFewCollectivesFitTheWaitWithoutADecay) {
+  const Profile truth = waiting_profile(2000, 250 * std::pow(1.2, 16), 800);
+  Toy t;
+  for (int i = 0; i < 6; ++i) {
+    const int32_t opener = t.compute(100);
+    t.comm(300, {opener});
+    t.compute(3000 + 1000 * i);
+  }
+  const SimResult r = simulate(t.s, CostModel(truth));
+  Timeline measured = r.timeline;
+  measured.source = "measured";
+  const TraceFile trace = read_trace_string(trace_json(t.s, measured).dump(), "few.json");
+  const prof::CalibrationResult fit =
+      prof::calibrate_profile(waiting_profile(0), trace, 2, prof::parse_calibration_scope("comm_start"));
+  EXPECT_EQ(fit.profile.interference.comm_start_wait_decay_us, 0);
+  EXPECT_GT(fit.profile.interference.comm_start_wait_us, 0);
+  EXPECT_NE(fit.report.find("(no decay: "), std::string::npos) << fit.report;
+}
+
 }  // namespace
 }  // namespace domino
