@@ -107,6 +107,12 @@ TEST(CommStart, ACollectiveDueAsTheOneBeforeWakesTheComputeWaitsForTheResume) {
   }
 }
 
+// The start waits fitted, from nothing, on the trace of `t` as `measured` ran it.
+prof::CalibrationResult fit_comm_start(const Toy& t, const Timeline& measured) {
+  const TraceFile trace = read_trace_string(trace_json(t.s, measured).dump(), "made.json");
+  return prof::calibrate_profile(waiting_profile(0), trace, 2, prof::parse_calibration_scope("comm_start"));
+}
+
 // A trace simulated with known waits carries what calibration needs (spans and deps): the fit finds them
 // back. Per stretch: a collective due while a long compute op holds the core (its thread asleep 0.5-8 ms, so
 // that the decay is told from the wait), then one the compute stream waits for, and behind it one whose turn
@@ -124,12 +130,9 @@ TEST(CommStart, CalibrationRecoversTheWaitsFromATraceMadeWithThem) {
     t.comm(300, {y});                          // due behind it: waits for the woken compute
     t.compute(1500 + 1500 * (i % 6), {awaited});
   }
-  const SimResult r = simulate(t.s, CostModel(truth));
-  Timeline measured = r.timeline;
+  Timeline measured = simulate(t.s, CostModel(truth)).timeline;
   measured.source = "measured";
-  const TraceFile trace = read_trace_string(trace_json(t.s, measured).dump(), "made.json");
-  const prof::CalibrationResult fit =
-      prof::calibrate_profile(waiting_profile(0), trace, 2, prof::parse_calibration_scope("comm_start"));
+  const prof::CalibrationResult fit = fit_comm_start(t, measured);
   const InterferenceProfile& i = fit.profile.interference;
   EXPECT_NEAR(i.comm_start_wait_us, 2000, 10);
   EXPECT_NEAR(i.comm_start_wait_decay_us, decay, 1e-6 * decay);
@@ -155,12 +158,9 @@ TEST(CommStart, AFewCollectivesFitTheWaitWithoutADecay) {
     t.comm(300, {opener});
     t.compute(3000 + 1000 * i);
   }
-  const SimResult r = simulate(t.s, CostModel(truth));
-  Timeline measured = r.timeline;
+  Timeline measured = simulate(t.s, CostModel(truth)).timeline;
   measured.source = "measured";
-  const TraceFile trace = read_trace_string(trace_json(t.s, measured).dump(), "few.json");
-  const prof::CalibrationResult fit =
-      prof::calibrate_profile(waiting_profile(0), trace, 2, prof::parse_calibration_scope("comm_start"));
+  const prof::CalibrationResult fit = fit_comm_start(t, measured);
   EXPECT_EQ(fit.profile.interference.comm_start_wait_decay_us, 0);
   EXPECT_GT(fit.profile.interference.comm_start_wait_us, 0);
   EXPECT_NE(fit.report.find("(no decay: "), std::string::npos) << fit.report;
