@@ -154,19 +154,27 @@ double CostModel::roofline_us(double flops, double peak_flops_per_us, double eff
 
 double CostModel::gemm_efficiency(DType dtype, double flops) const { return costs(dtype).efficiency.at(flops); }
 
-// Exact shape: the row of its transpose pair, else its 4-column row. Otherwise the inverse-square-distance
-// weighted throughput of up to kNeighbours rows of the same pair (or 4-column rows) within kTableRadius,
-// applied to this GEMM's flops. -1 when no row is close enough. Rows of several blocks time whole ops, not
-// one product: only blocked_gemm_us reads them.
-double CostModel::table_us(const DTypeCosts& c, int64_t m, int64_t n, int64_t k, GemmTranspose t, double flops) const {
+// The exact row of a shape, its transpose pair and its block count; of one block, else the shape's 4-column
+// row. -1 when the table has none.
+double CostModel::exact_row_us(const DTypeCosts& c, int64_t m, int64_t n, int64_t k, GemmTranspose t,
+                               int64_t blocks) {
   const auto same_shape = std::equal_range(c.table.begin(), c.table.end(), std::make_tuple(m, n, k), ShapeOrder{});
   double any_pair = -1;
   for (auto it = same_shape.first; it != same_shape.second; ++it) {
-    if (it->blocks > 1) continue;
+    if (it->blocks != blocks) continue;
     if (it->transpose == t) return it->time_us;
     if (!it->transpose) any_pair = it->time_us;
   }
-  if (any_pair >= 0) return any_pair;
+  return any_pair;
+}
+
+// Exact shape: exact_row_us of one block. Otherwise the inverse-square-distance
+// weighted throughput of up to kNeighbours rows of the same pair (or 4-column rows) within kTableRadius,
+// applied to this GEMM's flops. -1 when no row is close enough. Rows of several blocks time whole ops, not
+// one product: only blocked_gemm_us reads them.
+double CostModel::table_us(const DTypeCosts& c, int64_t m, int64_t n, int64_t k, GemmTranspose t,
+                           double flops) const {
+  if (const double exact = exact_row_us(c, m, n, k, t, 1); exact >= 0) return exact;
   if (m <= 0 || n <= 0 || k <= 0) return -1;
   const double lm = std::log(double(m)), ln = std::log(double(n)), lk = std::log(double(k));
   double best_d2[kNeighbours];
@@ -219,11 +227,8 @@ double CostModel::blocked_gemm_us(const Op& op) const {
   const GemmTranspose t = gemm_transpose(op.code);
   if (op.attrs.row_blocks <= 1) return gemm_us(op.dtype, op.m, op.n, op.k, op.flops, op.bytes, t);
   const Op block = gemm_block(op);
-  const DTypeCosts& c = costs(op.dtype);
-  const auto same_shape = std::equal_range(c.table.begin(), c.table.end(),
-                                           std::make_tuple(block.m, block.n, block.k), ShapeOrder{});
-  for (auto it = same_shape.first; it != same_shape.second; ++it)
-    if (it->blocks == op.attrs.row_blocks && it->transpose == t) return it->time_us;
+  const double whole = exact_row_us(costs(op.dtype), block.m, block.n, block.k, t, op.attrs.row_blocks);
+  if (whole >= 0) return whole;
   return double(op.attrs.row_blocks) *
          gemm_us(block.dtype, block.m, block.n, block.k, block.flops, block.bytes, t);
 }

@@ -151,6 +151,8 @@ class CostModel {
   TileChoice gemm_tile(const Op& op) const;
   double roofline_us(double flops, double peak_flops_per_us, double efficiency, double bytes) const;
   double table_us(const DTypeCosts& c, int64_t m, int64_t n, int64_t k, GemmTranspose t, double flops) const;
+  static double exact_row_us(const DTypeCosts& c, int64_t m, int64_t n, int64_t k, GemmTranspose t,
+                             int64_t blocks);
   static void fill_collective(CollectiveCosts& c, const CollectiveProfile& p, const char* level);
   static int collective_index(OpKind kind);  // 0 AllReduce, 1 AllGather, 2 ReduceScatter
   const CollectiveCosts& level_for(int tp, int devices_per_node) const;

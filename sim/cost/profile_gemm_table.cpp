@@ -72,9 +72,8 @@ std::vector<GemmTiming> read_gemm_table(const std::string& file, const YAML::Nod
   std::vector<SourceLoc> locs;
   std::vector<GemmTiming> table;
   const char* form =
-      "[m, n, k, time_us], [m, n, k, transpose_a, transpose_b, time_us] or [m, n, k, transpose_a, "
-      "transpose_b, "
-      "blocks, time_us]";
+      "[m, n, k, time_us], [m, n, k, transpose_a, transpose_b, time_us] or "
+      "[m, n, k, transpose_a, transpose_b, blocks, time_us]";
   for (const auto& r : read_rows(file, list, what, 4, form, locs, {6, 7})) {
     for (int i = 0; i < 3; ++i) {
       if (!is_whole_in_range(r[i], -kMaxExactWholeDouble, kMaxExactWholeDouble))

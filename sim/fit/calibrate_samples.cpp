@@ -13,6 +13,7 @@
 #include "sim/base/whole_number.hpp"
 #include "sim/fit/calibrate_terms.hpp"
 #include "sim/fit/stats.hpp"
+#include "sim/ir/gemm_blocks.hpp"
 
 namespace domino::prof::calibration {
 
@@ -40,22 +41,16 @@ int64_t whole_number(const TraceFile& trace, const TraceEvent* e, const std::str
 
 namespace {
 
+// A whole-number arg in [lowest, highest], `absent` where the trace does not give it.
+int64_t whole_arg(const TraceFile& trace, const TraceEvent& e, const char* key, int64_t absent, double lowest,
+                  double highest) {
+  if (!e.args.contains(key) || !e.args[key].is_number()) return absent;
+  return whole_number(trace, &e, std::string("args.") + key, e.args[key], lowest, highest);
+}
+
 // GEMM dimensions: 0 when absent (ops without a shape), below 2^53 so that every one is exact in a double.
 int64_t arg_dimension(const TraceFile& trace, const TraceEvent& e, const char* key) {
-  if (!e.args.contains(key) || !e.args[key].is_number()) return 0;
-  return whole_number(trace, &e, std::string("args.") + key, e.args[key], 0, kMaxExactWholeDouble);
-}
-
-// The column chunk an op works on (args.chunk): -1, whole rows, where the trace does not say.
-int8_t arg_chunk(const TraceFile& trace, const TraceEvent& e) {
-  if (!e.args.contains("chunk") || !e.args["chunk"].is_number()) return -1;
-  return int8_t(whole_number(trace, &e, "args.chunk", e.args["chunk"], -1, 127));
-}
-
-// The products a GEMM runs as (args.row_blocks, gemm_blocks.hpp): 1 where the trace does not say.
-int32_t arg_row_blocks(const TraceFile& trace, const TraceEvent& e) {
-  if (!e.args.contains("row_blocks") || !e.args["row_blocks"].is_number()) return 1;
-  return int32_t(whole_number(trace, &e, "args.row_blocks", e.args["row_blocks"], 1, 1 << 20));
+  return whole_arg(trace, e, key, 0, 0, kMaxExactWholeDouble);
 }
 
 // The dtype the trace's ops computed in: as its events name it (args.dtype), else the profile's only GEMM
@@ -133,10 +128,10 @@ void add_event(const TraceFile& trace, PerOp& po, OpKind kind, const TraceEvent&
   po.op.m = arg_dimension(trace, e, "m");
   po.op.n = arg_dimension(trace, e, "n");
   po.op.k = arg_dimension(trace, e, "k");
-  po.op.chunk = arg_chunk(trace, e);
-  if (kind == OpKind::Gemm) {
-    po.op.attrs.row_blocks = arg_row_blocks(trace, e);
-    const int64_t rows = po.op.code == OpCode::MatMulWgrad ? po.op.k : po.op.m;
+  po.op.chunk = int8_t(whole_arg(trace, e, "chunk", -1, -1, 127));  // -1: whole rows
+  if (kind == OpKind::Gemm) {  // the products it runs as (gemm_blocks.hpp)
+    po.op.attrs.row_blocks = int32_t(whole_arg(trace, e, "row_blocks", 1, 1, 1 << 20));
+    const int64_t rows = gemm_block_rows(po.op);
     if (rows % po.op.attrs.row_blocks != 0)
       throw_bad_input(trace.path + ": op " + e.id + " (rank " + std::to_string(e.rank) + "): its " +
                       std::to_string(rows) + " rows do not split into args.row_blocks " +

@@ -33,7 +33,7 @@ Op gemm_block(const Op& op) {
   const int64_t blocks = op.attrs.row_blocks;
   if (op.kind != OpKind::Gemm || blocks <= 1) return op;
   const bool wgrad = op.code == OpCode::MatMulWgrad;
-  const int64_t rows = wgrad ? op.k : op.m;
+  const int64_t rows = gemm_block_rows(op);
   Op block = op;
   bool cut = rows % blocks == 0;
   for (Region* region : row_regions(block)) {

@@ -16,6 +16,9 @@ namespace domino {
 // slices the sequence of several entries; 1 when every row operand is evenly spaced.
 int32_t gemm_row_blocks(const Schedule& s, const Op& op);
 
+// The rows a GEMM's blocks split: m, or k for a weight gradient (whose both inputs are row operands).
+inline int64_t gemm_block_rows(const Op& op) { return op.code == OpCode::MatMulWgrad ? op.k : op.m; }
+
 // The GEMM one block runs: its row operands cut to their first batch entry, m (forward, input gradient) or
 // k (weight gradient) divided by the block count, flops and bytes in proportion, row_blocks 1. The op itself
 // when it is one product. Throws Runtime when its rows do not divide into its blocks.
