@@ -239,13 +239,16 @@ TEST(SpCollectivesProfile, OnH100TheRingIsTakenForAllGatherAndReduceScatter) {
   EXPECT_EQ(cm.collective_cost(OpKind::AllGather, 2e7, 8, 8).sms, 24);
 }
 
-TEST(SpCollectivesProfile, CpuCurvesFollowTheRingTrafficRuleFromTheMeasuredAllReduce) {
-  // An AllGather or ReduceScatter of 2B bytes moves per rank what an AllReduce of B bytes moves: on the CPU
-  // profiles (derived by that rule) they take the same time at every measured AllReduce size.
+TEST(SpCollectivesProfile, GatherKindsCostTheirRingTrafficOnTheirOwnCurves) {
+  // An AllGather or ReduceScatter of 2B bytes moves per rank what an AllReduce of B bytes moves: given the
+  // AllReduce's curve with every table point at twice its bytes, they take the AllReduce's time at each size.
   for (const char* name : {"cpu-dev", "cpu-dev-2gbps"}) {
-    const Profile p = load_profile((kShipped / (std::string(name) + ".yaml")).string());
-    const CostModel cm(p);
+    Profile p = load_profile((kShipped / (std::string(name) + ".yaml")).string());
     ASSERT_FALSE(p.intra_node.table.empty()) << name;
+    CollectiveCurve doubled = p.intra_node.ring();
+    for (BusBandwidthPoint& point : doubled.table) point.bytes *= 2;
+    p.intra_node.allgather = p.intra_node.reduce_scatter = AlgorithmCurves{doubled};
+    const CostModel cm(p);
     for (const BusBandwidthPoint& r : p.intra_node.table) {
       const double allreduce = cm.allreduce_us(r.bytes, 2, p.devices_per_node);
       for (OpKind kind : {OpKind::AllGather, OpKind::ReduceScatter})
