@@ -27,7 +27,7 @@ struct CalibrationScope {
   // The arrival skew's growth with the compute between collectives (sync_per_compute) beside sync_us. Only
   // when named: fitted on one plan's trace it did not rank the other plans better (docs/profiling.md).
   bool sync_growth = false;
-  // sync_us from the trace's iteration time instead of its median skew: the constant per collective that
+  // sync_us from the trace's iteration time instead of its mean skew: the constant per collective that
   // makes the simulated iteration of a trace whose streams do not overlap (megatron-sync) equal the measured
   // one. Only when named. With sync_growth as well: the growth (sync_per_compute, sync_us 0) that does so.
   bool sync_iteration = false;

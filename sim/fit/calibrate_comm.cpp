@@ -28,8 +28,7 @@ constexpr double kMostlyBeside = 0.7;
 
 // Share of the variance of y the line explains.
 double r_squared(const std::vector<double>& x, const std::vector<double>& y, const LineFit& f) {
-  double mean = 0;
-  for (double v : y) mean += v / double(y.size());
+  const double mean = mean_of(y);
   double total = 0, residual = 0;
   for (size_t i = 0; i < y.size(); ++i) {
     total += (y[i] - mean) * (y[i] - mean);
@@ -201,11 +200,15 @@ void fit_collective(const TraceSamples& in, OpKind kind, Profile& p, std::string
 
 namespace {
 
-// The median skew as the constant sync_us, without growth; `why` says why not the growth ("" when not asked).
+// The mean skew as the constant sync_us, without growth; `why` says why not the growth ("" when not asked).
+// The mean, not the median: the traced iteration (the one nearest the median time) paid every collective's
+// wait, and a few long waits among many short ones are part of what it paid. Re-scored on eight launches the
+// median had predicted every configuration's iteration times lower than the mean does, and further off.
 void set_constant_skew(const std::vector<double>& skews, const std::string& what, const std::string& why,
                        CollectiveProfile& c, std::string& report) {
-  const double sync = median_of(skews);
-  report += fmt::format("{} (median over {} ops): sync {:.3g} -> {:.3g} us", what, skews.size(), c.sync_us, sync);
+  const double sync = mean_of(skews);
+  report +=
+      fmt::format("{} (mean over {} ops): sync {:.3g} -> {:.3g} us", what, skews.size(), c.sync_us, sync);
   if (c.sync_per_compute > 0 || !why.empty())
     report += fmt::format(", sync_per_compute {:.3g} -> 0{}", c.sync_per_compute, why.empty() ? "" : " (" + why + ")");
   report += "\n";
@@ -230,19 +233,20 @@ void fit_skew_growth(const std::vector<double>& skews, const std::vector<double>
                              c, report);
   if (f.a < 0) f = fit_slope(between, skews, unit, 0.0);
   const double rate = std::min(f.b, 1.0);
-  report += fmt::format("{} ({} ops): sync {:.3g} -> {:.3g} us, sync_per_compute {:.3g} -> {:.3g} (least squares on "
-                        "the compute between collectives, {:.0f} .. {:.0f} us; R^2 {:.2f}; median skew {:.3g} us)\n",
-                        what, skews.size(), c.sync_us, f.a, c.sync_per_compute, rate, *least, *most,
-                        r_squared(between, skews, {f.a, rate, true}), median_of(skews));
+  report += fmt::format(
+      "{} ({} ops): sync {:.3g} -> {:.3g} us, sync_per_compute {:.3g} -> {:.3g} (least squares on "
+      "the compute between collectives, {:.0f} .. {:.0f} us; R^2 {:.2f}; mean skew {:.3g} us)\n",
+      what, skews.size(), c.sync_us, f.a, c.sync_per_compute, rate, *least, *most,
+      r_squared(between, skews, {f.a, rate, true}), mean_of(skews));
   c.sync_us = f.a;
   c.sync_per_compute = rate;
 }
 
 }  // namespace
 
-// The ranks' arrival skew, seen directly in a multi-rank trace: the median over the collectives is sync_us;
+// The ranks' arrival skew, seen directly in a multi-rank trace: the mean over the collectives is sync_us;
 // with growth, skew = sync_us + sync_per_compute x the compute between collectives (the simulator's
-// arrival_skew.hpp) by least squares, the median alone where the skew does not grow with that compute beyond
+// arrival_skew.hpp) by least squares, the mean alone where the skew does not grow with that compute beyond
 // noise or the trace's collectives hardly differ in it; an intercept below 0 is refitted through the origin.
 void fit_arrival_skew(const TraceSamples& in, bool growth, Profile& p, std::string& report) {
   if (in.tp <= 1) return;
@@ -268,12 +272,11 @@ void fit_arrival_skew(const TraceSamples& in, bool growth, Profile& p, std::stri
 constexpr double kMaxOverlapShare = 0.05;
 
 // Everything the profile's curves miss per collective inside a training step lands in sync_us: the mean wait
-// for the last rank (the median skew understates it: the waits have a long tail) and a transfer that runs
-// slower between compute ops than in the profiler's probe (one after a barrier). The compute ops are costed
-// by p as it stands, so fit them first (on a no-comm trace) for the skew not to absorb their error. With
-// `growth` it lands in sync_per_compute instead, per microsecond of the compute between the collectives (the
-// trace's own, as Sample::compute_between measures it), so that a plan pays for that compute and not per
-// collective.
+// for the last rank and a transfer that runs slower between compute ops than in the profiler's probe (one
+// after a barrier). The compute ops are costed by p as it stands, so fit them first (on a no-comm trace) for
+// the skew not to absorb their error. With `growth` it lands in sync_per_compute instead, per microsecond of
+// the compute between the collectives (the trace's own, as Sample::compute_between measures it), so that a
+// plan pays for that compute and not per collective.
 void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, bool growth, Profile& p,
                            std::string& report) {
   if (in.tp <= 1)

@@ -79,8 +79,8 @@ void fit_gemm_scales(const TraceSamples& in, const CostModel& cm, Profile& p, st
 void fit_attention_scales(const TraceSamples& in, const CostModel& cm, Profile& p, std::string& report);
 // A collective kind's curves (AllReduce, AllGather, ReduceScatter); nothing when the trace has none of it.
 void fit_collective(const TraceSamples& in, OpKind kind, Profile& p, std::string& report);
-// growth: sync_us + sync_per_compute by least squares (the median alone where the growth is noise); else the
-// median skew as sync_us and sync_per_compute 0.
+// growth: sync_us + sync_per_compute by least squares (the mean alone where the growth is noise); else the
+// mean skew as sync_us and sync_per_compute 0.
 void fit_arrival_skew(const TraceSamples& in, bool growth, Profile& p, std::string& report);
 // The constant sync_us with which the trace's ops, costed by p, add up to iteration_us (a trace whose streams
 // do not overlap: the simulator's iteration is then the sum of its ops' costs). BadInput when the trace has

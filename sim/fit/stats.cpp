@@ -15,6 +15,12 @@ double median_of(std::vector<double> v) {
   return percentile_sorted(v, 0.5);
 }
 
+double mean_of(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0 : sum / double(v.size());
+}
+
 double wait_for_last(std::vector<double> arrivals_us) {
   if (arrivals_us.empty()) return 0;
   const double last = *std::max_element(arrivals_us.begin(), arrivals_us.end());

@@ -19,6 +19,7 @@ struct Timing {
 };
 Timing timing_of(std::vector<double> samples_us);
 double median_of(std::vector<double> v);
+double mean_of(const std::vector<double>& v);  // 0 when empty
 // What the ranks' arrival skew at one collective costs the typical rank: the last rank's arrival minus the
 // median rank's (given each rank's arrival time). The simulator runs one rank whose compute is the median
 // rank's, and every rank leaves the collective when the last has arrived; the full spread, last minus first,

@@ -110,14 +110,27 @@ TraceFile skewed_trace(const std::string& name, int* allreduces = nullptr) {
   return trace;
 }
 
+// What skewed_trace's late rank costs the typical one, over its collectives: the mean of half the spreads.
+double skewed_trace_sync_us(const std::string& name) {
+  int ar = 0;
+  skewed_trace(name, &ar);
+  const double skews[] = {400, 1000, 1600};
+  double sum = 0;
+  for (int k = 0; k < ar; ++k) sum += skews[k % 3] / 2;
+  return sum / ar;
+}
+
 TEST(ProfilerCalibrate, ArrivalSkewOfAMultiRankTraceBecomesTheSyncTerm) {
   const Profile truth = known_profile();
   int ar = 0;
   const TraceFile trace = skewed_trace("domino_calibrate_skew.json", &ar);
   ASSERT_GE(ar, 9);
   const CalibrationResult r = calibrate_profile(truth, trace);
-  // The last rank's start minus the median rank's: half the 1000 us median spread of the two ranks.
-  EXPECT_NEAR(r.profile.intra_node.sync_us, 500, 1e-6);
+  // The last rank's start minus the median rank's: half the spread of the two ranks, its mean over the
+  // collectives (neither the middle spread nor the whole spread).
+  const double expected = skewed_trace_sync_us("domino_calibrate_skew.json");
+  EXPECT_NE(expected, 500);
+  EXPECT_NEAR(r.profile.intra_node.sync_us, expected, 1e-6);
   // The collective's own figures come from the rank that waited least: unchanged.
   EXPECT_NEAR(r.profile.intra_node.latency_us, 60.0, 2.0);
   EXPECT_NEAR(r.profile.intra_node.bus_bandwidth_gbps, 1.2, 0.03);
@@ -132,7 +145,7 @@ TEST(ProfilerCalibrate, ArrivalSkewIsMeasuredOnOneClockWhenARankLeftTheBarrierLa
   for (TraceEvent& e : trace.events)
     if (e.rank == 0) e.start_us += 10000;
   const CalibrationResult r = calibrate_profile(known_profile(), trace);
-  EXPECT_NEAR(r.profile.intra_node.sync_us, 500, 1e-6);
+  EXPECT_NEAR(r.profile.intra_node.sync_us, skewed_trace_sync_us("domino_calibrate_clock.json"), 1e-6);
 }
 
 // An op that stalls in a few iterations keeps its median and raises its mean, and an iteration pays the
@@ -231,7 +244,7 @@ TEST(ProfilerCalibrate, SyncAloneFitsTheSkewAndKeepsTheCollectiveFigures) {
   Profile wrong = known_profile();
   wrong.intra_node = {20.0, 3.0, {}, 0};
   const CalibrationResult r = calibrate_profile(wrong, trace, 0, parse_calibration_scope("sync"));
-  EXPECT_NEAR(r.profile.intra_node.sync_us, 500, 1e-6);  // half the median spread, as above
+  EXPECT_NEAR(r.profile.intra_node.sync_us, skewed_trace_sync_us("domino_calibrate_sync_only.json"), 1e-6);
   EXPECT_EQ(r.profile.intra_node.latency_us, 20.0);
   EXPECT_EQ(r.profile.intra_node.bus_bandwidth_gbps, 3.0);
   EXPECT_EQ(r.report.find("allreduce ("), std::string::npos);
@@ -403,7 +416,8 @@ TEST(ProfilerCalibrate, AllGatherAndReduceScatterCurvesAndTheirSkewAreCalibrated
   ASSERT_EQ(c.reduce_scatter->ring.table.size(), 2u);
   EXPECT_NEAR(c.reduce_scatter->ring.table[1].bus_bandwidth_gbps / c.reduce_scatter->ring.table[0].bus_bandwidth_gbps,
               4.0, 1e-9);
-  EXPECT_NEAR(c.sync_us, 500, 1e-6);  // the skew at these collectives: half the two ranks' median spread
+  // The skew at these eight collectives: half the two ranks' spread (400, 1000, 1600, 400, ...), its mean.
+  EXPECT_NEAR(c.sync_us, (3 * 200 + 3 * 500 + 2 * 800) / 8.0, 1e-6);
   EXPECT_NE(r.report.find("collective arrival skew"), std::string::npos) << r.report;
   EXPECT_EQ(c.latency_us, truth.intra_node.latency_us);  // no AllReduce in the trace
   bool allgather_row = false, reducescatter_row = false;
