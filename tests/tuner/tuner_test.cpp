@@ -154,7 +154,7 @@ TEST(Tuner, MemoryLimitBetweenBaselineAndFastestStillBeatsTheBaselines) {
 // test holds for whatever the profile predicts.
 TEST(Tuner, MinGainKeepsTheFastestNamedStrategyWithinTheMargin) {
   const ModelSpec m = default_model();
-  const CostModel cost = test::shipped_cost("cpu-dev");
+  const CostModel cost = test::shipped_cost("cpu-dev-2gbps");
   TuneOptions o = quiet_options();
   o.sequence_parallel = SpSearch::Off;
   const TuneResult free_run = tune(m, {}, cost, o);
