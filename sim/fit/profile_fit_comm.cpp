@@ -225,7 +225,11 @@ constexpr size_t kMinGemmsAfter = 3;
 
 // The slowdown of each stream while the other runs. A GEMM beside the AllReduces is compared with the GEMMs
 // of the same passes after they ended where there are enough of them (the same run's state), else with the
-// GEMM's own back-to-back repeats.
+// GEMM's own back-to-back repeats. The AllReduce's slowdown is its mean beside the GEMMs over its mean alone:
+// on a CPU its thread either shares the core with the compute thread or waits for it, its times beside
+// compute fall in two groups, and their median jumps between them from one run to the next (0 % and 436 % in
+// two loopback profiles an hour apart on one machine); the mean is what a collective beside compute costs on
+// average, as the simulator charges it.
 void fit_interference(const FitInput& in, FitOutput out) {
   const std::vector<double> after = pooled(in, "gemm_after_us");
   const std::vector<double> ga = after.size() >= kMinGemmsAfter ? after : pooled(in, "gemm_alone_us");
@@ -237,7 +241,7 @@ void fit_interference(const FitInput& in, FitOutput out) {
   }
   InterferenceProfile& i = out.p.interference;
   i.compute_slowdown_during_comm = std::max(0.0, median_of(gd) / median_of(ga) - 1);
-  i.comm_slowdown_during_compute = std::max(0.0, median_of(ad) / median_of(aa) - 1);
+  i.comm_slowdown_during_compute = std::max(0.0, mean_of(ad) / mean_of(aa) - 1);
   out.p.metadata.spread["interference.gemm_during_comm"] = timing_of(gd).spread();
   out.p.metadata.spread["interference.allreduce_during_gemm"] = timing_of(ad).spread();
   out.summary += fmt::format("interference: GEMM {:.0f}% slower during an AllReduce ({} GEMMs), AllReduce {:.0f}% "

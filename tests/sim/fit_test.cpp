@@ -143,6 +143,25 @@ TEST(ProfilerFit, ArrivalSkewIsHowMuchLaterThanTheMedianRankTheLastArrives) {
   EXPECT_NEAR(CostModel(r.profile).allreduce_us(1e6, 2, 4) - CostModel(no_sync).allreduce_us(1e6, 2, 4), 600, 1e-6);
 }
 
+// A CPU AllReduce beside GEMMs runs either at its own speed or several times slower (its thread waits for
+// the core): with the two groups nearly even, the median is whichever group is a sample larger, and one more
+// slow sample moves it from one to the other. The slowdown is the mean's, which one sample hardly moves.
+TEST(ProfilerFit, AnAllReduceSlowdownOfTwoGroupsIsTheMeans) {
+  const auto slowdown_with_slow = [](int slow, int fast) {
+    FitInput in = synthetic_input(Truth{}, 2);
+    nlohmann::json during = nlohmann::json::array();
+    for (int i = 0; i < slow + fast; ++i) during.push_back(i < slow ? 2500.0 : 500.0);
+    for (nlohmann::json& rank : in.ranks) {
+      rank["interference"]["allreduce_alone_us"] = std::vector<double>(20, 500.0);
+      rank["interference"]["allreduce_during_us"] = during;
+    }
+    return fit_profile(in).profile.interference.comm_slowdown_during_compute;
+  };
+  EXPECT_NEAR(slowdown_with_slow(50, 51), 4.0 * 50 / 101, 1e-9);
+  EXPECT_NEAR(slowdown_with_slow(51, 50), 4.0 * 51 / 101, 1e-9);
+  EXPECT_EQ(slowdown_with_slow(0, 40), 0);
+}
+
 TEST(ProfilerFit, RecoversKnownFiguresFromSyntheticMeasurements) {
   const Truth T;
   for (int tp : {2, 4}) {
