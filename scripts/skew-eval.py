@@ -6,10 +6,10 @@ For every configuration of SWEEP_DIR (a `scripts/fidelity-sweep` output: <config
 calib/profile.yaml or the profile named in config.json), the skew is fitted on ONE plan's measured trace
 (--fit-plan, default megatron-sync) two ways, from the profile the sweep predicted with:
 
-  constant    `domino-profile --calibrate TRACE --profile BASE --fit sync`: sync_us = the median skew over
+  constant    `domino-profile --calibrate TRACE --profile BASE --fit sync`: sync_us = the mean skew over
               the plan's collectives, sync_per_compute 0
   mechanism   `domino-profile --calibrate TRACE --profile BASE --fit sync_growth`: sync_us +
-              sync_per_compute by least squares (the median alone where the growth is noise)
+              sync_per_compute by least squares (the mean alone where the growth is noise)
 
 and, with --held-out, a third way that no plan of the configuration itself informs:
 

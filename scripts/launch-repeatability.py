@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""launch-repeatability.py: how far two interleaved launches of the same plans agree with each other.
+
+The sweep's split-half floor compares rounds of ONE launch; a model is fitted on one launch's calibration
+runs and judged on plans whose relative speed may itself move from one launch to the next (memory layout,
+which thread wins a core). This compares, per configuration present in every SWEEP_DIR (outputs of
+`scripts/fidelity-sweep`), each plan's measured speedup over the baseline (the median over rounds of the
+same round's ratio, as the sweep reports it) between launches: the mean absolute difference in points, the
+largest, and Kendall's tau between the launches' speedups. The tuner's pick is left out (it may be another
+plan in each launch), and so is every plan not measured in all of them.
+
+Usage: scripts/launch-repeatability.py SWEEP_DIR SWEEP_DIR [SWEEP_DIR ...]
+Exit code 0, or 2 on bad usage, an unreadable fidelity.json, or directories that share no configuration.
+"""
+import glob
+import json
+import os
+import sys
+from itertools import combinations
+
+from fidelity_stats import kendall_tau_b
+
+
+class BadInput(Exception):
+    pass
+
+
+def measured_speedups(sweep_dir):
+    """{configuration: {plan: measured speedup}} from every fidelity.json under sweep_dir."""
+    out = {}
+    for path in glob.glob(os.path.join(sweep_dir, "**", "fidelity.json"), recursive=True):
+        try:
+            with open(path) as f:
+                configurations = json.load(f)["configurations"]
+            for name, c in configurations.items():
+                speedup = c.get("figures", {}).get("speedup") or {}
+                plans = {p["plan"]: float(p["measured"]) for p in speedup.get("plans", []) if p.get("measured")}
+                if plans:
+                    plans[speedup.get("baseline", "baseline")] = 1.0
+                    out[name] = plans
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise BadInput(f"{path}: not a fidelity sweep's figures ({type(e).__name__}: {e})")
+    return out
+
+
+def compare(a, b):
+    plans = sorted(p for p in a.keys() & b.keys() if p != "tuned")
+    diffs = [100 * (b[p] - a[p]) for p in plans]
+    largest = max(plans, key=lambda p: abs(b[p] - a[p]))
+    return {
+        "plans": len(plans),
+        "mean_abs_points": sum(abs(d) for d in diffs) / len(diffs),
+        "largest": f"{largest} {100 * (b[largest] - a[largest]):+.1f}",
+        "tau": kendall_tau_b([a[p] for p in plans], [b[p] for p in plans]),
+    }
+
+
+def main(argv):
+    if len(argv) < 3 or any(arg.startswith("-") for arg in argv[1:]):
+        print(__doc__.strip().splitlines()[-2], file=sys.stderr)
+        return 2
+    try:
+        launches = [(d, measured_speedups(d)) for d in argv[1:]]
+    except BadInput as e:
+        print(f"launch-repeatability: {e}", file=sys.stderr)
+        return 2
+    shared = set.intersection(*(set(s) for _, s in launches))
+    if not shared:
+        print("launch-repeatability: the sweeps share no configuration with measured speedups", file=sys.stderr)
+        return 2
+    print("| configuration | launches | plans | speedup difference, mean abs (points) | largest | Kendall tau |")
+    print("|---|---|---|---|---|---|")
+    for config in sorted(shared):
+        for (da, sa), (db, sb) in combinations(launches, 2):
+            r = compare(sa[config], sb[config])
+            print(f"| {config} | {da} / {db} | {r['plans']} | {r['mean_abs_points']:.1f} | {r['largest']} | "
+                  f"{r['tau']:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
