@@ -49,7 +49,7 @@ class LaunchRepeatability : public ::testing::Test {
 };
 
 TEST_F(LaunchRepeatability, TwoLaunchesDifferByTheirSpeedupsPlanByPlan) {
-  // b moves a by +2 and -4 points and swaps the order of p2 and p3; "tuned" moves by 30 and is left out.
+  // b moves p2 by +2 and p3 by +9 points, which swaps their order; "tuned" moves by 30 and is left out.
   const fs::path a = launch("a", {{"p1", 1.00}, {"p2", 0.95}, {"p3", 0.90}, {"tuned", 1.10}});
   const fs::path b = launch("b", {{"p1", 1.00}, {"p2", 0.97}, {"p3", 0.99}, {"tuned", 0.80}});
   const auto [rc, out] = run(a.string() + " " + b.string());
