@@ -5,8 +5,9 @@ The sweep's split-half floor compares rounds of ONE launch; a model is fitted on
 runs and judged on plans whose relative speed may itself move from one launch to the next (memory layout,
 which thread wins a core). This compares, per configuration present in every SWEEP_DIR (outputs of
 `scripts/fidelity-sweep`), each plan's measured speedup over the baseline (the median over rounds of the
-same round's ratio, as the sweep reports it) between launches: the mean absolute difference in points, the
-largest, and Kendall's tau between the launches' speedups. The tuner's pick is left out (it may be another
+same round's ratio, as the sweep reports it) between launches: the mean absolute difference in points and the
+largest, over the plans other than the baseline (whose speedup is 1 by definition), and Kendall's tau between
+the launches' speedups, the baseline ranked among them. The tuner's pick is left out (it may be another
 plan in each launch), and so is every plan not measured in all of them.
 
 Usage: scripts/launch-repeatability.py SWEEP_DIR SWEEP_DIR [SWEEP_DIR ...]
@@ -36,22 +37,27 @@ def measured_speedups(sweep_dir):
                 speedup = c.get("figures", {}).get("speedup") or {}
                 plans = {p["plan"]: float(p["measured"]) for p in speedup.get("plans", []) if p.get("measured")}
                 if plans:
-                    plans[speedup.get("baseline", "baseline")] = 1.0
-                    out[name] = plans
+                    out[name] = (speedup.get("baseline", "baseline"), plans)
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise BadInput(f"{path}: not a fidelity sweep's figures ({type(e).__name__}: {e})")
     return out
 
 
 def compare(a, b):
-    plans = sorted(p for p in a.keys() & b.keys() if p != "tuned")
+    """a, b: (baseline, {plan: speedup}) of one configuration in two launches."""
+    (base_a, a), (base_b, b) = a, b
+    if base_a != base_b:
+        raise BadInput(f"the launches' speedups are over different baselines: {base_a}, {base_b}")
+    plans = sorted(p for p in a.keys() & b.keys() if p not in ("tuned", base_a))
+    if not plans:
+        raise BadInput("the launches share no plan besides the baseline and the tuner's pick")
     diffs = [100 * (b[p] - a[p]) for p in plans]
     largest = max(plans, key=lambda p: abs(b[p] - a[p]))
     return {
         "plans": len(plans),
         "mean_abs_points": sum(abs(d) for d in diffs) / len(diffs),
         "largest": f"{largest} {100 * (b[largest] - a[largest]):+.1f}",
-        "tau": kendall_tau_b([a[p] for p in plans], [b[p] for p in plans]),
+        "tau": kendall_tau_b([a[p] for p in plans] + [1.0], [b[p] for p in plans] + [1.0]),
     }
 
 
@@ -61,20 +67,19 @@ def main(argv):
         return 2
     try:
         launches = [(d, measured_speedups(d)) for d in argv[1:]]
+        shared = set.intersection(*(set(s) for _, s in launches))
+        if not shared:
+            raise BadInput("the sweeps share no configuration with measured speedups")
+        rows = [(config, da, db, compare(sa[config], sb[config]))
+                for config in sorted(shared) for (da, sa), (db, sb) in combinations(launches, 2)]
     except BadInput as e:
         print(f"launch-repeatability: {e}", file=sys.stderr)
         return 2
-    shared = set.intersection(*(set(s) for _, s in launches))
-    if not shared:
-        print("launch-repeatability: the sweeps share no configuration with measured speedups", file=sys.stderr)
-        return 2
     print("| configuration | launches | plans | speedup difference, mean abs (points) | largest | Kendall tau |")
     print("|---|---|---|---|---|---|")
-    for config in sorted(shared):
-        for (da, sa), (db, sb) in combinations(launches, 2):
-            r = compare(sa[config], sb[config])
-            print(f"| {config} | {da} / {db} | {r['plans']} | {r['mean_abs_points']:.1f} | {r['largest']} | "
-                  f"{r['tau']:.2f} |")
+    for config, da, db, r in rows:
+        print(f"| {config} | {da} / {db} | {r['plans']} | {r['mean_abs_points']:.1f} | {r['largest']} | "
+              f"{r['tau']:.2f} |")
     return 0
 
 

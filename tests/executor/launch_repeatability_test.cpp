@@ -24,13 +24,13 @@ class LaunchRepeatability : public ::testing::Test {
   void SetUp() override { fs::create_directories(dir); }
   void TearDown() override { fs::remove_all(dir); }
 
-  // One sweep's fidelity.json: configuration "cfg", the given measured speedups over megatron-async.
-  fs::path launch(const std::string& name, const std::map<std::string, double>& speedups) {
+  // One sweep's fidelity.json: configuration "cfg", the given measured speedups over the baseline.
+  fs::path launch(const std::string& name, const std::map<std::string, double>& speedups,
+                  const std::string& baseline = "megatron-async") {
     nlohmann::json plans = nlohmann::json::array();
     for (const auto& [plan, measured] : speedups)
       plans.push_back({{"plan", plan}, {"predicted", 1.0}, {"measured", measured}});
-    const nlohmann::json figures{
-        {"speedup", {{"baseline", "megatron-async"}, {"rounds", 30}, {"plans", plans}}}};
+    const nlohmann::json figures{{"speedup", {{"baseline", baseline}, {"rounds", 30}, {"plans", plans}}}};
     fs::create_directories(dir / name);
     std::ofstream(dir / name / "fidelity.json")
         << nlohmann::json{{"configurations", {{"cfg", {{"figures", figures}}}}}};
@@ -60,12 +60,12 @@ TEST_F(LaunchRepeatability, TwoLaunchesDifferByTheirSpeedupsPlanByPlan) {
   std::istringstream line(out.substr(row + 2, out.find('\n', row) - row - 2));
   for (std::string cell; std::getline(line, cell, '|');) cells.push_back(cell);
   ASSERT_EQ(cells.size(), 6u) << out;
-  // Plans: p1, p2, p3 and the baseline itself (1.0 in both): differences 0, +2, +9, 0 points.
-  EXPECT_EQ(std::stoi(cells[2]), 4) << out;
-  EXPECT_NEAR(std::stod(cells[3]), (0 + 2 + 9 + 0) / 4.0, 0.051) << out;
+  // Plans p1, p2, p3 (the baseline's speedup is 1 by definition): differences 0, +2, +9 points.
+  EXPECT_EQ(std::stoi(cells[2]), 3) << out;
+  EXPECT_NEAR(std::stod(cells[3]), (0 + 2 + 9) / 3.0, 0.051) << out;
   EXPECT_NE(cells[4].find("p3 +9.0"), std::string::npos) << out;
-  // Kendall tau-b of the six pairs: the baseline and p1 tied in both, (p2, p3) discordant, four concordant:
-  // (4 - 1) / sqrt((6 - 1) (6 - 1)).
+  // Kendall tau-b of the six pairs, the baseline (1.0) ranked among the plans: the baseline and p1 tied in
+  // both, (p2, p3) discordant, four concordant: (4 - 1) / sqrt((6 - 1) (6 - 1)).
   EXPECT_EQ(cells[5], " 0.60 ") << out;
 }
 
@@ -80,6 +80,13 @@ TEST_F(LaunchRepeatability, BadInputIsRefusedWithExitCodeTwo) {
   EXPECT_EQ(out.find("Traceback"), std::string::npos) << out;
   fs::create_directories(dir / "empty");
   EXPECT_EQ(run(a.string() + " " + (dir / "empty").string()).first, 2);  // no shared configuration
+  // Speedups over another baseline are not comparable; a launch of only the tuner's pick leaves nothing.
+  const auto [other_rc, other] =
+      run(a.string() + " " + launch("other", {{"p1", 1.0}}, "megatron-sync").string());
+  EXPECT_EQ(other_rc, 2) << other;
+  EXPECT_NE(other.find("different baselines"), std::string::npos) << other;
+  EXPECT_EQ(
+      run(launch("t1", {{"tuned", 1.0}}).string() + " " + launch("t2", {{"tuned", 0.9}}).string()).first, 2);
 }
 
 }  // namespace
