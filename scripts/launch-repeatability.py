@@ -27,7 +27,7 @@ class BadInput(Exception):
 
 
 def measured_speedups(sweep_dir):
-    """{configuration: {plan: measured speedup}} from every fidelity.json under sweep_dir."""
+    """{configuration: (baseline, {plan: measured speedup})} from every fidelity.json under sweep_dir."""
     out = {}
     for path in glob.glob(os.path.join(sweep_dir, "**", "fidelity.json"), recursive=True):
         try:
