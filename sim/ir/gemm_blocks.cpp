@@ -32,7 +32,6 @@ int32_t gemm_row_blocks(const Schedule& s, const Op& op) {
 Op gemm_block(const Op& op) {
   const int64_t blocks = op.attrs.row_blocks;
   if (op.kind != OpKind::Gemm || blocks <= 1) return op;
-  const bool wgrad = op.code == OpCode::MatMulWgrad;
   const int64_t rows = gemm_block_rows(op);
   Op block = op;
   bool cut = rows % blocks == 0;
@@ -50,7 +49,7 @@ Op gemm_block(const Op& op) {
   if (!cut)
     throw_runtime("op " + op_id(op) + ": its " + std::to_string(rows) + " rows do not split into " +
                   std::to_string(blocks) + " blocks");
-  (wgrad ? block.k : block.m) = rows / blocks;
+  gemm_block_rows(block) = rows / blocks;
   block.flops = op.flops / double(blocks);
   block.bytes = op.bytes / double(blocks);
   block.attrs.row_blocks = 1;

@@ -17,6 +17,7 @@ namespace domino {
 int32_t gemm_row_blocks(const Schedule& s, const Op& op);
 
 // The rows a GEMM's blocks split: m, or k for a weight gradient (whose both inputs are row operands).
+inline int64_t& gemm_block_rows(Op& op) { return op.code == OpCode::MatMulWgrad ? op.k : op.m; }
 inline int64_t gemm_block_rows(const Op& op) { return op.code == OpCode::MatMulWgrad ? op.k : op.m; }
 
 // The GEMM one block runs: its row operands cut to their first batch entry, m (forward, input gradient) or

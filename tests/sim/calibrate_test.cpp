@@ -89,18 +89,20 @@ TraceFile known_trace(const std::string& name) {
   return predicted_trace_read_back(known_profile(), plan, model, name);
 }
 
+// How late rank 1 reaches the traces' collectives, in turn.
+const double kSkewsUs[] = {400, 1000, 1600};
+
 // Rank 1 reaches every AllReduce late by a varying skew (400, 1000, 1600 us in turn); rank 0 waits for it, so
 // rank 0's span grows by the skew and rank 1's is the collective's own time. *allreduces: how many.
 TraceFile skewed_trace(const std::string& name, int* allreduces = nullptr) {
   TraceFile trace = known_trace(name);
-  const double skews[] = {400, 1000, 1600};
   const size_t n = trace.events.size();
   int ar = 0;
   for (size_t i = 0; i < n; ++i) {
     TraceEvent late = trace.events[i];
     late.rank = 1;
     if (late.kind == "allreduce") {
-      const double s = skews[ar++ % 3];
+      const double s = kSkewsUs[ar++ % 3];
       late.start_us += s;
       trace.events[i].dur_us += s;
     }
@@ -114,9 +116,8 @@ TraceFile skewed_trace(const std::string& name, int* allreduces = nullptr) {
 double skewed_trace_sync_us(const std::string& name) {
   int ar = 0;
   skewed_trace(name, &ar);
-  const double skews[] = {400, 1000, 1600};
   double sum = 0;
-  for (int k = 0; k < ar; ++k) sum += skews[k % 3] / 2;
+  for (int k = 0; k < ar; ++k) sum += kSkewsUs[k % 3] / 2;
   return sum / ar;
 }
 
@@ -375,12 +376,12 @@ TraceFile sp_collectives_trace(const Profile& truth) {
   trace.path = "sp-collectives.json";
   trace.meta = {{"tp", 2}};
   const CostModel cm(truth);
-  const double skews[] = {400, 1000, 1600};
   double now = 0;
   int index = 0;
   for (OpKind kind : {OpKind::AllGather, OpKind::ReduceScatter})
     for (double bytes : {1e5, 4e5, 1.6e6, 6.4e6}) {
-      const double own = cm.collective_cost(kind, bytes, 2, truth.devices_per_node).us, skew = skews[index % 3];
+      const double own = cm.collective_cost(kind, bytes, 2, truth.devices_per_node).us,
+                   skew = kSkewsUs[index % 3];
       for (int rank : {0, 1}) {
         TraceEvent e;
         e.id = "sp." + std::to_string(index);

@@ -107,6 +107,13 @@ TEST(CommStart, ACollectiveDueAsTheOneBeforeWakesTheComputeWaitsForTheResume) {
   }
 }
 
+// `t` simulated with `truth`, labelled as a measurement.
+Timeline measured_run(const Toy& t, const Profile& truth) {
+  Timeline measured = simulate(t.s, CostModel(truth)).timeline;
+  measured.source = "measured";
+  return measured;
+}
+
 // The start waits fitted, from nothing, on the trace of `t` as `measured` ran it.
 prof::CalibrationResult fit_comm_start(const Toy& t, const Timeline& measured) {
   const TraceFile trace = read_trace_string(trace_json(t.s, measured).dump(), "made.json");
@@ -130,8 +137,7 @@ TEST(CommStart, CalibrationRecoversTheWaitsFromATraceMadeWithThem) {
     t.comm(300, {y});                          // due behind it: waits for the woken compute
     t.compute(1500 + 1500 * (i % 6), {awaited});
   }
-  Timeline measured = simulate(t.s, CostModel(truth)).timeline;
-  measured.source = "measured";
+  const Timeline measured = measured_run(t, truth);
   const prof::CalibrationResult fit = fit_comm_start(t, measured);
   const InterferenceProfile& i = fit.profile.interference;
   EXPECT_NEAR(i.comm_start_wait_us, 2000, 10);
@@ -158,8 +164,7 @@ TEST(CommStart, AFewCollectivesFitTheWaitWithoutADecay) {
     t.comm(300, {opener});
     t.compute(3000 + 1000 * i);
   }
-  Timeline measured = simulate(t.s, CostModel(truth)).timeline;
-  measured.source = "measured";
+  const Timeline measured = measured_run(t, truth);
   const prof::CalibrationResult fit = fit_comm_start(t, measured);
   EXPECT_EQ(fit.profile.interference.comm_start_wait_decay_us, 0);
   EXPECT_GT(fit.profile.interference.comm_start_wait_us, 0);
