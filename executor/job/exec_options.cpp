@@ -88,6 +88,10 @@ void add_run_flags(CLI::App& app, RunSettings* r, NanFlags* nan) {
                  "Megatron-LM's; AdamW: decoupled)");
   app.add_option("--threads", r->threads, "Eigen threads per rank (default 1)");
   app.add_option("--trace", r->trace_path, "write the measured Chrome trace here");
+  app.add_flag(
+      "--trace-iterations", r->trace_iterations,
+      "write every timed iteration's spans into the trace as well (domino.iteration_spans; calibration "
+      "pools them), not only those of the iteration nearest the median time");
   app.add_option("--json", r->json_path, "write a summary (iteration time median/p10/p90, memory, loss) here");
   app.add_option("--out", r->out_dir,
                  "with --plans: write DIR/<plan>.trace.json, DIR/<plan>.json and DIR/interleave.json");

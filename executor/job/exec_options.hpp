@@ -47,6 +47,7 @@ struct RunSettings {
   double weight_decay = 0.01;  // AdamW's decoupled decay (SGD: L2), on weight matrices and embeddings only
   int threads = 1;
   std::string trace_path;
+  bool trace_iterations = false;  // --trace-iterations: every timed iteration's spans in the trace too
   std::string json_path;
   std::string out_dir;  // --out (with --plans): DIR/<plan>.trace.json, DIR/<plan>.json, DIR/interleave.json
   double link_gbps = 0;

@@ -52,7 +52,7 @@ void write_outputs(const ExecOptions& o, const PlanSet& set, const std::vector<s
   std::vector<PlanTimes> times;
   for (size_t i = 0; i < set.plans.size(); ++i) {
     const PlanEntry& plan = set.plans[i];
-    const RunSummary summary = summarize(results[i], plan.job.schedule);
+    const RunSummary summary = summarize(results[i], plan.job.schedule, o.run.trace_iterations);
     nlohmann::json meta = run_meta(o);
     meta["interleaved"] = {{"plans", labels}, {"index", i}, {"label", plan.label}, {"source", plan.source},
                            {"iteration_start_us", timed_starts(results[i][0], origin)}};

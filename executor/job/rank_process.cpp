@@ -51,7 +51,7 @@ void print_iteration(int it, const IterationRecord& rec) {
 
 void write_outputs(const ExecOptions& o, const Job& job, const std::vector<RankResult>& results) {
   const RunSettings& r = o.run;
-  const RunSummary summary = summarize(results, job.schedule);
+  const RunSummary summary = summarize(results, job.schedule, r.trace_iterations);
   const nlohmann::json meta = run_meta(o);
   if (!r.trace_path.empty()) write_trace(r.trace_path, job.schedule, summary.timeline, meta);
   if (!r.json_path.empty()) write_file_atomic(r.json_path, summary_json(summary, job.schedule, meta).dump(2) + "\n");

@@ -136,9 +136,24 @@ std::vector<std::vector<double>> compute_busy(const std::vector<const RankResult
   return out;
 }
 
+// Each timed iteration's spans, shifted onto one clock where the ranks read one (`offsets`, per timed
+// iteration; empty otherwise), as the representative iteration's are.
+std::vector<std::vector<OpSpan>> spans_of_every_iteration(const std::vector<RankResult>& ranks,
+                                                          const std::vector<size_t>& timed,
+                                                          const std::vector<std::vector<double>>& offsets) {
+  std::vector<std::vector<OpSpan>> out(timed.size());
+  for (size_t k = 0; k < timed.size(); ++k)
+    for (const RankResult& r : ranks) {
+      const double shift = offsets.empty() ? 0.0 : offsets[k][size_t(r.rank)];
+      for (const OpTiming& t : r.iterations[timed[k]].spans)
+        out[k].push_back({t.op, int32_t(r.rank), t.start_us + shift, t.end_us + shift, {}});
+    }
+  return out;
+}
+
 }  // namespace
 
-RunSummary summarize(const std::vector<RankResult>& ranks, const Schedule& schedule) {
+RunSummary summarize(const std::vector<RankResult>& ranks, const Schedule& schedule, bool every_iteration) {
   RunSummary out;
   if (ranks.empty()) throw_runtime("no rank reported a result");
   const size_t n_iter = ranks[0].iterations.size();
@@ -183,6 +198,7 @@ RunSummary summarize(const std::vector<RankResult>& ranks, const Schedule& sched
         tl.spans.push_back({t.op, int32_t(r.rank), t.start_us + shift, t.end_us + shift, {}});
     }
     attach_duration_spread(ranks, timed, samples, tl);
+    if (every_iteration) tl.iteration_spans = spans_of_every_iteration(ranks, timed, offsets);
   }
   std::vector<const RankResult*> by_rank;
   for (const RankResult& r : ranks) by_rank.push_back(&r);

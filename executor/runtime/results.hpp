@@ -35,7 +35,9 @@ struct RunSummary {
 // The timeline's spans are those of the timed iteration whose time is the median, on one clock where the
 // ranks read one (Timeline::rank_start_offsets_us); each carries its op's duration spread over all timed
 // iterations of its rank. Runtime error when a span names an op that `schedule` does not have.
-RunSummary summarize(const std::vector<RankResult>& ranks, const Schedule& schedule);
+// With `every_iteration`, the timeline also holds every timed iteration's spans (Timeline::iteration_spans).
+RunSummary summarize(const std::vector<RankResult>& ranks, const Schedule& schedule,
+                     bool every_iteration = false);
 
 nlohmann::json summary_json(const RunSummary& summary, const Schedule& schedule, const nlohmann::json& meta);
 

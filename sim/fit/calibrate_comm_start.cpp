@@ -95,9 +95,10 @@ struct DueSamples {
   std::vector<DueBesideCompute> asleep, resumed;
 };
 
-DueSamples due_beside_compute(const TraceFile& trace) {
+// Adds one iteration's collectives due beside compute (`events`: that iteration's spans of every rank).
+void add_due_beside_compute(const std::vector<TraceEvent>& events, DueSamples& out) {
   std::map<int32_t, RankSpans> ranks;
-  for (const TraceEvent& e : trace.events) {
+  for (const TraceEvent& e : events) {
     RankSpans& r = ranks[e.rank];
     if (e.stream == 1)
       r.comm.push_back(&e);
@@ -108,7 +109,6 @@ DueSamples due_beside_compute(const TraceFile& trace) {
       r.end_of[e.args["op"].get<int64_t>()] = end_us(e);
   }
   const auto by_start = [](const TraceEvent* a, const TraceEvent* b) { return a->start_us < b->start_us; };
-  DueSamples out;
   for (auto& [rank, r] : ranks) {
     std::sort(r.compute.begin(), r.compute.end(), by_start);
     std::sort(r.comm.begin(), r.comm.end(), by_start);
@@ -126,6 +126,16 @@ DueSamples due_beside_compute(const TraceFile& trace) {
             .push_back({from - before, std::max(0.0, e.start_us - from), std::max(0.0, *idle - from)});
     }
   }
+}
+
+// The collectives due beside compute over every timed iteration where the trace has them all, else over its
+// one iteration; `iterations` says how many.
+DueSamples due_beside_compute(const TraceFile& trace, size_t& iterations) {
+  DueSamples out;
+  const std::vector<std::vector<TraceEvent>> all = every_iteration(trace);
+  for (const std::vector<TraceEvent>& events : all) add_due_beside_compute(events, out);
+  if (all.empty()) add_due_beside_compute(trace.events, out);
+  iterations = std::max<size_t>(1, all.size());
   return out;
 }
 
@@ -184,7 +194,9 @@ std::optional<WaitFit> fit_reported(const std::vector<DueBesideCompute>& due, bo
 }  // namespace
 
 void fit_comm_start(const TraceFile& trace, Profile& p, std::string& report) {
-  const DueSamples due = due_beside_compute(trace);
+  size_t iterations = 1;
+  const DueSamples due = due_beside_compute(trace, iterations);
+  if (iterations > 1) report += fmt::format("comm start: {} iterations of the trace pooled\n", iterations);
   InterferenceProfile& i = p.interference;
   if (const auto fit =
           fit_reported(due.asleep, true, "comm start wait",

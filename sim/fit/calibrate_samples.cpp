@@ -259,7 +259,7 @@ std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
     const double skew = comm && po.spans.size() > 1 ? wait_for_last(aligned_starts(po.spans, offset)) : -1;
     const auto compute = between.find(index);
     const double compute_between = comm && compute != between.end() ? compute->second : -1;
-    if (pick.first > 0) out.push_back({po.op, pick.first, pick.second, skew, compute_between});
+    if (pick.first > 0) out.push_back({po.op, pick.first, pick.second, skew, compute_between, index});
   }
   return out;
 }

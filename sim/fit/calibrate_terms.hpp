@@ -23,6 +23,7 @@ struct Sample {
   // A collective: the compute-stream busy time between the previous collective's start and its own, the
   // least over the ranks (the late rank's own compute holds the slowness that made it late); else -1.
   double compute_between = -1;
+  int index = -1;  // the op's index in its schedule (args.op)
 };
 
 // The trace's ops costed as if run one after another (what the simulator's iteration is when the streams do
@@ -94,8 +95,9 @@ double measured_iteration_us(const TraceFile& trace, const std::string& part);
 // trace without collectives: no-comm). BadInput when the trace has a collective.
 void fit_compute_stall(const TraceSamples& in, double iteration_us, Profile& p, std::string& report);
 void fit_interference(const TraceSamples& in, Profile& p, std::string& report);
-// The collectives' delay and slowdown beside compute, together, from those that overlapped it.
-void fit_comm_delay(const TraceSamples& in, Profile& p, std::string& report);
+// The collectives' delay beside compute, from those that ran mostly beside it: in every timed iteration where
+// the trace has them all (every_iteration), else in its one.
+void fit_comm_delay(const TraceSamples& in, const TraceFile& trace, Profile& p, std::string& report);
 // The schedule a measured trace ran, rebuilt from its header (model, named strategy, TP degree, shape,
 // optimizer) and checked against its schedule_fingerprint; BadInput naming what is missing or differs.
 Schedule schedule_of_trace(const TraceFile& trace);
@@ -106,6 +108,20 @@ void fit_compute_slowdown_to_iteration(const Schedule& schedule, double iteratio
 // The wait of a collective whose turn comes while its rank computes, from the trace's spans and deps
 // (calibrate_comm_start.cpp); nothing changes when too few collectives came due beside compute.
 void fit_comm_start(const TraceFile& trace, Profile& p, std::string& report);
+
+// The trace's events moved to each timed iteration's spans (domino.iteration_spans, domino-exec
+// --trace-iterations; calibrate_iterations.cpp): an event per span, its op's kind, stream, shape and deps
+// those of the trace's event of the same rank and op. Empty when the trace has none; BadInput naming the
+// trace when they are malformed or name a rank and op its events lack.
+std::vector<std::vector<TraceEvent>> every_iteration(const TraceFile& trace);
+// A collective in one iteration: the duration of the rank that took least, and how long that rank's compute
+// stream was busy beside it.
+struct CollectiveRun {
+  double dur = 0, overlap = 0;
+};
+// Per collective op index, its run in each of `iterations`.
+std::map<int, std::vector<CollectiveRun>> collective_runs(
+    const std::vector<std::vector<TraceEvent>>& iterations);
 
 // The collective figures a TP group of tp ranks uses: inter-node when it spans nodes and the profile has them
 // (as CostModel::collective_cost chooses).

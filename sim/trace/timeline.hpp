@@ -54,6 +54,9 @@ struct Timeline {
   // one clock; the spans are then on that clock (a rank that left the barrier late starts late). Empty when
   // they do not (ranks on several hosts): each rank's spans then count from its own start.
   std::vector<double> rank_start_offsets_us;
+  // Measured, when asked for (domino-exec --trace-iterations): every timed iteration's spans, on one clock
+  // as `spans` are (without their spread): what calibration pools where one iteration holds few samples.
+  std::vector<std::vector<OpSpan>> iteration_spans;
 };
 
 // What the schedule is, independent of how its ops were timed or stored (domino.schedule_fingerprint): each
@@ -68,7 +71,8 @@ std::string schedule_fingerprint(const Schedule& schedule);
 // iterations: dur_iterations, dur_p10, dur_median, dur_p90, dur_mean, dur_typical_mean}. Flow events tie each
 // collective to the first op that waits on it. Top level: "traceEvents", "displayTimeUnit", and "domino":
 // {source, model, plan strategy, tp, iteration_time_us, iteration_samples_us, peak_memory_bytes, plus
-// `meta`}.
+// `meta`}; with Timeline::iteration_spans, also iteration_spans: per timed iteration, [rank, op, start_us,
+// end_us] per span.
 void write_trace(const std::string& path, const Schedule& schedule, const Timeline& timeline,
                  const nlohmann::json& meta = nlohmann::json::object());
 nlohmann::json trace_json(const Schedule& schedule, const Timeline& timeline,

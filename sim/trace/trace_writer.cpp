@@ -150,6 +150,15 @@ json trace_json(const Schedule& schedule, const Timeline& timeline, const json& 
     domino["rank_clocks"] = timeline.rank_start_offsets_us.empty() ? "per-rank" : "shared";
     if (!timeline.rank_start_offsets_us.empty())
       domino["rank_start_offsets_us"] = timeline.rank_start_offsets_us;
+    if (!timeline.iteration_spans.empty()) {
+      json iterations = json::array();
+      for (const std::vector<OpSpan>& spans : timeline.iteration_spans) {
+        json rows = json::array();
+        for (const OpSpan& s : spans) rows.push_back(json::array({s.rank, s.op, s.start_us, s.end_us}));
+        iterations.push_back(std::move(rows));
+      }
+      domino["iteration_spans"] = std::move(iterations);
+    }
   }
   return json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ns"}, {"domino", std::move(domino)}};
 }

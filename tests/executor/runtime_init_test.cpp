@@ -295,5 +295,43 @@ TEST(Results, RanksOnOneClockShowWhenEachLeftTheBarrier) {
   EXPECT_FALSE(steady_clock_domain().empty());
 }
 
+// Asked for every iteration, the summary keeps each timed iteration's spans (the warm-up's not), each on the
+// ranks' one clock by that iteration's own barrier offsets, and the trace writes them; not asked, neither.
+TEST(Results, EveryTimedIterationsSpansOnTheRanksClockWhenAskedFor) {
+  Schedule one_op;
+  one_op.ops.resize(1);
+  auto rank = [](int r, std::vector<double> starts) {
+    RankResult res;
+    res.rank = r;
+    res.clock_domain = "boot-a ns-1";
+    for (size_t i = 0; i < starts.size(); ++i) {
+      IterationRecord it;
+      it.timed = i > 0;  // the first is warm-up
+      it.start_us = starts[i];
+      it.time_us = 40 + double(i);
+      it.spans = {{0, 10, 40 + double(i)}};
+      res.iterations.push_back(it);
+    }
+    return res;
+  };
+  const std::vector<RankResult> ranks = {rank(0, {0, 1000, 2000}), rank(1, {0, 1300, 2100})};
+  const RunSummary all = summarize(ranks, one_op, true);
+  ASSERT_EQ(all.timeline.iteration_spans.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    ASSERT_EQ(all.timeline.iteration_spans[k].size(), 2u);
+    for (const OpSpan& s : all.timeline.iteration_spans[k]) {
+      const double offset = s.rank == 0 ? 0 : (k == 0 ? 300 : 100);
+      EXPECT_DOUBLE_EQ(s.start_us, 10 + offset) << "iteration " << k << " rank " << s.rank;
+      EXPECT_DOUBLE_EQ(s.end_us, 41 + double(k) + offset);
+    }
+  }
+  const nlohmann::json written = trace_json(one_op, all.timeline)["domino"]["iteration_spans"];
+  ASSERT_EQ(written.size(), 2u);
+  EXPECT_EQ(written[1][1], nlohmann::json::array({1, 0, 110.0, 142.0}));
+  const RunSummary median_only = summarize(ranks, one_op);
+  EXPECT_TRUE(median_only.timeline.iteration_spans.empty());
+  EXPECT_FALSE(trace_json(one_op, median_only.timeline)["domino"].contains("iteration_spans"));
+}
+
 }  // namespace
 }  // namespace domino

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "sim/base/error.hpp"
 #include "sim/engine/simulator.hpp"
 #include "sim/fit/calibrate.hpp"
 #include "sim/trace/timeline.hpp"
@@ -169,6 +170,44 @@ TEST(CommStart, AFewCollectivesFitTheWaitWithoutADecay) {
   EXPECT_EQ(fit.profile.interference.comm_start_wait_decay_us, 0);
   EXPECT_GT(fit.profile.interference.comm_start_wait_us, 0);
   EXPECT_NE(fit.report.find("(no decay: "), std::string::npos) << fit.report;
+}
+
+// A trace with every iteration's spans (domino-exec --trace-iterations) is fitted on all of them: here the
+// iteration shown ran without waits and three others with them; pooled, the six collectives of an iteration
+// become eighteen, enough for the decay. Spans the trace's events cannot place are refused.
+TEST(CommStart, CalibrationPoolsEveryIterationsSpans) {
+  const double decay = 250 * std::pow(1.2, 16);
+  const Profile truth = waiting_profile(2000, decay);
+  Toy t;
+  for (int i = 0; i < 6; ++i) {
+    const int32_t opener = t.compute(100);
+    t.comm(300, {opener});
+    t.compute(3000 + 1000 * i);
+  }
+  Timeline shown = measured_run(t, waiting_profile(0));
+  const Timeline waited = measured_run(t, truth);
+  shown.iteration_spans.assign(3, waited.spans);
+  nlohmann::json pooled = trace_json(t.s, shown);
+  const prof::CalibrationResult fit = fit_comm_start(t, shown);
+  EXPECT_NEAR(fit.profile.interference.comm_start_wait_us, 2000, 10);
+  EXPECT_NEAR(fit.profile.interference.comm_start_wait_decay_us, decay, 1e-6 * decay);
+  EXPECT_NE(fit.report.find("3 iterations of the trace pooled"), std::string::npos) << fit.report;
+  shown.iteration_spans.clear();
+  EXPECT_EQ(fit_comm_start(t, shown).profile.interference.comm_start_wait_us, 0);
+
+  for (const nlohmann::json& bad :
+       {nlohmann::json::array({nlohmann::json::array({0, 99999, 1.0, 2.0})}),
+        nlohmann::json::array({nlohmann::json::array({0, 1, 5.0, 2.0})}), nlohmann::json("spans")}) {
+    pooled["domino"]["iteration_spans"] = bad.is_array() ? nlohmann::json::array({bad}) : bad;
+    try {
+      prof::calibrate_profile(waiting_profile(0), read_trace_string(pooled.dump(), "bad.json"), 2,
+                              prof::parse_calibration_scope("comm_start"));
+      ADD_FAILURE() << "accepted iteration_spans " << bad.dump();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("bad.json: domino.iteration_spans"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 }  // namespace
