@@ -1,6 +1,7 @@
 // comm_start_test.cpp: a CPU collective's start beside compute (InterferenceProfile::comm_start_wait and
 // comm_resume_wait_us) on hand-built schedules worked out on paper, and its calibration
-// (--fit comm_start) recovering the waits from a trace made with them.
+// (--fit comm_start) recovering the waits from a trace made with them, pooled over every iteration a trace
+// carries, as the delay beside compute (--fit comm_delay) is.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -115,10 +116,15 @@ Timeline measured_run(const Toy& t, const Profile& truth) {
   return measured;
 }
 
+// `start` calibrated on the trace of `t` as `measured` ran it, the terms `scope` names.
+prof::CalibrationResult calibrated(const Toy& t, const Timeline& measured, const Profile& start, const char* scope) {
+  const TraceFile trace = read_trace_string(trace_json(t.s, measured).dump(), "made.json");
+  return prof::calibrate_profile(start, trace, 2, prof::parse_calibration_scope(scope));
+}
+
 // The start waits fitted, from nothing, on the trace of `t` as `measured` ran it.
 prof::CalibrationResult fit_comm_start(const Toy& t, const Timeline& measured) {
-  const TraceFile trace = read_trace_string(trace_json(t.s, measured).dump(), "made.json");
-  return prof::calibrate_profile(waiting_profile(0), trace, 2, prof::parse_calibration_scope("comm_start"));
+  return calibrated(t, measured, waiting_profile(0), "comm_start");
 }
 
 // A trace simulated with known waits carries what calibration needs (spans and deps): the fit finds them
@@ -208,6 +214,32 @@ TEST(CommStart, CalibrationPoolsEveryIterationsSpans) {
           << e.what();
     }
   }
+}
+
+// The delay beside compute is pooled the same way: per stretch a collective beside a long compute op (mostly
+// beside it). The iteration the events show lost no delay, the iterations beside it 600 and 1000 us per
+// collective: pooled, each collective's mean over them is 800 us, the delay fitted; from the shown iteration
+// alone, none.
+TEST(CommStart, TheDelayBesideComputeIsEachCollectivesMeanOverTheIterations) {
+  const auto delay_profile = [](double delay) {
+    Profile p = test::unit_bytes_profile();
+    p.interference = {0, 0, delay};
+    return p;
+  };
+  Toy t;
+  for (int i = 0; i < 6; ++i) {
+    const int32_t opener = t.compute(100);
+    t.comm(300, {opener});
+    t.compute(4000);
+  }
+  Timeline shown = measured_run(t, delay_profile(0));
+  shown.iteration_spans = {measured_run(t, delay_profile(600)).spans, measured_run(t, delay_profile(1000)).spans};
+  const prof::CalibrationResult pooled = calibrated(t, shown, delay_profile(0), "comm_delay");
+  EXPECT_NEAR(pooled.profile.interference.comm_delay_during_compute_us, 800, 1e-6);
+  EXPECT_NE(pooled.report.find("6 collectives, 12 runs over 2 iterations"), std::string::npos) << pooled.report;
+  shown.iteration_spans.clear();
+  EXPECT_EQ(calibrated(t, shown, delay_profile(0), "comm_delay").profile.interference.comm_delay_during_compute_us,
+            0);
 }
 
 }  // namespace
