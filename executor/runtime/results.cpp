@@ -136,18 +136,16 @@ std::vector<std::vector<double>> compute_busy(const std::vector<const RankResult
   return out;
 }
 
-// Each timed iteration's spans, shifted onto one clock where the ranks read one (`offsets`, per timed
-// iteration; empty otherwise), as the representative iteration's are.
-std::vector<std::vector<OpSpan>> spans_of_every_iteration(const std::vector<RankResult>& ranks,
-                                                          const std::vector<size_t>& timed,
-                                                          const std::vector<std::vector<double>>& offsets) {
-  std::vector<std::vector<OpSpan>> out(timed.size());
-  for (size_t k = 0; k < timed.size(); ++k)
-    for (const RankResult& r : ranks) {
-      const double shift = offsets.empty() ? 0.0 : offsets[k][size_t(r.rank)];
-      for (const OpTiming& t : r.iterations[timed[k]].spans)
-        out[k].push_back({t.op, int32_t(r.rank), t.start_us + shift, t.end_us + shift, {}});
-    }
+// Every rank's spans of iteration `i`, shifted by the rank's start offset (`offsets`, by rank; empty where
+// the ranks do not read one clock: each counts from its own start).
+std::vector<OpSpan> spans_on_one_clock(const std::vector<RankResult>& ranks, size_t i,
+                                       const std::vector<double>& offsets) {
+  std::vector<OpSpan> out;
+  for (const RankResult& r : ranks) {
+    const double shift = offsets.empty() ? 0.0 : offsets[size_t(r.rank)];
+    for (const OpTiming& t : r.iterations[i].spans)
+      out.push_back({t.op, int32_t(r.rank), t.start_us + shift, t.end_us + shift, {}});
+  }
   return out;
 }
 
@@ -192,13 +190,13 @@ RunSummary summarize(const std::vector<RankResult>& ranks, const Schedule& sched
     for (size_t k = 1; k < timed.size(); ++k)
       if (std::abs(samples[k] - out.median_us) < std::abs(samples[pick] - out.median_us)) pick = k;
     if (!offsets.empty()) tl.rank_start_offsets_us = offsets[pick];
-    for (const RankResult& r : ranks) {
-      const double shift = tl.rank_start_offsets_us.empty() ? 0.0 : tl.rank_start_offsets_us[size_t(r.rank)];
-      for (const OpTiming& t : r.iterations[timed[pick]].spans)
-        tl.spans.push_back({t.op, int32_t(r.rank), t.start_us + shift, t.end_us + shift, {}});
-    }
+    tl.spans = spans_on_one_clock(ranks, timed[pick], tl.rank_start_offsets_us);
     attach_duration_spread(ranks, timed, samples, tl);
-    if (every_iteration) tl.iteration_spans = spans_of_every_iteration(ranks, timed, offsets);
+    const std::vector<double> own_clocks;
+    if (every_iteration)
+      for (size_t k = 0; k < timed.size(); ++k)
+        tl.iteration_spans.push_back(
+            spans_on_one_clock(ranks, timed[k], offsets.empty() ? own_clocks : offsets[k]));
   }
   std::vector<const RankResult*> by_rank;
   for (const RankResult& r : ranks) by_rank.push_back(&r);

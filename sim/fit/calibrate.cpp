@@ -133,8 +133,11 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
   else if (scope.sync)
     fit_arrival_skew(in, scope.sync_growth, p, report);
   if (scope.interference) fit_interference(in, p, report);
-  if (scope.comm_delay) fit_comm_delay(in, trace, p, report);
-  if (scope.comm_start) fit_comm_start(trace, p, report);
+  if (scope.comm_delay || scope.comm_start) {
+    const std::vector<std::vector<TraceEvent>> iterations = every_iteration(trace);
+    if (scope.comm_delay) fit_comm_delay(in, iterations, p, report);
+    if (scope.comm_start) fit_comm_start(trace, iterations, p, report);
+  }
   if (scope.interference_iteration)
     fit_compute_slowdown_to_iteration(schedule_of_trace(trace),
                                       measured_iteration_us(trace, "interference_iteration"), p, report);

@@ -351,11 +351,11 @@ void fit_interference(const TraceSamples& in, Profile& p, std::string& report) {
 // mostly beside compute: from one iteration, that iteration's overlap decided which collectives counted, each
 // by one duration (10-31 collectives per trace in the sweep's calibration runs, against 650-1700 runs
 // pooled).
-void fit_comm_delay(const TraceSamples& in, const TraceFile& trace, Profile& p, std::string& report) {
+void fit_comm_delay(const TraceSamples& in, const std::vector<std::vector<TraceEvent>>& iterations,
+                    Profile& p, std::string& report) {
   const double skew = group_collective(p, in.tp).sync_us,
                slowdown = p.interference.comm_slowdown_during_compute;
   const auto [sel, base] = stream_samples(in, without_interference(p), true, skew);
-  const std::vector<std::vector<TraceEvent>> iterations = every_iteration(trace);
   const std::map<int, std::vector<CollectiveRun>> runs = collective_runs(iterations);
   std::vector<double> excess;
   size_t pooled = 0;

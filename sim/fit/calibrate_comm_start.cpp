@@ -128,14 +128,12 @@ void add_due_beside_compute(const std::vector<TraceEvent>& events, DueSamples& o
   }
 }
 
-// The collectives due beside compute over every timed iteration where the trace has them all, else over its
-// one iteration; `iterations` says how many.
-DueSamples due_beside_compute(const TraceFile& trace, size_t& iterations) {
+// The collectives due beside compute over `iterations` where the trace has them, else over its one iteration.
+DueSamples due_beside_compute(const TraceFile& trace,
+                              const std::vector<std::vector<TraceEvent>>& iterations) {
   DueSamples out;
-  const std::vector<std::vector<TraceEvent>> all = every_iteration(trace);
-  for (const std::vector<TraceEvent>& events : all) add_due_beside_compute(events, out);
-  if (all.empty()) add_due_beside_compute(trace.events, out);
-  iterations = std::max<size_t>(1, all.size());
+  for (const std::vector<TraceEvent>& events : iterations) add_due_beside_compute(events, out);
+  if (iterations.empty()) add_due_beside_compute(trace.events, out);
   return out;
 }
 
@@ -193,10 +191,11 @@ std::optional<WaitFit> fit_reported(const std::vector<DueBesideCompute>& due, bo
 
 }  // namespace
 
-void fit_comm_start(const TraceFile& trace, Profile& p, std::string& report) {
-  size_t iterations = 1;
+void fit_comm_start(const TraceFile& trace, const std::vector<std::vector<TraceEvent>>& iterations,
+                    Profile& p, std::string& report) {
   const DueSamples due = due_beside_compute(trace, iterations);
-  if (iterations > 1) report += fmt::format("comm start: {} iterations of the trace pooled\n", iterations);
+  if (iterations.size() > 1)
+    report += fmt::format("comm start: {} iterations of the trace pooled\n", iterations.size());
   InterferenceProfile& i = p.interference;
   if (const auto fit =
           fit_reported(due.asleep, true, "comm start wait",

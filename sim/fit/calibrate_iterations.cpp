@@ -2,7 +2,6 @@
 // (domino.iteration_spans, domino-exec --trace-iterations), for the fits whose samples one iteration holds
 // too few of: its events per iteration, and each collective's duration and overlap with compute per
 // iteration.
-#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
@@ -48,15 +47,13 @@ std::map<int, std::vector<CollectiveRun>> collective_runs(
     const std::vector<std::vector<TraceEvent>>& iterations) {
   std::map<int, std::vector<CollectiveRun>> out;
   for (const std::vector<TraceEvent>& events : iterations) {
-    std::map<int32_t, std::vector<std::pair<double, double>>> compute;  // rank -> its compute spans
+    std::map<int32_t, Intervals> compute;  // rank -> its compute spans
     for (const TraceEvent& e : events)
       if (e.stream == 0) compute[e.rank].push_back({e.start_us, e.start_us + e.dur_us});
     std::map<int, CollectiveRun> fastest;  // op index -> the rank that took least
     for (const TraceEvent& e : events) {
       if (e.stream != 1 || !e.args.contains("op") || !e.args["op"].is_number_integer()) continue;
-      double overlap = 0;
-      for (const auto& [from, to] : compute[e.rank])
-        overlap += std::max(0.0, std::min(to, e.start_us + e.dur_us) - std::max(from, e.start_us));
+      const double overlap = busy_time(compute[e.rank], e.start_us, e.start_us + e.dur_us);
       const auto [at, fresh] =
           fastest.emplace(int(e.args["op"].get<int64_t>()), CollectiveRun{e.dur_us, overlap});
       if (!fresh && e.dur_us < at->second.dur) at->second = {e.dur_us, overlap};

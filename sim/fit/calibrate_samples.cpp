@@ -39,6 +39,12 @@ int64_t whole_number(const TraceFile& trace, const TraceEvent* e, const std::str
   return int64_t(d);
 }
 
+double busy_time(const Intervals& busy, double from, double to) {
+  double t = 0;
+  for (const auto& [s, e] : busy) t += std::max(0.0, std::min(e, to) - std::max(s, from));
+  return t;
+}
+
 namespace {
 
 // A whole-number arg in [lowest, highest], `absent` where the trace does not give it.
@@ -90,15 +96,6 @@ DType trace_dtype(const Profile& base, const TraceFile& trace) {
       trace.path + ": its ops do not name their dtype (a trace written before they did) and its model '" +
       model + "' cannot be loaded by name, while profile '" + base.name + "' has GEMM figures for " +
       std::to_string(present) + " dtypes: re-run the trace, or calibrate a profile of one dtype");
-}
-
-using Intervals = std::vector<std::pair<double, double>>;
-
-// Time the intervals cover within [from, to].
-double busy_time(const Intervals& busy, double from, double to) {
-  double t = 0;
-  for (const auto& [s, e] : busy) t += std::max(0.0, std::min(e, to) - std::max(s, from));
-  return t;
 }
 
 // Every event of one op index, across ranks.

@@ -14,6 +14,10 @@
 
 namespace domino::prof::calibration {
 
+// Spans [start, end) of one stream, and the time they cover within [from, to].
+using Intervals = std::vector<std::pair<double, double>>;
+double busy_time(const Intervals& busy, double from, double to);
+
 struct Sample {
   Op op;              // kind, shape, flops, bytes, dtype: what the cost model needs
   double dur = 0;     // measured: the slowest rank (it sets the pace at every collective); a collective: the
@@ -95,9 +99,10 @@ double measured_iteration_us(const TraceFile& trace, const std::string& part);
 // trace without collectives: no-comm). BadInput when the trace has a collective.
 void fit_compute_stall(const TraceSamples& in, double iteration_us, Profile& p, std::string& report);
 void fit_interference(const TraceSamples& in, Profile& p, std::string& report);
-// The collectives' delay beside compute, from those that ran mostly beside it: in every timed iteration where
-// the trace has them all (every_iteration), else in its one.
-void fit_comm_delay(const TraceSamples& in, const TraceFile& trace, Profile& p, std::string& report);
+// The collectives' delay beside compute, from those that ran mostly beside it: in every timed iteration
+// (`iterations`, every_iteration's) where the trace has them, else in its one.
+void fit_comm_delay(const TraceSamples& in, const std::vector<std::vector<TraceEvent>>& iterations,
+                    Profile& p, std::string& report);
 // The schedule a measured trace ran, rebuilt from its header (model, named strategy, TP degree, shape,
 // optimizer) and checked against its schedule_fingerprint; BadInput naming what is missing or differs.
 Schedule schedule_of_trace(const TraceFile& trace);
@@ -106,8 +111,10 @@ Schedule schedule_of_trace(const TraceFile& trace);
 void fit_compute_slowdown_to_iteration(const Schedule& schedule, double iteration_us, Profile& p,
                                        std::string& report);
 // The wait of a collective whose turn comes while its rank computes, from the trace's spans and deps
-// (calibrate_comm_start.cpp); nothing changes when too few collectives came due beside compute.
-void fit_comm_start(const TraceFile& trace, Profile& p, std::string& report);
+// (calibrate_comm_start.cpp), pooled over `iterations` (every_iteration's) where the trace has them; nothing
+// changes when too few collectives came due beside compute.
+void fit_comm_start(const TraceFile& trace, const std::vector<std::vector<TraceEvent>>& iterations,
+                    Profile& p, std::string& report);
 
 // The trace's events moved to each timed iteration's spans (domino.iteration_spans, domino-exec
 // --trace-iterations; calibrate_iterations.cpp): an event per span, its op's kind, stream, shape and deps
