@@ -54,6 +54,10 @@ int main(int argc, char** argv) {
         "with --cpu-placement rank: let each rank's CPU halt when it has nothing to run. By default "
         "a spinning thread of idle priority keeps it awake, so that a message reaching an idle rank "
         "does not wait for its CPU to wake up (on a virtual machine a halted CPU returns to the host)");
+    app.add_flag("--realtime,!--no-realtime", o.realtime,
+                 "run each measuring rank's threads SCHED_FIFO (root), communication above compute, as "
+                 "domino-exec --realtime runs a plan: measure with it the profile of runs made with it. "
+                 "Default off");
     app.add_option("--timeout", o.timeout_s, "give up measuring after this many seconds")
         ->check(domino::positive_number());
     app.set_version_flag("--version", std::string("domino-profile ") + DOMINO_VERSION);

@@ -4,7 +4,6 @@
 #include <chrono>
 
 #include "executor/job/backends.hpp"
-#include "executor/runtime/rank_runner.hpp"
 
 namespace domino::prof {
 
@@ -24,8 +23,12 @@ std::vector<double> time_repeats(const std::function<void()>& fn, const RepeatPo
   return samples;
 }
 
-PreparedProbe::PreparedProbe(const std::string& backend, Schedule schedule, const RankContext& ctx)
-    : schedule_(std::move(schedule)), backend_(make_backend(backend)), rank_(ctx.rank) {
+PreparedProbe::PreparedProbe(const std::string& backend, Schedule schedule, const RankContext& ctx,
+                             int compute_fifo_priority)
+    : schedule_(std::move(schedule)),
+      backend_(make_backend(backend)),
+      rank_(ctx.rank),
+      compute_fifo_priority_(compute_fifo_priority) {
   RankContext probe_ctx = ctx;
   probe_ctx.reproducible_values = false;  // only the time counts
   backend_->prepare(schedule_, probe_ctx);
@@ -33,21 +36,17 @@ PreparedProbe::PreparedProbe(const std::string& backend, Schedule schedule, cons
 
 PreparedProbe::~PreparedProbe() = default;
 
-namespace {
-
-RunnerOptions probe_options(int warmup, int iters) {
+RunnerOptions PreparedProbe::options(int warmup, int iters) const {
   RunnerOptions options;
   options.warmup = warmup;
   options.iters = iters;
   options.check_finite = false;  // a probe's values are not a training run's: only its time counts
+  options.compute_fifo_priority = compute_fifo_priority_;
   return options;
 }
 
-}  // namespace
-
 std::vector<std::vector<OpTiming>> PreparedProbe::run(int warmup, int iters, GlooComm* barrier_comm) {
-  const RankResult result =
-      run_iterations(schedule_, *backend_, barrier_comm, rank_, probe_options(warmup, iters));
+  const RankResult result = run_iterations(schedule_, *backend_, barrier_comm, rank_, options(warmup, iters));
   std::vector<std::vector<OpTiming>> timed;
   for (const IterationRecord& it : result.iterations)
     if (it.timed) timed.push_back(it.spans);
@@ -58,7 +57,7 @@ std::vector<double> PreparedProbe::time_ops(const RepeatPolicy& policy) {
   // One set of stream workers for every repeat, as a training run keeps its workers: a worker started per
   // repeat paid its first allocations (a new thread's malloc arena, Eigen's packing buffers, the kernels'
   // scratch) inside the op, which made a GEMM of a few microseconds measure 0.2-0.6 ms.
-  IterationRunner runner(schedule_, *backend_, nullptr, rank_, probe_options(0, 1));
+  IterationRunner runner(schedule_, *backend_, nullptr, rank_, options(0, 1));
   std::vector<double> durations;
   int calls = 0;
   time_repeats(

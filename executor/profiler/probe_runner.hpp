@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "executor/runtime/backend.hpp"
+#include "executor/runtime/rank_runner.hpp"
 #include "sim/fit/stats.hpp"
 
 namespace domino::prof {
@@ -27,7 +28,10 @@ std::vector<double> time_repeats(const std::function<void()>& fn, const RepeatPo
 class PreparedProbe {
  public:
   // Makes the backend and prepares it for `schedule` with `ctx` (collectives: ctx.comm is the rank's group).
-  PreparedProbe(const std::string& backend, Schedule schedule, const RankContext& ctx);
+  // compute_fifo_priority > 0: the compute stream's worker runs SCHED_FIFO at it (domino-profile --realtime,
+  // as domino-exec --realtime runs it).
+  PreparedProbe(const std::string& backend, Schedule schedule, const RankContext& ctx,
+                int compute_fifo_priority);
   PreparedProbe(const PreparedProbe&) = delete;  // the backend keeps the schedule's address
   PreparedProbe& operator=(const PreparedProbe&) = delete;
   ~PreparedProbe();
@@ -42,9 +46,12 @@ class PreparedProbe {
   std::vector<double> time_ops(const RepeatPolicy& policy);
 
  private:
+  RunnerOptions options(int warmup, int iters) const;
+
   Schedule schedule_;
   std::unique_ptr<Backend> backend_;
   int rank_ = 0;
+  int compute_fifo_priority_ = 0;
 };
 
 // Duration of an op's timing in microseconds.

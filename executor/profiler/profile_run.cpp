@@ -79,6 +79,7 @@ void run_measure(const ProfileOptions& o) {
   if (o.placement) fo.placement = *o.placement;
   fo.placement_given = o.placement.has_value();
   fo.idle_poll = o.idle_poll;
+  fo.realtime = o.realtime;
   const CpuPlacement placement = check_placement(fo);  // before the workload is planned and announced
   std::string what;
   const Workload w = plan_for(o, traits, &what);
@@ -96,11 +97,14 @@ void run_measure(const ProfileOptions& o) {
   mo.quick = o.quick;
   mo.link_gbps = o.link_gbps;
   mo.backend = o.backend;
+  mo.realtime = o.realtime;
   in.workload_note += placement == CpuPlacement::Rank
                           ? std::string("; each rank pinned to its own CPU (--cpu-placement rank)") +
                                 (o.idle_poll ? ", kept awake by an idle-priority poller"
                                              : ", halting when idle (--no-idle-poll)")
                           : "; the ranks' threads placed by the kernel (--cpu-placement none)";
+  if (o.realtime)
+    in.workload_note += "; the ranks' threads SCHED_FIFO, communication above compute (--realtime)";
   in.ranks = run_ranks(fo, [&](GlooComm& comm) { return measure_rank(w, comm, mo); });
   in.metadata = machine_metadata(o.backend);
   in.load_average_at_end = load_average();

@@ -26,6 +26,7 @@ struct ProfileOptions {
   // --cpu-placement: none or rank (domino-exec's names); unset: ForkOptions' default
   std::optional<CpuPlacement> placement;
   bool idle_poll = true;  // --no-idle-poll clears it: pinned ranks' CPUs may halt when idle (ForkOptions)
+  bool realtime = false;  // --realtime: the ranks' threads SCHED_FIFO, communication above compute
 };
 
 // Both print a summary on stdout and write options.output atomically. Throw domino::Error. run_measure

@@ -29,6 +29,9 @@ struct ForkOptions {
   // With rank placement: each rank also runs an IdlePoller (idle_poller.hpp) on its CPU, so that a message
   // arriving at an idle rank does not wait for a halted CPU to wake up.
   bool idle_poll = true;
+  // Each rank process SCHED_FIFO at kRealtimeCommPriority before it starts a thread (Gloo's loop inherits
+  // it; the probes' compute workers step down: MeasureOptions::realtime), as domino-exec --realtime runs.
+  bool realtime = false;
 };
 
 // The placement the ranks get: options.placement, or none where a default one is dropped (a mask without a

@@ -32,6 +32,11 @@ struct RankBench {
   ProfilingTraits traits;
   std::vector<std::string> algorithms;
 
+  // A probe of this rank, its compute worker scheduled as --realtime asks.
+  PreparedProbe prepare(Schedule schedule, const RankContext& ctx) const {
+    return PreparedProbe(options.backend, std::move(schedule), ctx,
+                         options.realtime ? kRealtimeComputePriority : 0);
+  }
   // Compute probes: a group of one (no collective), on this rank's device.
   RankContext compute_ctx(uint64_t seed) const { return ctx(seed, 1, ""); }
   // Collective probes: the whole group, its collectives forced to `algorithm` ("": the library picks).
@@ -90,7 +95,7 @@ std::vector<double> time_compute(const RankBench& b, const Schedule& mini, uint6
   const int copies = chain_length(mini, b.traits);
   Schedule chain = chain_of(mini, copies, memory_bound(op.kind));
   fill_with_values(chain, b.comm.world());
-  PreparedProbe probe(b.options.backend, std::move(chain), b.compute_ctx(seed));
+  PreparedProbe probe = b.prepare(std::move(chain), b.compute_ctx(seed));
   b.comm.barrier("profiler: compute probe");
   return probe.time_ops(compute_policy(b.traits, quick, copies));
 }
@@ -170,7 +175,7 @@ nlohmann::json measure_collective(const Workload& w, const RankBench& b, Progres
   int i = 0;
   for (double bytes : w.allreduce_bytes) {
     progress.step(stage, std::to_string(int64_t(bytes)) + " B", ++i, int(w.allreduce_bytes.size()));
-    PreparedProbe probe(b.options.backend, collective_probe(kind, bytes, b.comm.world()), b.group_ctx(1, algorithm));
+    PreparedProbe probe = b.prepare(collective_probe(kind, bytes, b.comm.world()), b.group_ctx(1, algorithm));
     std::vector<double> samples;
     const int reps = allreduce_repeats(bytes, b.options.link_gbps, b.options.quick);
     for (const auto& spans : probe.run(2, reps, &b.comm)) samples.push_back(duration_us(spans.front()));
@@ -211,7 +216,7 @@ std::vector<std::string> agreed_algorithms(const Backend& backend, GlooComm& com
 
 // `count` AllReduces back to back after one barrier (the first two are warm-up and left out).
 std::vector<double> allreduces_alone(const RankBench& b, double bytes, int count) {
-  PreparedProbe probe(b.options.backend, allreduce_chain(bytes, count + 2), b.group_ctx(2));
+  PreparedProbe probe = b.prepare(allreduce_chain(bytes, count + 2), b.group_ctx(2));
   const std::vector<OpTiming> spans = probe.run(0, 1, &b.comm).front();
   std::vector<double> out;
   for (const OpTiming& t : spans)
@@ -237,7 +242,7 @@ nlohmann::json measure_interference(const Workload& w, const RankBench& b, Progr
 
   Schedule both = gemms_beside_allreduces(gemm, gemms, w.interference_bytes, n_during);
   fill_with_values(both, b.comm.world());
-  PreparedProbe probe(b.options.backend, std::move(both), b.group_ctx(3));
+  PreparedProbe probe = b.prepare(std::move(both), b.group_ctx(3));
   // After a warm-up pass, several passes: in each, the GEMMs beside the AllReduces and, as their baseline,
   // the GEMMs of the same pass after the AllReduces ended (same buffers, same warm state;
   // profile_fit_comm.cpp). One unwarmed pass against the GEMM's own repeats gave a GEMM slowdown anywhere
@@ -275,7 +280,7 @@ nlohmann::json measure_sync(const Workload& w, const RankBench& b, Progress& pro
   const int per_stretch = std::clamp(int(std::ceil(agree(b.comm, kStretchUs / std::max(one_us, 1.0)))), 1, 1000);
   Schedule stretch = gemms_then_allreduce(gemm, per_stretch);
   fill_with_values(stretch, b.comm.world());
-  PreparedProbe probe(b.options.backend, std::move(stretch), b.group_ctx(4));
+  PreparedProbe probe = b.prepare(std::move(stretch), b.group_ctx(4));
   const int32_t allreduce = int32_t(probe.schedule().ops.size() - 1);
   std::vector<double> allreduce_us;
   for (const auto& spans : probe.run(2, b.options.quick ? 12 : 100, &b.comm))

@@ -6,6 +6,8 @@
 // training run's iterations do; a compute stage runs in passes over all its probes. No timed assertions.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "executor/cpu/cpu_backend.hpp"
 #include "executor/job/backends.hpp"
@@ -36,6 +39,15 @@ std::map<std::string, int> issued;
 int compute_iterations = 0;
 std::set<long> compute_threads;
 std::vector<std::string> compute_ops;  // each compute-stream op issued, in order, as op_identity names it
+// The SCHED_FIFO priorities (0: another policy) of the threads that issued ops, by stream name.
+std::map<std::string, std::set<int>> issuing_priorities;
+
+int fifo_priority_of_calling_thread() {
+  sched_param param{};
+  int policy = 0;
+  if (::pthread_getschedparam(::pthread_self(), &policy, &param) != 0 || policy != SCHED_FIFO) return 0;
+  return param.sched_priority;
+}
 
 std::string op_identity(const Op& op) {
   return fmt::format("{} {}x{}x{} {}B", to_string(op.code), op.m, op.n, op.k, int64_t(op.bytes));
@@ -55,6 +67,7 @@ class CountingDriver final : public StreamDriver {
     {
       std::lock_guard lock(issued_mutex);
       ++issued[to_string(op.code)];
+      issuing_priorities[to_string(stream_)].insert(fifo_priority_of_calling_thread());
       if (stream_ == Stream::Compute) {
         compute_threads.insert(long(::syscall(SYS_gettid)));
         compute_ops.push_back(op_identity(op));
@@ -164,14 +177,17 @@ TEST(ProfilerProbeSchedule, SequenceParallelProbesSpreadTheFullBufferOverTheRank
 // Measures `w` on two forked ranks of the counting backend; `answer` turns a rank's figures, with what that
 // rank counted in hand, into what the rank returns.
 std::vector<nlohmann::json> measure_counted(const Workload& w,
-                                            const std::function<nlohmann::json(nlohmann::json)>& answer) {
+                                            const std::function<nlohmann::json(nlohmann::json)>& answer,
+                                            bool realtime = false) {
   register_backend("counting-cpu", [] { return std::make_unique<CountingBackend>(); });
   MeasureOptions mo;
   mo.quick = true;
   mo.backend = "counting-cpu";
+  mo.realtime = realtime;
   ForkOptions fo;
   fo.ranks = 2;
   fo.timeout_s = 120;
+  fo.realtime = realtime;
   return run_ranks(fo, [&](GlooComm& comm) {
     nlohmann::json out = measure_rank(w, comm, mo);
     std::lock_guard lock(issued_mutex);
@@ -245,6 +261,34 @@ TEST(ProfilerBackend, ComputeProbesRunInPassesOverTheirStage) {
       if (runs.empty() || runs.back() != id) runs.push_back(id);
     ASSERT_GE(runs.size(), want.size());
     EXPECT_EQ(std::vector<std::string>(runs.begin(), runs.begin() + std::ptrdiff_t(want.size())), want);
+  }
+}
+
+// Whether this process may schedule a thread SCHED_FIFO (root or CAP_SYS_NICE), tried on a thread of its own.
+bool may_use_fifo() {
+  bool ok = false;
+  std::thread([&] {
+    sched_param param{};
+    param.sched_priority = 1;
+    ok = ::pthread_setschedparam(::pthread_self(), SCHED_FIFO, &param) == 0;
+  }).join();
+  return ok;
+}
+
+// Default scheduling leaves every thread out of SCHED_FIFO; --realtime (MeasureOptions and ForkOptions
+// realtime) issues every probe's compute at the compute priority and its collectives above it, as
+// domino-exec --realtime runs a plan.
+TEST(ProfilerBackend, RealtimeProbesRunCommunicationAboveCompute) {
+  const Workload w = tiny_workload();
+  const auto priorities = [](const nlohmann::json&) { return nlohmann::json(issuing_priorities); };
+  for (const nlohmann::json& r : measure_counted(w, priorities)) {
+    EXPECT_EQ(r["compute"], nlohmann::json({0}));
+    EXPECT_EQ(r["comm"], nlohmann::json({0}));
+  }
+  if (!may_use_fifo()) GTEST_SKIP() << "this process may not use SCHED_FIFO (needs root or CAP_SYS_NICE)";
+  for (const nlohmann::json& r : measure_counted(w, priorities, true)) {
+    EXPECT_EQ(r["compute"], nlohmann::json({kRealtimeComputePriority})) << r;
+    EXPECT_EQ(r["comm"], nlohmann::json({kRealtimeCommPriority})) << r;
   }
 }
 
