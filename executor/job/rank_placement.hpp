@@ -17,7 +17,7 @@ void check_placement(const RunSettings& run, int ranks);
 CpuPlacement effective_placement(const RunSettings& run);
 
 // Run inside rank process number `index` of the host's `ranks`: with --realtime puts it under SCHED_FIFO
-// (kRealtimeCommPriority: every later thread inherits it; the compute worker steps down), pins the process
+// (kRealtimeCommPriority: every later thread inherits it; the compute worker leaves it), pins the process
 // (placement rank: every thread it starts afterwards, Gloo's device loop included, inherits the core) and
 // sets run->compute_cpu for the stream workers. Throws BadInput as check_placement does, Runtime when the
 // kernel refuses the pin.

@@ -114,7 +114,7 @@ RunnerOptions runner_options(const RunSettings& r, const Backend& backend) {
   ro.dump_dir = r.dump_dir;
   ro.compute_cpu = r.compute_cpu;
   ro.wait = r.wait;
-  ro.compute_fifo_priority = r.realtime ? kRealtimeComputePriority : 0;
+  ro.compute_leaves_realtime = r.realtime;
   return ro;
 }
 

@@ -24,11 +24,11 @@ std::vector<double> time_repeats(const std::function<void()>& fn, const RepeatPo
 }
 
 PreparedProbe::PreparedProbe(const std::string& backend, Schedule schedule, const RankContext& ctx,
-                             int compute_fifo_priority)
+                             bool compute_leaves_realtime)
     : schedule_(std::move(schedule)),
       backend_(make_backend(backend)),
       rank_(ctx.rank),
-      compute_fifo_priority_(compute_fifo_priority) {
+      compute_leaves_realtime_(compute_leaves_realtime) {
   RankContext probe_ctx = ctx;
   probe_ctx.reproducible_values = false;  // only the time counts
   backend_->prepare(schedule_, probe_ctx);
@@ -41,7 +41,7 @@ RunnerOptions PreparedProbe::options(int warmup, int iters) const {
   options.warmup = warmup;
   options.iters = iters;
   options.check_finite = false;  // a probe's values are not a training run's: only its time counts
-  options.compute_fifo_priority = compute_fifo_priority_;
+  options.compute_leaves_realtime = compute_leaves_realtime_;
   return options;
 }
 

@@ -28,10 +28,10 @@ std::vector<double> time_repeats(const std::function<void()>& fn, const RepeatPo
 class PreparedProbe {
  public:
   // Makes the backend and prepares it for `schedule` with `ctx` (collectives: ctx.comm is the rank's group).
-  // compute_fifo_priority > 0: the compute stream's worker runs SCHED_FIFO at it (domino-profile --realtime,
-  // as domino-exec --realtime runs it).
+  // compute_leaves_realtime: in a SCHED_FIFO rank (domino-profile --realtime) the compute stream's worker
+  // runs under the normal policy, as domino-exec --realtime runs it.
   PreparedProbe(const std::string& backend, Schedule schedule, const RankContext& ctx,
-                int compute_fifo_priority);
+                bool compute_leaves_realtime);
   PreparedProbe(const PreparedProbe&) = delete;  // the backend keeps the schedule's address
   PreparedProbe& operator=(const PreparedProbe&) = delete;
   ~PreparedProbe();
@@ -51,7 +51,7 @@ class PreparedProbe {
   Schedule schedule_;
   std::unique_ptr<Backend> backend_;
   int rank_ = 0;
-  int compute_fifo_priority_ = 0;
+  bool compute_leaves_realtime_ = false;
 };
 
 // Duration of an op's timing in microseconds.

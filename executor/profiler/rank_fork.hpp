@@ -30,7 +30,7 @@ struct ForkOptions {
   // arriving at an idle rank does not wait for a halted CPU to wake up.
   bool idle_poll = true;
   // Each rank process SCHED_FIFO at kRealtimeCommPriority before it starts a thread (Gloo's loop inherits
-  // it; the probes' compute workers step down: MeasureOptions::realtime), as domino-exec --realtime runs.
+  // it; the probes' compute workers leave it: MeasureOptions::realtime), as domino-exec --realtime runs.
   bool realtime = false;
 };
 

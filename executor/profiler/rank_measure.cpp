@@ -34,8 +34,7 @@ struct RankBench {
 
   // A probe of this rank, its compute worker scheduled as --realtime asks.
   PreparedProbe prepare(Schedule schedule, const RankContext& ctx) const {
-    return PreparedProbe(options.backend, std::move(schedule), ctx,
-                         options.realtime ? kRealtimeComputePriority : 0);
+    return PreparedProbe(options.backend, std::move(schedule), ctx, options.realtime);
   }
   // Compute probes: a group of one (no collective), on this rank's device.
   RankContext compute_ctx(uint64_t seed) const { return ctx(seed, 1, ""); }

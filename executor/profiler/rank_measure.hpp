@@ -30,7 +30,7 @@ struct MeasureOptions {
   bool quick = false;
   double link_gbps = 0;  // 0: loopback; sizes repeats of large messages by the expected time
   std::string backend = "cpu";  // a name make_backend knows (executor/job/backends.hpp)
-  bool realtime = false;        // compute workers SCHED_FIFO below communication (domino-profile --realtime)
+  bool realtime = false;        // a SCHED_FIFO rank, its compute workers under the normal policy (--realtime)
 };
 
 // The JSON key of a collective kind's samples: "collectives" (AllReduce), "allgather", "reducescatter".

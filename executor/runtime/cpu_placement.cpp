@@ -83,6 +83,14 @@ void set_calling_thread_fifo(int priority) {
         std::strerror(errno));
 }
 
+void leave_realtime() {
+  if (::sched_getscheduler(0) != SCHED_FIFO) return;
+  sched_param param{};
+  param.sched_priority = 0;
+  if (::sched_setscheduler(0, SCHED_OTHER, &param) != 0)
+    throw_runtime(std::string("cannot put a thread back under SCHED_OTHER: ") + std::strerror(errno));
+}
+
 void pin_calling_thread(int cpu) {
   if (cpu < 0) return;
   cpu_set_t set;

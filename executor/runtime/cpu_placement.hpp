@@ -45,13 +45,13 @@ inline void cpu_relax() {
 #endif
 }
 
-// Real-time scheduling (SCHED_FIFO) of a rank's threads: other processes on the host then run only when the
-// rank's threads wait (or in the kernel's real-time throttling share, 5 % by default). Communication and the
-// process's other threads (Gloo's loop, the barrier) sit above compute, so that a collective that becomes
-// ready preempts compute at once instead of waiting for a compute op to end, as a GPU runs its communication
-// kernels beside compute.
+// Real-time scheduling of a rank: communication and the process's other threads (Gloo's loop, the barrier)
+// run SCHED_FIFO, so that a collective that becomes ready preempts compute at once instead of waiting for a
+// compute op to end, as a GPU runs its communication kernels beside compute. The compute worker stays under
+// the normal policy: a SCHED_FIFO thread that computes for most of each second meets the kernel's real-time
+// throttling (by default 50 ms of every second go to other threads), which held a CPU rank's compute off its
+// core 50 ms at a time and made one iteration in four or five 18 % slower (docs/fidelity.md).
 inline constexpr int kRealtimeCommPriority = 2;
-inline constexpr int kRealtimeComputePriority = 1;
 
 // "none", "rank", "compute"; "block", "spin".
 std::string placement_name(CpuPlacement p);
@@ -85,6 +85,9 @@ RankCores place_rank(const PlacementRequest& request, const std::vector<int>& cp
 // Puts the calling thread under SCHED_FIFO at `priority` (threads it starts afterwards inherit it); nothing
 // for priority <= 0. Throws BadInput when the process may not (needs root or CAP_SYS_NICE).
 void set_calling_thread_fifo(int priority);
+// Puts the calling thread back under the normal policy (SCHED_OTHER) where it runs under SCHED_FIFO (the
+// compute worker of a real-time rank). Throws Runtime when the kernel refuses.
+void leave_realtime();
 
 // Pins the calling thread to `cpu` (threads it starts afterwards inherit it); nothing for cpu < 0. Throws
 // Runtime naming the CPU when the kernel refuses.

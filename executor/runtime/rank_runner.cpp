@@ -78,7 +78,7 @@ class StreamWorkers {
         if (!attached) {
           if (lane.stream == Stream::Compute) {
             pin_calling_thread(options_.compute_cpu);
-            set_calling_thread_fifo(options_.compute_fifo_priority);
+            if (options_.compute_leaves_realtime) leave_realtime();
           }
           lane.driver->attach_thread();
         }
