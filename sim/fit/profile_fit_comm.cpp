@@ -66,6 +66,17 @@ std::vector<double> pooled(const FitInput& in, const char* key) {
   return all;
 }
 
+// The GEMMs that ran across the edge of the AllReduces' window, pooled over the ranks: [duration, us inside].
+std::vector<std::pair<double, double>> pooled_across(const FitInput& in) {
+  std::vector<std::pair<double, double>> all;
+  for (const auto& r : in.ranks) {
+    if (!r.contains("interference") || !r["interference"].contains("gemm_across_us")) continue;
+    for (const auto& g : r["interference"]["gemm_across_us"])
+      all.emplace_back(g.at(0).get<double>(), g.at(1).get<double>());
+  }
+  return all;
+}
+
 // Least squares on relative error; when noise hides the bandwidth (small messages only, or a loaded
 // machine): latency from the fastest message, bandwidth from the largest.
 LineFit fit_latency_bandwidth(const std::vector<double>& x, const std::vector<double>& y, std::string& notes) {
@@ -222,32 +233,59 @@ void fit_arrival_skew(const FitInput& in, FitOutput out) {
 
 // Fewer GEMMs after the AllReduces than this, and the GEMM's own repeats are the baseline.
 constexpr size_t kMinGemmsAfter = 3;
+namespace {
+
+// The largest share of the core the collectives may be found to take from compute: 0.95 is a compute rate
+// of 1/20 beside communication, which the simulator runs as the two taking turns.
+constexpr double kMaxCoreShareTaken = 0.95;
+
+// Compute's slowdown beside communication from GEMMs that ran across the window's edges: one that runs at
+// rate r for the `inside` us it spends in the window takes inside * (1 - r) longer than the baseline, so
+// the share the window took, 1 - r, is the pooled excess over the pooled time inside.
+double slowdown_across(const std::vector<std::pair<double, double>>& across, double baseline_us) {
+  double excess = 0, inside = 0;
+  for (const auto& [duration, in_window] : across) {
+    excess += std::max(0.0, duration - baseline_us);
+    inside += in_window;
+  }
+  const double taken = inside > 0 ? std::min(excess / inside, kMaxCoreShareTaken) : 0;
+  return taken / (1 - taken);
+}
+
+}  // namespace
 
 // The slowdown of each stream while the other runs. A GEMM beside the AllReduces is compared with the GEMMs
 // of the same passes after they ended where there are enough of them (the same run's state), else with the
-// GEMM's own back-to-back repeats. The AllReduce's slowdown is its mean beside the GEMMs over its mean alone:
-// on a CPU its thread either shares the core with the compute thread or waits for it, its times beside
-// compute fall in two groups, and their median jumps between them from one run to the next (0 % and 436 % in
-// two loopback profiles an hour apart on one machine); the mean is what a collective beside compute costs on
-// average, as the simulator charges it.
+// GEMM's own back-to-back repeats; where no GEMM ran wholly inside the window, the GEMMs across its edges
+// tell how much of the core it took (slowdown_across). The AllReduce's slowdown is its mean beside the GEMMs
+// over its mean alone: on a CPU its thread either shares the core with the compute thread or waits for it,
+// its times beside compute fall in two groups, and their median jumps between them from one run to the next
+// (0 % and 436 % in two loopback profiles an hour apart on one machine); the mean is what a collective beside
+// compute costs on average, as the simulator charges it.
 void fit_interference(const FitInput& in, FitOutput out) {
   const std::vector<double> after = pooled(in, "gemm_after_us");
   const std::vector<double> ga = after.size() >= kMinGemmsAfter ? after : pooled(in, "gemm_alone_us");
   const std::vector<double> gd = pooled(in, "gemm_during_us");
+  const std::vector<std::pair<double, double>> across = gd.empty() ? pooled_across(in) : decltype(across){};
   const std::vector<double> aa = pooled(in, "allreduce_alone_us"), ad = pooled(in, "allreduce_during_us");
-  if (ga.empty() || gd.empty() || aa.empty() || ad.empty()) {
-    out.notes += "; interference not measured (one rank, or no GEMM fell inside the AllReduce window)";
+  if (ga.empty() || (gd.empty() && across.empty()) || aa.empty() || ad.empty()) {
+    out.notes += "; interference not measured (one rank, or no GEMM ran beside the AllReduces)";
     return;
   }
   InterferenceProfile& i = out.p.interference;
-  i.compute_slowdown_during_comm = std::max(0.0, median_of(gd) / median_of(ga) - 1);
+  i.compute_slowdown_during_comm =
+      gd.empty() ? slowdown_across(across, median_of(ga)) : std::max(0.0, median_of(gd) / median_of(ga) - 1);
   i.comm_slowdown_during_compute = std::max(0.0, mean_of(ad) / mean_of(aa) - 1);
-  out.p.metadata.spread["interference.gemm_during_comm"] = timing_of(gd).spread();
+  if (!gd.empty()) out.p.metadata.spread["interference.gemm_during_comm"] = timing_of(gd).spread();
   out.p.metadata.spread["interference.allreduce_during_gemm"] = timing_of(ad).spread();
-  out.summary += fmt::format("interference: GEMM {:.0f}% slower during an AllReduce ({} GEMMs), AllReduce {:.0f}% "
-                             "slower during a GEMM ({} AllReduces)\n",
-                             100 * i.compute_slowdown_during_comm, gd.size(), 100 * i.comm_slowdown_during_compute,
-                             ad.size());
+  const std::string gemms =
+      gd.empty() ? fmt::format("{} GEMMs across the window's edges, none inside", across.size())
+                 : fmt::format("{} GEMMs", gd.size());
+  out.summary += fmt::format(
+      "interference: GEMM {:.0f}% slower during an AllReduce ({}), AllReduce {:.0f}% "
+      "slower during a GEMM ({} AllReduces)\n",
+      100 * i.compute_slowdown_during_comm, gemms, 100 * i.comm_slowdown_during_compute, ad.size());
+  if (gd.empty()) out.notes += "; compute beside communication from the GEMMs across the AllReduces' window";
 }
 
 }  // namespace domino::prof::fitting

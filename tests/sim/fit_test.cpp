@@ -376,6 +376,32 @@ TEST(ProfilerFit, InterferenceBaselineIsTheSamePassesGemmsAfterTheAllReduces) {
   EXPECT_NEAR(fit_profile(in).profile.interference.compute_slowdown_during_comm, 2.0, 0.1);
 }
 
+// Where communication held the core for the whole window no GEMM ran inside it: the GEMMs across its edges
+// measure compute beside communication. Each ran at a quarter of its speed for the time it spent inside
+// (its excess over the baseline is three quarters of that time): the core taken is 0.75, a slowdown of 3.
+// Communication that took the whole core is capped at 0.95 of it (a slowdown of 19), not an infinite one.
+TEST(ProfilerFit, ComputeBesideCommunicationFromTheGemmsAcrossTheWindow) {
+  FitInput in = synthetic_input(Truth{}, 2);
+  const auto across = [&](double rate) {
+    for (auto& rank : in.ranks) {
+      rank["interference"]["gemm_during_us"] = nlohmann::json::array();
+      rank["interference"]["gemm_after_us"] = nlohmann::json::array({1000.0, 1000.0, 1000.0, 1000.0});
+      rank["interference"]["gemm_across_us"] = nlohmann::json::array();
+      for (double inside : {200.0, 900.0, 2500.0})
+        rank["interference"]["gemm_across_us"].push_back({1000 + inside * (1 - rate), inside});
+    }
+    return fit_profile(in);
+  };
+  const FitResult quarter = across(0.25);
+  EXPECT_NEAR(quarter.profile.interference.compute_slowdown_during_comm, 3.0, 1e-9);
+  EXPECT_NE(quarter.summary.find("across the window's edges"), std::string::npos) << quarter.summary;
+  EXPECT_NEAR(across(0).profile.interference.compute_slowdown_during_comm, 19.0, 1e-9);
+  EXPECT_NEAR(across(1).profile.interference.compute_slowdown_during_comm, 0.0, 1e-9);
+  // A GEMM inside the window decides, as before, where there is one.
+  for (auto& rank : in.ranks) rank["interference"]["gemm_during_us"] = nlohmann::json::array({1500.0});
+  EXPECT_NEAR(fit_profile(in).profile.interference.compute_slowdown_during_comm, 0.5, 1e-9);
+}
+
 TEST(ProfilerFit, OneRankMeasuresNoCollective) {
   FitInput in = synthetic_input(Truth{}, 2);
   in.tp = 1;
