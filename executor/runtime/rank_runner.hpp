@@ -26,8 +26,8 @@ struct RunnerOptions {
   std::string dump_dir;       // files land in dump_dir/rank<r>/
   int compute_cpu = -1;       // >= 0: the compute stream's worker runs on this CPU only (cpu_placement.hpp)
   WorkerWait wait = WorkerWait::Block;  // how workers wait for other streams' ops and the caller for them
-  bool compute_leaves_realtime =
-      false;  // a SCHED_FIFO rank's compute worker runs SCHED_OTHER (cpu_placement.hpp)
+  // In a SCHED_FIFO rank (--realtime) the compute worker runs under the normal policy (cpu_placement.hpp).
+  bool compute_leaves_realtime = false;
 };
 
 struct IterationRecord {

@@ -66,9 +66,12 @@ std::vector<double> pooled(const FitInput& in, const char* key) {
   return all;
 }
 
-// The GEMMs that ran across the edge of the AllReduces' window, pooled over the ranks: [duration, us inside].
-std::vector<std::pair<double, double>> pooled_across(const FitInput& in) {
-  std::vector<std::pair<double, double>> all;
+// GEMMs that ran across an edge of the AllReduces' window: [duration, us inside the window] each.
+using GemmsAcross = std::vector<std::pair<double, double>>;
+
+// The GEMMs across the window, pooled over the ranks.
+GemmsAcross pooled_across(const FitInput& in) {
+  GemmsAcross all;
   for (const auto& r : in.ranks) {
     if (!r.contains("interference") || !r["interference"].contains("gemm_across_us")) continue;
     for (const auto& g : r["interference"]["gemm_across_us"])
@@ -233,6 +236,7 @@ void fit_arrival_skew(const FitInput& in, FitOutput out) {
 
 // Fewer GEMMs after the AllReduces than this, and the GEMM's own repeats are the baseline.
 constexpr size_t kMinGemmsAfter = 3;
+
 namespace {
 
 // The largest share of the core the collectives may be found to take from compute: 0.95 is a compute rate
@@ -242,7 +246,7 @@ constexpr double kMaxCoreShareTaken = 0.95;
 // Compute's slowdown beside communication from GEMMs that ran across the window's edges: one that runs at
 // rate r for the `inside` us it spends in the window takes inside * (1 - r) longer than the baseline, so
 // the share the window took, 1 - r, is the pooled excess over the pooled time inside.
-double slowdown_across(const std::vector<std::pair<double, double>>& across, double baseline_us) {
+double slowdown_across(const GemmsAcross& across, double baseline_us) {
   double excess = 0, inside = 0;
   for (const auto& [duration, in_window] : across) {
     excess += std::max(0.0, duration - baseline_us);
@@ -266,7 +270,7 @@ void fit_interference(const FitInput& in, FitOutput out) {
   const std::vector<double> after = pooled(in, "gemm_after_us");
   const std::vector<double> ga = after.size() >= kMinGemmsAfter ? after : pooled(in, "gemm_alone_us");
   const std::vector<double> gd = pooled(in, "gemm_during_us");
-  const std::vector<std::pair<double, double>> across = gd.empty() ? pooled_across(in) : decltype(across){};
+  const GemmsAcross across = gd.empty() ? pooled_across(in) : GemmsAcross{};
   const std::vector<double> aa = pooled(in, "allreduce_alone_us"), ad = pooled(in, "allreduce_during_us");
   if (ga.empty() || (gd.empty() && across.empty()) || aa.empty() || ad.empty()) {
     out.notes += "; interference not measured (one rank, or no GEMM ran beside the AllReduces)";
