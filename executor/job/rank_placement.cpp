@@ -24,7 +24,7 @@ CpuPlacement effective_placement(const RunSettings& run) {
 }
 
 void enter_rank_placement(RunSettings* run, int index, int ranks) {
-  if (run->realtime) set_calling_thread_fifo(kRealtimeCommPriority);
+  if (run->realtime) enter_realtime();
   if (ranks < 1) return;  // env mode without the launcher's count of ranks here: placing could stack them
   const RankCores cores = place_rank(request_of(*run), affinity_cpus(), index, ranks);
   pin_calling_thread(cores.process_cpu);

@@ -33,7 +33,7 @@ std::vector<nlohmann::json> run_ranks(const ForkOptions& o, const std::function<
   lo.temp_prefix = "domino-profile";
   lo.rank_label = "measuring rank";
   const std::vector<std::string> texts = launch_ranks(lo, [&](const RankSlot& slot) {
-    if (o.realtime) set_calling_thread_fifo(kRealtimeCommPriority);
+    if (o.realtime) enter_realtime();
     const int cpu = place_rank(placement, cpus, slot.rank, slot.world).process_cpu;
     pin_calling_thread(cpu);
     std::optional<IdlePoller> poller;

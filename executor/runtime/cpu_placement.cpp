@@ -73,10 +73,9 @@ RankCores place_rank(const PlacementRequest& request, const std::vector<int>& cp
   return cores;
 }
 
-void set_calling_thread_fifo(int priority) {
-  if (priority <= 0) return;
+void enter_realtime() {
   sched_param param{};
-  param.sched_priority = priority;
+  param.sched_priority = kRealtimeCommPriority;
   if (::sched_setscheduler(0, SCHED_FIFO, &param) != 0)
     throw_bad_input(
         std::string("--realtime: cannot schedule a thread SCHED_FIFO (needs root or CAP_SYS_NICE): ") +

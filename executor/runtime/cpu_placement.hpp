@@ -82,9 +82,9 @@ struct PlacementRequest {
 };
 RankCores place_rank(const PlacementRequest& request, const std::vector<int>& cpus, int index, int ranks);
 
-// Puts the calling thread under SCHED_FIFO at `priority` (threads it starts afterwards inherit it); nothing
-// for priority <= 0. Throws BadInput when the process may not (needs root or CAP_SYS_NICE).
-void set_calling_thread_fifo(int priority);
+// Puts the calling thread under SCHED_FIFO at kRealtimeCommPriority (threads it starts afterwards inherit
+// it). Throws BadInput when the process may not (needs root or CAP_SYS_NICE).
+void enter_realtime();
 // Puts the calling thread back under the normal policy (SCHED_OTHER) where it runs under SCHED_FIFO (the
 // compute worker of a real-time rank). Throws Runtime when the kernel refuses.
 void leave_realtime();
