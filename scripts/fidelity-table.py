@@ -251,6 +251,28 @@ def bound(ok):
     return out or None
 
 
+def rank_speeds(rows):
+    """How much longer the slowest rank computes than the fastest, per iteration's median (each rank's summed
+    compute-stream op time): the simulator runs every rank at one speed, so a host whose cores differ in speed
+    puts the difference into the ranks' waits at each collective (the arrival skew), not into the compute."""
+    per_plan = {}
+    for r in rows:
+        busy = r.get("compute_busy_ms")
+        if busy and len(busy) > 1 and all(busy):
+            medians = [median(b) for b in busy]
+            per_plan[r["plan"]] = {"rank_medians_ms": medians,
+                                   "slowest_over_fastest": max(medians) / min(medians),
+                                   "slowest_rank": medians.index(max(medians))}
+    if not per_plan:
+        return None
+    ratios = [v["slowest_over_fastest"] for v in per_plan.values()]
+    slowest = [v["slowest_rank"] for v in per_plan.values()]
+    return {"plans": per_plan, "min": min(ratios), "max": max(ratios),
+            "no_comm": per_plan.get("no-comm", {}).get("slowest_over_fastest"),
+            "slowest_rank_mostly": max(set(slowest), key=slowest.count),
+            "slowest_rank_share": slowest.count(max(set(slowest), key=slowest.count)) / len(slowest)}
+
+
 def op_error_by_kind(rows):
     # Per op kind over the scored plans: the median of each plan's median per-op duration error (domino-compare,
     # each measured op its median over the iterations), and of the measured spread of that kind's ops.
@@ -294,6 +316,9 @@ def figures(rows, calibrated_on=None, interleaved=False):
         near = bound([r for r in rows if r.get("measured_samples_ms")])
         if near:
             out["bound"] = near
+        speeds = rank_speeds([r for r in rows if r.get("compute_busy_ms")])
+        if speeds:
+            out["rank_speed"] = speeds
         cost = comm_cost(rows, ok)
         if cost:
             out["comm_cost"] = cost
@@ -343,6 +368,15 @@ def uncertainty_lines(fig):
         lines += [f"The tuner's pick reaches {t['median']:.3f} of the no-comm bound, measured in the launch "
                   f"(p10-p90 over rounds {t['p10']:.3f}-{t['p90']:.3f}); communication is "
                   f"{fmt(None if share is None else 100 * share, '.0f')} % of megatron-async's time here", ""]
+    speeds = fig.get("rank_speed")
+    if speeds:
+        no_comm = speeds["no_comm"]
+        lines += [f"The ranks' compute per iteration (each rank's median): the slowest rank computed "
+                  f"{100 * (speeds['min'] - 1):.1f}-{100 * (speeds['max'] - 1):.1f} % longer than the fastest over "
+                  f"the plans" + (f" ({100 * (no_comm - 1):.1f} % in no-comm)" if no_comm else "")
+                  + f", rank {speeds['slowest_rank_mostly']} the slowest in "
+                  f"{100 * speeds['slowest_rank_share']:.0f} % of them; the model runs every rank at one speed, "
+                  "so the difference is predicted as the ranks' waits at the collectives (the arrival skew)", ""]
     sp = fig.get("speedup")
     if sp:
         lines += [f"Speedup over {sp['baseline']} measured inside the launch (median over {sp['rounds']} rounds of "

@@ -65,6 +65,13 @@ void write_interleaved_launch(const fs::path& cfg, const std::vector<KnownRow>& 
   std::ofstream(cfg / "config.json") << nlohmann::json{{"model", "m"}, {"interleaved", true}}.dump();
 }
 
+// A single-round plan's measurement with each rank's compute time per iteration (CONFIG/PLAN.json).
+void write_compute_busy(const fs::path& cfg, const std::string& plan, const std::vector<double>& samples,
+                        const std::vector<std::vector<double>>& busy) {
+  std::ofstream(cfg / (plan + ".json"))
+      << nlohmann::json{{"iteration_time_us", {{"samples", samples}}}, {"compute_busy_us", busy}}.dump();
+}
+
 // A predicted trace beside a hand-made row's prediction (CONFIG/PLAN.pred.trace.json): one op per duration,
 // back to back on one stream.
 void write_predicted_trace(const fs::path& cfg, const std::string& plan, const std::vector<double>& op_us) {
@@ -586,10 +593,9 @@ TEST_F(FidelitySweep, TableSplitHalfTakesEachIterationsComputeSpeedOut) {
   const fs::path cfg = dir / "cfg";
   write_interleaved_launch(cfg, {{"megatron-async", 100000, {{100000, 120000, 100000, 100000}}},
                                  {"domino-ds", 50000, {{50000, 50000, 50000, 55000}}}});
-  auto with_busy = [&](const std::string& plan, std::vector<double> samples,
-                       std::vector<std::vector<double>> busy) {
-    std::ofstream(cfg / (plan + ".json"))
-        << nlohmann::json{{"iteration_time_us", {{"samples", samples}}}, {"compute_busy_us", busy}}.dump();
+  const auto with_busy = [&](const std::string& plan, const std::vector<double>& samples,
+                             const std::vector<std::vector<double>>& busy) {
+    write_compute_busy(cfg, plan, samples, busy);
   };
   // megatron-async's rank 1 computed 20 ms longer in round 2; domino-ds's 5 ms in round 4 went elsewhere.
   with_busy("megatron-async", {100000, 120000, 100000, 100000},
@@ -609,6 +615,32 @@ TEST_F(FidelitySweep, TableSplitHalfTakesEachIterationsComputeSpeedOut) {
   const auto without = table()["figures"]["split_half"];
   EXPECT_FALSE(without.contains("compute_speed_taken_out")) << without.dump();
   EXPECT_TRUE(without.contains("drift_divided_out"));
+}
+
+// Each plan's ranks' compute per iteration, rank against rank: the slowest over the fastest, from each rank's
+// median, and which rank was the slowest in most plans.
+TEST_F(FidelitySweep, TableComparesTheRanksComputeSpeed) {
+  const fs::path cfg = dir / "cfg";
+  write_interleaved_launch(cfg, {{"no-comm", 90000, {{90000, 90000, 90000}}},
+                                 {"megatron-async", 100000, {{100000, 100000, 100000}}},
+                                 {"domino-ds", 95000, {{95000, 95000, 95000}}}});
+  const auto with_busy = [&](const std::string& plan, const std::vector<double>& samples,
+                             const std::vector<std::vector<double>>& busy) {
+    write_compute_busy(cfg, plan, samples, busy);
+  };
+  with_busy("no-comm", {90000, 90000, 90000},
+            {{80000, 80000, 99000}, {84000, 84000, 60000}});  // medians 80, 84
+  with_busy("megatron-async", {100000, 100000, 100000}, {{70000, 70000, 70000}, {77000, 77000, 77000}});
+  with_busy("domino-ds", {95000, 95000, 95000}, {{72000, 72000, 72000}, {70000, 70000, 70000}});
+  const auto speed = table()["figures"]["rank_speed"];
+  ASSERT_FALSE(speed.is_null());
+  EXPECT_NEAR(speed["no_comm"].get<double>(), 84.0 / 80, 1e-12) << speed.dump();
+  EXPECT_NEAR(speed["max"].get<double>(), 1.1, 1e-12);
+  EXPECT_NEAR(speed["min"].get<double>(), 72.0 / 70, 1e-12);
+  EXPECT_EQ(speed["slowest_rank_mostly"].get<int>(), 1);
+  EXPECT_EQ(speed["plans"]["domino-ds"]["slowest_rank"].get<int>(), 0);
+  EXPECT_NE(slurp(dir / "fidelity.md").find("the slowest rank computed 2.9-10.0 % longer"), std::string::npos)
+      << slurp(dir / "fidelity.md");
 }
 
 // Without the interleaved flag the rounds of different plans are not aligned: no split-half, no speedups.
