@@ -58,6 +58,10 @@ int main(int argc, char** argv) {
                  "run each measuring rank's threads SCHED_FIFO (root), communication above compute, as "
                  "domino-exec --realtime runs a plan: measure with it the profile of runs made with it. "
                  "Default off");
+    app.add_flag("--collectives-after-compute", o.collectives_after_compute,
+                 "CPU backend: time each collective after about 2 ms of GEMMs on the compute stream, as a "
+                 "training step runs it, keeping the last rank's time (the transfer alone). Default: after "
+                 "a barrier with nothing before it, as nccl-tests do");
     app.add_option("--timeout", o.timeout_s, "give up measuring after this many seconds")
         ->check(domino::positive_number());
     app.set_version_flag("--version", std::string("domino-profile ") + DOMINO_VERSION);

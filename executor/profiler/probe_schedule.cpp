@@ -169,6 +169,19 @@ Schedule sp_collective_chain(OpCode code, double bytes, int tp, int copies) {
   return s;
 }
 
+Schedule collective_after_gemms(const Schedule& collective, const Schedule& gemm_mini, int gemms) {
+  if (collective.ops.size() != 1 || !domino::collective(collective.ops.front().kind))
+    throw_runtime("profiler: a collective after GEMMs needs a schedule of exactly one collective");
+  Schedule s;
+  s.model = gemm_mini.model;
+  s.model.tp = collective.model.tp;
+  s.plan = gemm_mini.plan;
+  const std::vector<int32_t> g = append_chain(s, gemm_mini, gemms, false);
+  const std::vector<int32_t> c = append_chain(s, collective, 1, false);
+  s.ops[size_t(c.front())].deps = {g.back()};
+  return s;
+}
+
 double collective_bytes(const Op& op) {
   const Region& r = op.code == OpCode::AllGather ? op.out[0] : op.in[0];
   return 4.0 * double(r.elements());

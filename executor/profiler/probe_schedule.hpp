@@ -39,6 +39,11 @@ Schedule gemms_beside_allreduces(const Schedule& gemm_mini, int gemms, double by
 // Arrival skew: `gemms` copies of the GEMM, then a one-element AllReduce after the last of them.
 Schedule gemms_then_allreduce(const Schedule& gemm_mini, int gemms);
 
+// A collective as a training step runs it: `gemms` copies of the GEMM on the compute stream, then the one
+// collective op of `collective` (allreduce_chain or sp_collective_chain of one copy) after the last of them;
+// the TP degree is the collective's (an AllGather's rows are spread over it).
+Schedule collective_after_gemms(const Schedule& collective, const Schedule& gemm_mini, int gemms);
+
 // The fp32 bytes a collective op of these schedules is keyed by in the profile's tables: an AllReduce's
 // buffer; the full (gathered) buffer of an AllGather or ReduceScatter (nccl-tests' "size").
 double collective_bytes(const Op& op);

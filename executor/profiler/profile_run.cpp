@@ -70,6 +70,11 @@ void run_measure(const ProfileOptions& o) {
   const ProfilingTraits traits = make_backend(o.backend)->profiling_traits();
   if (o.tp < 1 || o.tp > 64) throw_bad_input("--tp must be between 1 and 64");
   if (o.link_gbps < 0) throw_bad_input("--link-gbps must be positive");
+  if (o.collectives_after_compute && o.backend != "cpu")
+    throw_bad_input(
+        "--collectives-after-compute is a CPU backend probe (its GEMMs' effect on a collective "
+        "is measured on the host only); the " +
+        o.backend + " backend times collectives alone");
   const auto t_start = std::chrono::steady_clock::now();
 
   ForkOptions fo;
@@ -98,6 +103,7 @@ void run_measure(const ProfileOptions& o) {
   mo.link_gbps = o.link_gbps;
   mo.backend = o.backend;
   mo.realtime = o.realtime;
+  mo.collectives_after_compute = o.collectives_after_compute;
   in.workload_note += placement == CpuPlacement::Rank
                           ? std::string("; each rank pinned to its own CPU (--cpu-placement rank)") +
                                 (o.idle_poll ? ", kept awake by an idle-priority poller"
@@ -106,6 +112,12 @@ void run_measure(const ProfileOptions& o) {
   if (o.realtime)
     in.workload_note += "; the ranks' threads SCHED_FIFO, communication above compute (--realtime)";
   in.ranks = run_ranks(fo, [&](GlooComm& comm) { return measure_rank(w, comm, mo); });
+  const nlohmann::json& allreduces = in.ranks.front().value("collectives", nlohmann::json::array());
+  if (!allreduces.empty() && allreduces.front().contains("compute_before_us"))
+    in.workload_note += fmt::format(
+        "; each collective after {:.0f} us of GEMMs on the compute stream, as in a "
+        "training step (per repeat the last rank's time: the transfer alone)",
+        allreduces.front()["compute_before_us"].get<double>());
   in.metadata = machine_metadata(o.backend);
   in.load_average_at_end = load_average();
   FitResult fit = fit_profile(in);

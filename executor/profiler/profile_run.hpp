@@ -27,6 +27,7 @@ struct ProfileOptions {
   std::optional<CpuPlacement> placement;
   bool idle_poll = true;  // --no-idle-poll clears it: pinned ranks' CPUs may halt when idle (ForkOptions)
   bool realtime = false;  // --realtime: the ranks' threads SCHED_FIFO, communication above compute
+  bool collectives_after_compute = false;  // --collectives-after-compute: GEMMs before each collective probe
 };
 
 // Both print a summary on stdout and write options.output atomically. Throw domino::Error. run_measure

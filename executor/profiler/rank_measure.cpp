@@ -149,10 +149,11 @@ nlohmann::json measure_compute(const Workload& w, const RankBench& b, Progress& 
   return out;
 }
 
-// Repeats for a message: enough for a stable median, bounded by the time the expected transfer takes.
-int allreduce_repeats(double bytes, double link_gbps, bool quick) {
+// Repeats for a message: enough for a stable median, bounded by the time the expected transfer takes (and
+// the compute before it, where the probe has some).
+int allreduce_repeats(double bytes, double link_gbps, bool quick, double before_us = 0) {
   const double bytes_per_us = (link_gbps > 0 ? link_gbps / 8 : 1.0) * 1e3;
-  const double expected_us = 60 + bytes / bytes_per_us;
+  const double expected_us = 60 + bytes / bytes_per_us + before_us;
   const double budget_us = quick ? 200'000 : 1'500'000;
   const int lo = quick ? 5 : 9, hi = quick ? 20 : 100;
   return std::clamp(int(budget_us / expected_us), lo, hi);
@@ -164,22 +165,49 @@ Schedule collective_probe(OpKind kind, double bytes, int world) {
   return sp_collective_chain(kind == OpKind::AllGather ? OpCode::AllGather : OpCode::ReduceScatter, bytes, world, 1);
 }
 
+// The compute before each collective probe with --collectives-after-compute: copies of the interference GEMM
+// for about kComputeBeforeUs, the compute a sliced CPU training step runs between two collectives (8 ms made
+// the predictions no better: docs/fidelity.md).
+struct ComputeBefore {
+  int gemms = 0;  // 0: none, a barrier alone before each collective
+  double us = 0;
+};
+constexpr double kComputeBeforeUs = 2'000;
+
+ComputeBefore compute_before_collectives(const Workload& w, const RankBench& b) {
+  if (!b.options.collectives_after_compute) return {};
+  const double one_us = median_of(time_compute(b, *w.interference_gemm->mini, 11, true));
+  const int gemms =
+      std::clamp(int(std::ceil(agree(b.comm, kComputeBeforeUs / std::max(one_us, 1.0)))), 1, 1000);
+  return {gemms, gemms * one_us};
+}
+
 // One collective of `kind` per iteration, a barrier before each (two warm-up iterations), forced to
 // `algorithm`, over the AllReduce's message sizes (under sequence parallelism an AllGather or ReduceScatter
-// has the full size of the AllReduce it replaces).
+// has the full size of the AllReduce it replaces); after `before`'s GEMMs where it has some.
 nlohmann::json measure_collective(const Workload& w, const RankBench& b, Progress& progress, OpKind kind,
-                                  const std::string& algorithm) {
+                                  const std::string& algorithm, const ComputeBefore& before) {
   nlohmann::json out = nlohmann::json::array();
   const std::string stage = std::string(to_string(kind)) + (algorithm.empty() ? "" : " " + algorithm);
   int i = 0;
   for (double bytes : w.allreduce_bytes) {
     progress.step(stage, std::to_string(int64_t(bytes)) + " B", ++i, int(w.allreduce_bytes.size()));
-    PreparedProbe probe = b.prepare(collective_probe(kind, bytes, b.comm.world()), b.group_ctx(1, algorithm));
+    Schedule schedule = collective_probe(kind, bytes, b.comm.world());
+    const double key_bytes = collective_bytes(schedule.ops.front());
+    if (before.gemms > 0) {
+      schedule = collective_after_gemms(schedule, *w.interference_gemm->mini, before.gemms);
+      fill_with_values(schedule, b.comm.world());
+    }
+    PreparedProbe probe = b.prepare(std::move(schedule), b.group_ctx(1, algorithm));
+    const int32_t collective_op = int32_t(probe.schedule().ops.size() - 1);
     std::vector<double> samples;
-    const int reps = allreduce_repeats(bytes, b.options.link_gbps, b.options.quick);
-    for (const auto& spans : probe.run(2, reps, &b.comm)) samples.push_back(duration_us(spans.front()));
-    out.push_back({{"kind", to_string(kind)}, {"bytes", collective_bytes(probe.schedule().ops.front())},
-                   {"samples_us", samples}});
+    const int reps = allreduce_repeats(bytes, b.options.link_gbps, b.options.quick, before.us);
+    for (const auto& spans : probe.run(2, reps, &b.comm))
+      for (const OpTiming& t : spans)
+        if (t.op == collective_op) samples.push_back(duration_us(t));
+    nlohmann::json entry = {{"kind", to_string(kind)}, {"bytes", key_bytes}, {"samples_us", samples}};
+    if (before.gemms > 0) entry["compute_before_us"] = before.us;
+    out.push_back(std::move(entry));
   }
   return out;
 }
@@ -188,15 +216,18 @@ nlohmann::json measure_collective(const Workload& w, const RankBench& b, Progres
 // the backend can be forced to (NVLS on NVSwitch GPUs) under key(kind)_by_algorithm.<name>, each curve
 // measured on its own. key: "collectives" for the AllReduce, "allgather" and "reducescatter" for the pair.
 void measure_collectives(const Workload& w, const RankBench& b, Progress& progress, nlohmann::json& out) {
+  const ComputeBefore before = compute_before_collectives(w, b);
   for (OpKind kind : {OpKind::AllReduce, OpKind::AllGather, OpKind::ReduceScatter}) {
     const std::string key = collective_samples_key(kind);
     if (b.algorithms.empty()) {
-      out[key] = measure_collective(w, b, progress, kind, "");
+      out[key] = measure_collective(w, b, progress, kind, "", before);
       continue;
     }
     for (const std::string& a : b.algorithms) {
-      if (a == "ring") out[key] = measure_collective(w, b, progress, kind, a);
-      else out[key + "_by_algorithm"][a] = measure_collective(w, b, progress, kind, a);
+      if (a == "ring")
+        out[key] = measure_collective(w, b, progress, kind, a, before);
+      else
+        out[key + "_by_algorithm"][a] = measure_collective(w, b, progress, kind, a, before);
     }
   }
 }

@@ -31,6 +31,7 @@ struct MeasureOptions {
   double link_gbps = 0;  // 0: loopback; sizes repeats of large messages by the expected time
   std::string backend = "cpu";  // a name make_backend knows (executor/job/backends.hpp)
   bool realtime = false;        // a SCHED_FIFO rank, its compute workers under the normal policy (--realtime)
+  bool collectives_after_compute = false;  // GEMMs before each collective probe (CPU backend)
 };
 
 // The JSON key of a collective kind's samples: "collectives" (AllReduce), "allgather", "reducescatter".

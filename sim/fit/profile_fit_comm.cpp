@@ -35,23 +35,29 @@ bool entry_of_kind(const nlohmann::json& entry, OpKind kind) {
   return entry.value("kind", std::string(to_string(OpKind::AllReduce))) == to_string(kind);
 }
 
-// One kind's measurements by one algorithm: per repeat the mean over ranks (a rank that left the barrier late
-// sees a shorter transfer). Ranks list the same entries in the same order.
+// One kind's measurements by one algorithm, per repeat over the ranks. After a barrier alone, the mean (a
+// rank that left the barrier late sees a shorter transfer). After compute (an entry with compute_before_us),
+// the shortest: the last rank to finish its compute finds the others waiting, so its time is the transfer
+// alone, and theirs add their wait for it, which the simulator charges as the arrival skew (sync_us). Ranks
+// list the same entries in the same order.
 std::vector<std::pair<double, Timing>> merge_collectives(const FitInput& in, const std::string& algorithm, OpKind kind) {
   std::vector<std::pair<double, Timing>> out;
   const nlohmann::json* first = collectives_of(in.ranks.at(0), kind, algorithm);
   if (!first) return out;
   for (size_t i = 0; i < first->size(); ++i) {
     if (!entry_of_kind((*first)[i], kind)) continue;
-    std::vector<double> mean = samples((*first)[i].at("samples_us"));
+    const bool after_compute = (*first)[i].contains("compute_before_us");
+    std::vector<double> merged = samples((*first)[i].at("samples_us"));
     for (size_t r = 1; r < in.ranks.size(); ++r) {
       const nlohmann::json* other = collectives_of(in.ranks[r], kind, algorithm);
       if (!other) throw_runtime("profiler: rank " + std::to_string(r) + " has no " + to_string(kind) + " samples");
       const auto s = samples(other->at(i).at("samples_us"));
-      for (size_t k = 0; k < mean.size() && k < s.size(); ++k) mean[k] += s[k];
+      for (size_t k = 0; k < merged.size() && k < s.size(); ++k)
+        merged[k] = after_compute ? std::min(merged[k], s[k]) : merged[k] + s[k];
     }
-    for (double& v : mean) v /= double(in.ranks.size());
-    out.push_back({(*first)[i].at("bytes").get<double>(), timing_of(mean)});
+    if (!after_compute)
+      for (double& v : merged) v /= double(in.ranks.size());
+    out.push_back({(*first)[i].at("bytes").get<double>(), timing_of(merged)});
   }
   return out;
 }

@@ -28,6 +28,7 @@
 #include "executor/profiler/rank_fork.hpp"
 #include "executor/profiler/rank_measure.hpp"
 #include "executor/runtime/sp_collective.hpp"
+#include "sim/base/error.hpp"
 
 namespace domino::prof {
 namespace {
@@ -154,6 +155,29 @@ TEST(ProfilerProbeSchedule, TwoStreamExperimentsWaitWhereTheyMust) {
   for (const BufferDesc& b : filled.buffers) EXPECT_EQ(b.role, BufferRole::Param) << b.name;
 }
 
+// A collective probed as a training step runs it: the GEMMs on the compute stream, the collective after the
+// last of them on its own buffers, in the collective's TP group.
+TEST(ProfilerProbeSchedule, ACollectiveAfterGemmsWaitsForTheLastOne) {
+  const Schedule mini = synthetic_gemm(8, 16, 4);
+  const Schedule ag = collective_after_gemms(sp_collective_chain(OpCode::AllGather, 1000, 4, 1), mini, 3);
+  ASSERT_EQ(ag.ops.size(), 4u);
+  EXPECT_EQ(ag.model.tp, 4);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(ag.ops[size_t(i)].kind, OpKind::Gemm);
+  const Op& gather = ag.ops.back();
+  EXPECT_EQ(gather.stream, Stream::Comm);
+  EXPECT_EQ(gather.deps, std::vector<int32_t>{2});
+  EXPECT_GE(gather.out[0].buffer, int32_t(mini.buffers.size()));  // not a GEMM's buffer
+  EXPECT_DOUBLE_EQ(collective_bytes(gather), 4.0 * 4 * 63);
+  const SpCollectiveShape g = sp_collective_shape(ag, gather, 4);
+  EXPECT_EQ(g.group_rows, 4);
+  const Schedule ar = collective_after_gemms(allreduce_chain(4096, 1), mini, 1);
+  EXPECT_EQ(ar.ops.back().deps, std::vector<int32_t>{0});
+  EXPECT_DOUBLE_EQ(collective_bytes(ar.ops.back()), 4096);
+  EXPECT_THROW(collective_after_gemms(allreduce_chain(4096, 2), mini, 1),
+               domino::Error);  // one collective only
+  EXPECT_THROW(collective_after_gemms(mini, mini, 1), domino::Error);
+}
+
 TEST(ProfilerProbeSchedule, SequenceParallelProbesSpreadTheFullBufferOverTheRanks) {
   const Schedule ag = sp_collective_chain(OpCode::AllGather, 1000, 4, 2);
   ASSERT_EQ(ag.ops.size(), 2u);
@@ -178,12 +202,13 @@ TEST(ProfilerProbeSchedule, SequenceParallelProbesSpreadTheFullBufferOverTheRank
 // rank counted in hand, into what the rank returns.
 std::vector<nlohmann::json> measure_counted(const Workload& w,
                                             const std::function<nlohmann::json(nlohmann::json)>& answer,
-                                            bool realtime = false) {
+                                            bool realtime = false, bool collectives_after_compute = false) {
   register_backend("counting-cpu", [] { return std::make_unique<CountingBackend>(); });
   MeasureOptions mo;
   mo.quick = true;
   mo.backend = "counting-cpu";
   mo.realtime = realtime;
+  mo.collectives_after_compute = collectives_after_compute;
   ForkOptions fo;
   fo.ranks = 2;
   fo.timeout_s = 120;
@@ -193,6 +218,39 @@ std::vector<nlohmann::json> measure_counted(const Workload& w,
     std::lock_guard lock(issued_mutex);
     return answer(std::move(out));
   });
+}
+
+// --collectives-after-compute: every collective probe's iteration (two warm-up ones too) runs GEMMs first;
+// its entries say how long. Without it no collective probe runs a GEMM.
+TEST(ProfilerBackend, CollectivesAfterComputeRunGemmsBeforeEachCollective) {
+  const Workload w = tiny_workload();
+  const auto gemms_and_entries = [&](bool after_compute) {
+    return measure_counted(
+        w,
+        [](nlohmann::json out) {
+          out["compute_ops_issued"] = compute_ops.size();
+          return out;
+        },
+        false, after_compute);
+  };
+  const auto alone = gemms_and_entries(false), after = gemms_and_entries(true);
+  ASSERT_EQ(after.size(), 2u);
+  for (size_t r = 0; r < after.size(); ++r) {
+    int iterations = 0;
+    for (const char* key : {"collectives", "allgather", "reducescatter"})
+      for (size_t i = 0; i < after[r][key].size(); ++i) {
+        const nlohmann::json& e = after[r][key][i];
+        EXPECT_GT(e.value("compute_before_us", 0.0), 0) << key << " " << e["bytes"];
+        EXPECT_FALSE(alone[r][key][i].contains("compute_before_us")) << key;
+        iterations += int(e["samples_us"].size()) + 2;
+      }
+    ASSERT_GT(iterations, 0);
+    // The compute probes' repeats vary with their timing: at least one compute op more per collective
+    // iteration (half of that, for the slack).
+    EXPECT_GE(after[r]["compute_ops_issued"].get<int>() - alone[r]["compute_ops_issued"].get<int>(),
+              iterations / 2)
+        << "rank " << r;
+  }
 }
 
 TEST(ProfilerBackend, EveryProbeRunsThroughTheNamedBackend) {

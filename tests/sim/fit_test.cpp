@@ -303,6 +303,40 @@ TEST(ProfilerFit, TablesReproduceTheMeasuredMediansExactly) {
   }
 }
 
+// Collectives probed after compute (entries with compute_before_us): per repeat the last rank's time, the
+// shortest, is the transfer; the other rank's adds its wait for it. After a barrier alone: the mean.
+TEST(ProfilerFit, ACollectiveAfterComputeIsTheLastRanksTime) {
+  FitInput in = synthetic_input(Truth{}, 2);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> wait(0, 2000);
+  std::vector<std::vector<double>> waited(in.ranks[0]["collectives"].size());
+  for (size_t i = 0; i < waited.size(); ++i) {
+    auto& a = in.ranks[0]["collectives"][i];
+    auto& b = in.ranks[1]["collectives"][i];
+    std::vector<double> sa = a["samples_us"].get<std::vector<double>>(), sb = sa;
+    // Repeat k: rank k % 2 arrives first and waits; the other rank's time is the transfer.
+    for (size_t k = 0; k < sa.size(); ++k) (k % 2 ? sb : sa)[k] += wait(rng);
+    a["samples_us"] = sa, b["samples_us"] = sb;
+    waited[i] = sa;
+    for (size_t k = 0; k < sa.size(); ++k) waited[i][k] = (sa[k] + sb[k]) / 2;
+  }
+  const Profile alone_profile = fit_profile(in).profile;
+  for (auto& rank : in.ranks)
+    for (auto& e : rank["collectives"]) e["compute_before_us"] = 2000.0;
+  const Profile after_profile = fit_profile(in).profile;
+  const CostModel alone(alone_profile), after_compute(after_profile);
+  const int dpn = alone_profile.devices_per_node;
+  const FitInput clean = synthetic_input(Truth{}, 2);
+  for (size_t i = 0; i < waited.size(); ++i) {
+    const nlohmann::json& e = clean.ranks[0]["collectives"][i];
+    const double bytes = e["bytes"].get<double>();
+    const double transfer = timing_of(e["samples_us"].get<std::vector<double>>()).median_us;
+    EXPECT_NEAR(after_compute.allreduce_us(bytes, 2, dpn), transfer, 1e-6 * transfer) << bytes;
+    const double mean = timing_of(waited[i]).median_us;
+    EXPECT_NEAR(alone.allreduce_us(bytes, 2, dpn), mean, 1e-6 * mean) << bytes;
+  }
+}
+
 // A disturbed probe (here a 1 KiB message timed at 20x a 1 MiB one, on both ranks) is named in the summary;
 // clean measurements name none.
 TEST(ProfilerFit, MessagesSlowerThanABiggerOneAreNamed) {
