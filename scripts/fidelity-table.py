@@ -267,10 +267,10 @@ def rank_speeds(rows):
         return None
     ratios = [v["slowest_over_fastest"] for v in per_plan.values()]
     slowest = [v["slowest_rank"] for v in per_plan.values()]
+    mostly = max(set(slowest), key=slowest.count)
     return {"plans": per_plan, "min": min(ratios), "max": max(ratios),
             "no_comm": per_plan.get("no-comm", {}).get("slowest_over_fastest"),
-            "slowest_rank_mostly": max(set(slowest), key=slowest.count),
-            "slowest_rank_share": slowest.count(max(set(slowest), key=slowest.count)) / len(slowest)}
+            "slowest_rank_mostly": mostly, "slowest_rank_share": slowest.count(mostly) / len(slowest)}
 
 
 def op_error_by_kind(rows):
