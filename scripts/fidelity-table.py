@@ -258,8 +258,8 @@ def rank_speeds(rows):
     per_plan = {}
     for r in rows:
         busy = r.get("compute_busy_ms")
-        if busy and len(busy) > 1 and all(busy):
-            medians = [median(b) for b in busy]
+        medians = [median(b) for b in busy] if busy and len(busy) > 1 and all(busy) else []
+        if medians and min(medians) > 0:
             per_plan[r["plan"]] = {"rank_medians_ms": medians,
                                    "slowest_over_fastest": max(medians) / min(medians),
                                    "slowest_rank": medians.index(max(medians))}
@@ -316,7 +316,7 @@ def figures(rows, calibrated_on=None, interleaved=False):
         near = bound([r for r in rows if r.get("measured_samples_ms")])
         if near:
             out["bound"] = near
-        speeds = rank_speeds([r for r in rows if r.get("compute_busy_ms")])
+        speeds = rank_speeds(rows)
         if speeds:
             out["rank_speed"] = speeds
         cost = comm_cost(rows, ok)

@@ -593,15 +593,11 @@ TEST_F(FidelitySweep, TableSplitHalfTakesEachIterationsComputeSpeedOut) {
   const fs::path cfg = dir / "cfg";
   write_interleaved_launch(cfg, {{"megatron-async", 100000, {{100000, 120000, 100000, 100000}}},
                                  {"domino-ds", 50000, {{50000, 50000, 50000, 55000}}}});
-  const auto with_busy = [&](const std::string& plan, const std::vector<double>& samples,
-                             const std::vector<std::vector<double>>& busy) {
-    write_compute_busy(cfg, plan, samples, busy);
-  };
   // megatron-async's rank 1 computed 20 ms longer in round 2; domino-ds's 5 ms in round 4 went elsewhere.
-  with_busy("megatron-async", {100000, 120000, 100000, 100000},
-            {{80000, 80000, 80000, 80000}, {70000, 90000, 70000, 70000}});
-  with_busy("domino-ds", {50000, 50000, 50000, 55000},
-            {{40000, 40000, 40000, 40000}, {40000, 40000, 40000, 40000}});
+  write_compute_busy(cfg, "megatron-async", {100000, 120000, 100000, 100000},
+                     {{80000, 80000, 80000, 80000}, {70000, 90000, 70000, 70000}});
+  write_compute_busy(cfg, "domino-ds", {50000, 50000, 50000, 55000},
+                     {{40000, 40000, 40000, 40000}, {40000, 40000, 40000, 40000}});
   const auto half = table()["figures"]["split_half"];
   // Raw: async's odd rounds 100, even 110 (median of 120 and 100); ds odd 50, even 52.5.
   EXPECT_NEAR(half["mape_pct"].get<double>(), 100.0 * (10.0 / 110 + 2.5 / 52.5) / 2, 1e-9) << half.dump();
@@ -624,14 +620,11 @@ TEST_F(FidelitySweep, TableComparesTheRanksComputeSpeed) {
   write_interleaved_launch(cfg, {{"no-comm", 90000, {{90000, 90000, 90000}}},
                                  {"megatron-async", 100000, {{100000, 100000, 100000}}},
                                  {"domino-ds", 95000, {{95000, 95000, 95000}}}});
-  const auto with_busy = [&](const std::string& plan, const std::vector<double>& samples,
-                             const std::vector<std::vector<double>>& busy) {
-    write_compute_busy(cfg, plan, samples, busy);
-  };
-  with_busy("no-comm", {90000, 90000, 90000},
-            {{80000, 80000, 99000}, {84000, 84000, 60000}});  // medians 80, 84
-  with_busy("megatron-async", {100000, 100000, 100000}, {{70000, 70000, 70000}, {77000, 77000, 77000}});
-  with_busy("domino-ds", {95000, 95000, 95000}, {{72000, 72000, 72000}, {70000, 70000, 70000}});
+  write_compute_busy(cfg, "no-comm", {90000, 90000, 90000},
+                     {{80000, 80000, 99000}, {84000, 84000, 60000}});  // medians 80, 84
+  write_compute_busy(cfg, "megatron-async", {100000, 100000, 100000},
+                     {{70000, 70000, 70000}, {77000, 77000, 77000}});
+  write_compute_busy(cfg, "domino-ds", {95000, 95000, 95000}, {{72000, 72000, 72000}, {70000, 70000, 70000}});
   const auto speed = table()["figures"]["rank_speed"];
   ASSERT_FALSE(speed.is_null());
   EXPECT_NEAR(speed["no_comm"].get<double>(), 84.0 / 80, 1e-12) << speed.dump();

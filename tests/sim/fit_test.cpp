@@ -317,8 +317,7 @@ TEST(ProfilerFit, ACollectiveAfterComputeIsTheLastRanksTime) {
     // Repeat k: rank k % 2 arrives first and waits; the other rank's time is the transfer.
     for (size_t k = 0; k < sa.size(); ++k) (k % 2 ? sb : sa)[k] += wait(rng);
     a["samples_us"] = sa, b["samples_us"] = sb;
-    waited[i] = sa;
-    for (size_t k = 0; k < sa.size(); ++k) waited[i][k] = (sa[k] + sb[k]) / 2;
+    for (size_t k = 0; k < sa.size(); ++k) waited[i].push_back((sa[k] + sb[k]) / 2);
   }
   const Profile alone_profile = fit_profile(in).profile;
   for (auto& rank : in.ranks)
