@@ -185,7 +185,7 @@ void SegmentCosts::run_class(int k, int choice, int right_choice) {
   ProbeVariants variants(std::move(built), varying);
   // Without arrival skew (which reads the schedule's deps) a member is the representative's program with
   // its policy deps added, the streams' orders and waits worked out once per class.
-  const bool by_program = !(costs.sync_per_compute > 0);
+  const bool by_program = !costs.skew_reads_deps();
   if (by_program) program_.load(variants.built());
   for (int a : lefts) {
     for (int b : rights) {

@@ -40,6 +40,7 @@ void CostModel::fill_collective(CollectiveCosts& c, const CollectiveProfile& p, 
   c.present = true;
   c.level = level;
   c.pinned = p.pinned ? static_cast<int>(*p.pinned) : -1;
+  c.sync_us = p.sync_us;
   c.sync_per_compute = p.sync_per_compute;
   const auto fill = [&](KindCosts& kind, CollectiveAlgorithm which, const CollectiveCurve& curve) {
     kind.present = true;
@@ -338,6 +339,10 @@ CollectiveCost CostModel::collective(const Op& op, int tp, int devices_per_node)
 
 double CostModel::sync_per_compute(int tp, int devices_per_node) const {
   return tp <= 1 ? 0 : level_for(tp, devices_per_node).sync_per_compute;
+}
+
+double CostModel::sync_us(int tp, int devices_per_node) const {
+  return tp <= 1 ? 0 : level_for(tp, devices_per_node).sync_us;
 }
 
 bool CostModel::has_collective(OpKind kind, int tp, int devices_per_node) const {

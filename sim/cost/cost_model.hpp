@@ -64,6 +64,9 @@ class CostModel {
   // (collectives.<level>.sync_per_compute; 0 for a group of one). The simulator adds it per collective
   // (sim/engine/arrival_skew.hpp): unlike sync_us it depends on the schedule, not on the op alone.
   double sync_per_compute(int tp, int devices_per_node) const;
+  // The constant arrival skew at that level (collectives.<level>.sync_us; 0 for a group of one), which
+  // collective_cost includes; the simulator takes it back from a collective the ranks reach aligned.
+  double sync_us(int tp, int devices_per_node) const;
   // Whether the profile has curves for `kind` at the level a group of tp ranks uses (AllReduce: always).
   bool has_collective(OpKind kind, int tp, int devices_per_node) const;
   // Whether every level of the profile has AllGather and ReduceScatter curves, so that sequence-parallel plans
@@ -131,6 +134,7 @@ class CostModel {
     bool present = false;
     std::array<KindCosts, kNumCollectiveKinds> kinds;  // indexed by collective_index(kind)
     int pinned = -1;                                    // -1: the fastest eligible
+    double sync_us = 0;
     double sync_per_compute = 0;
     const char* level = "";                             // for messages
   };

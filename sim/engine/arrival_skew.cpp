@@ -16,8 +16,7 @@ constexpr int32_t kUnknown = -1;
 // ops the latest launch point among their deps (0: nothing computed yet). Communication ops are taken in
 // their stream's program order; a dep on one not yet reached (a schedule the simulator will reject as a
 // deadlock) counts as 0.
-std::vector<int32_t> launch_points(const Schedule& schedule) {
-  const std::vector<Op>& ops = schedule.ops;
+std::vector<int32_t> launch_points(const std::vector<Op>& ops) {
   const int32_t n = static_cast<int32_t>(ops.size());
   std::vector<int32_t> launch(ops.size(), kUnknown);
   int32_t position = 0;
@@ -47,7 +46,7 @@ std::vector<double> compute_between_collectives(const Schedule& schedule, const 
   std::vector<double> compute_before(1, 0.0);
   for (size_t i = 0; i < ops.size(); ++i)
     if (ops[i].stream == Stream::Compute) compute_before.push_back(compute_before.back() + duration[i]);
-  const std::vector<int32_t> launch = launch_points(schedule);
+  const std::vector<int32_t> launch = launch_points(ops);
   std::vector<double> between(ops.size(), 0.0);
   int32_t previous = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -58,13 +57,31 @@ std::vector<double> compute_between_collectives(const Schedule& schedule, const 
   return between;
 }
 
+std::vector<char> aligned_collectives(const std::vector<Op>& ops) {
+  const std::vector<int32_t> launch = launch_points(ops);
+  std::vector<char> aligned(ops.size(), 0);
+  int32_t previous = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (!collective(ops[i].kind)) continue;
+    aligned[i] = launch[i] <= previous;
+    previous = std::max(previous, launch[i]);
+  }
+  return aligned;
+}
+
 const std::vector<double>& with_arrival_skew(const Schedule& schedule, const std::vector<double>& duration,
-                                             double sync_per_compute, std::vector<double>& scratch) {
-  if (!(sync_per_compute > 0)) return duration;
+                                             ArrivalSkew skew, std::vector<double>& scratch) {
+  if (!(skew.sync_per_compute > 0) && !(skew.sync_us > 0)) return duration;
   const std::vector<double> between = compute_between_collectives(schedule, duration);
+  const std::vector<char> aligned = aligned_collectives(schedule.ops);
   scratch = duration;
-  for (size_t i = 0; i < scratch.size(); ++i)
-    if (scratch[i] > 0) scratch[i] += sync_per_compute * between[i];
+  for (size_t i = 0; i < scratch.size(); ++i) {
+    if (!(scratch[i] > 0) || !collective(schedule.ops[i].kind)) continue;
+    if (aligned[i])
+      scratch[i] = std::max(0.0, scratch[i] - skew.sync_us);
+    else
+      scratch[i] += skew.sync_per_compute * between[i];
+  }
   return scratch;
 }
 

@@ -1,9 +1,10 @@
 // arrival_skew.hpp: the ranks' arrival skew at each collective as a function of the schedule. The ranks of
 // a TP group run the same compute, but not at the same speed: between two collectives they drift apart by
 // an amount that grows with the compute run in between, and the rank that reaches the next collective first
-// waits for the other. The profile's constant collectives.<level>.sync_us is the part that does not depend
-// on the schedule (the cost model adds it to every collective); sync_per_compute is the drift per
-// microsecond of compute, which this file turns into a per-collective addition.
+// waits for the other. The profile's constant collectives.<level>.sync_us is the part that does not grow with
+// that compute (the cost model adds it to every collective; a collective the ranks reach aligned gets it
+// back here); sync_per_compute is the drift per microsecond of compute, which this file turns into a
+// per-collective addition.
 #pragma once
 
 #include <vector>
@@ -19,10 +20,25 @@ namespace domino {
 // leave a barrier together. A collective launched no later than the previous one gets 0.
 std::vector<double> compute_between_collectives(const Schedule& schedule, const std::vector<double>& duration);
 
-// `duration` with sync_per_compute x compute_between_collectives added to every collective, written into
-// `scratch`; `duration` itself (no copy) when sync_per_compute is 0, so that profiles without the field time
-// every schedule exactly as before.
+// Per op: whether it is a collective the ranks reach aligned, launched no later than the previous collective
+// (its launch point, as above, not past the previous one's): it is queued behind a collective that the ranks
+// finished together, with no compute of theirs between to drift apart by (megatron-sp-overlap's AllGather
+// chunks, a norm's two gradient AllReduces), or leaves the iteration's barrier at once. Measured on two
+// CPU ranks, such collectives started a median 12-23 us apart, those after compute 0.9-2.2 ms
+// (docs/fidelity.md). `ops`: a schedule's, or a trace's rebuilt from its events' stream and deps.
+std::vector<char> aligned_collectives(const std::vector<Op>& ops);
+
+// A profile's arrival skew at the schedule's level: the constant (which the cost model already put in
+// every collective's duration) and its growth with the compute between collectives.
+struct ArrivalSkew {
+  double sync_us = 0;
+  double sync_per_compute = 0;
+};
+
+// `duration` with each collective's skew, written into `scratch`: the constant sync_us taken back from an
+// aligned collective (aligned_collectives), sync_per_compute x compute_between_collectives added to every
+// other. `duration` itself (no copy) when the profile has no skew.
 const std::vector<double>& with_arrival_skew(const Schedule& schedule, const std::vector<double>& duration,
-                                             double sync_per_compute, std::vector<double>& scratch);
+                                             ArrivalSkew skew, std::vector<double>& scratch);
 
 }  // namespace domino

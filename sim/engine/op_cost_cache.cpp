@@ -81,8 +81,11 @@ OpCosts OpCostCache::op_costs(const Schedule& schedule, const SimOptions& option
   add_compute_stall(schedule, cost_, duration);
   Facts facts(*this, ops);
   Interference interference(schedule, cost_, duration, facts);
-  return OpCosts{std::move(duration), std::move(interference),
-                 cost_.sync_per_compute(tp_, cost_.profile().devices_per_node), !cost_.profile().gpu,
+  return OpCosts{std::move(duration),
+                 std::move(interference),
+                 cost_.sync_per_compute(tp_, cost_.profile().devices_per_node),
+                 cost_.sync_us(tp_, cost_.profile().devices_per_node),
+                 !cost_.profile().gpu,
                  cost_.profile().interference};
 }
 

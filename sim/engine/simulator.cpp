@@ -226,8 +226,12 @@ OpCosts op_costs(const Schedule& schedule, const CostModel& cost, const SimOptio
   }
   add_compute_stall(schedule, cost, duration);
   Interference interference(schedule, cost, tp, duration);
-  const double sync_per_compute = schedule.plan.comm_enabled ? cost.sync_per_compute(tp, devices_per_node) : 0;
-  return OpCosts{std::move(duration), std::move(interference), sync_per_compute, !cost.profile().gpu,
+  const bool comm = schedule.plan.comm_enabled;
+  return OpCosts{std::move(duration),
+                 std::move(interference),
+                 comm ? cost.sync_per_compute(tp, devices_per_node) : 0,
+                 comm ? cost.sync_us(tp, devices_per_node) : 0,
+                 !cost.profile().gpu,
                  cost.profile().interference};
 }
 
@@ -254,10 +258,11 @@ SimResult simulate(const SimProgram& program, const OpCosts& costs, const SimOpt
     throw_runtime("simulate: op costs of " + std::to_string(costs.duration.size()) + " ops for a schedule of " +
                   std::to_string(program.size()));
   // The skew reads the schedule's deps: a program with deps of its own would be timed with the wrong ones.
-  if (costs.sync_per_compute > 0 && program.has_added_deps())
+  if (costs.skew_reads_deps() && program.has_added_deps())
     throw_runtime("simulate: arrival skew needs the schedule's own deps, and the program has deps added");
-  std::vector<double> skewed;  // the durations with this schedule's arrival skew, when the profile has a rate
-  const std::vector<double>& duration = with_arrival_skew(schedule, costs.duration, costs.sync_per_compute, skewed);
+  std::vector<double> skewed;  // the durations with this schedule's arrival skew, when the profile has one
+  const std::vector<double>& duration =
+      with_arrival_skew(schedule, costs.duration, {costs.sync_us, costs.sync_per_compute}, skewed);
 
   SimResult result;
   Timeline& tl = result.timeline;

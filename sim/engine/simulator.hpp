@@ -44,6 +44,11 @@ struct OpCosts {
   Interference interference;
   // The profile's, at the schedule's level; 0 when the plan communicates nothing.
   double sync_per_compute = 0;
+  // The profile's constant skew (sync_us) at that level, which every collective's duration includes: the
+  // simulator takes it back from a collective the ranks reach with no compute run since the previous one.
+  double sync_us = 0;
+  // Whether the durations the simulator runs depend on the schedule's deps (through the arrival skew).
+  bool skew_reads_deps() const { return sync_per_compute > 0 || sync_us > 0; }
   // A flat (CPU) profile: a recorded compute span is the op's own time; its losses show as a gap after it.
   bool compute_loss_between_ops = false;
   // The profile's flat factors: its compute_stall_share is already in the compute ops' durations; the event

@@ -245,16 +245,17 @@ void fit_skew_growth(const std::vector<double>& skews, const std::vector<double>
 
 }  // namespace
 
-// The ranks' arrival skew, seen directly in a multi-rank trace: the mean over the collectives is sync_us;
-// with growth, skew = sync_us + sync_per_compute x the compute between collectives (the simulator's
-// arrival_skew.hpp) by least squares, the mean alone where the skew does not grow with that compute beyond
-// noise or the trace's collectives hardly differ in it; an intercept below 0 is refitted through the origin.
+// The ranks' arrival skew, seen directly in a multi-rank trace: the mean over the collectives they reach
+// apart (not aligned: the simulator charges the aligned none) is sync_us; with growth, skew = sync_us +
+// sync_per_compute x the compute between collectives (the simulator's arrival_skew.hpp) by least squares, the
+// mean alone where the skew does not grow with that compute beyond noise or the trace's collectives hardly
+// differ in it; an intercept below 0 is refitted through the origin.
 void fit_arrival_skew(const TraceSamples& in, bool growth, Profile& p, std::string& report) {
   if (in.tp <= 1) return;
   std::vector<double> skews, between;
   bool only_allreduce = true;
   for (const Sample& s : in.samples)
-    if (s.skew >= 0) {
+    if (s.skew >= 0 && !s.aligned) {
       skews.push_back(s.skew);
       between.push_back(std::max(0.0, s.compute_between));
       only_allreduce = only_allreduce && s.op.kind == OpKind::AllReduce;
@@ -285,10 +286,13 @@ void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, bool gro
   Profile without_skew = p;
   group_collective(without_skew, in.tp).sync_us = 0;
   group_collective(without_skew, in.tp).sync_per_compute = 0;
-  const auto [costs, overlapped, collectives] =
-      in.serial_cost(CostModel(without_skew), p.interference.compute_stall_share);
+  const SerialCost serial = in.serial_cost(CostModel(without_skew), p.interference.compute_stall_share);
+  const double costs = serial.us, overlapped = serial.overlapped_us;
+  const int collectives = serial.skewed_collectives;
   if (collectives == 0)
-    throw_bad_input("--fit sync_iteration: the trace has no collective to charge a skew to");
+    throw_bad_input(
+        "--fit sync_iteration: the trace has no collective to charge a skew to (none that the ranks "
+        "reach after compute)");
   if (overlapped > kMaxOverlapShare * iteration_us)
     throw_bad_input(fmt::format(
         "--fit sync_iteration needs a trace whose streams do not overlap (megatron-sync): "
@@ -304,7 +308,7 @@ void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, bool gro
   if (growth) {
     double between = 0;
     for (const Sample& s : in.samples)
-      if (collective(s.op.kind)) between += std::max(0.0, s.compute_between);
+      if (collective(s.op.kind) && !s.aligned) between += std::max(0.0, s.compute_between);
     if (!(between > 0))
       throw_bad_input(
           "--fit sync_iteration,sync_growth: the trace's collectives have no compute between them");

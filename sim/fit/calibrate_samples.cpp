@@ -11,6 +11,7 @@
 
 #include "sim/base/error.hpp"
 #include "sim/base/whole_number.hpp"
+#include "sim/engine/arrival_skew.hpp"
 #include "sim/fit/calibrate_terms.hpp"
 #include "sim/fit/stats.hpp"
 #include "sim/ir/gemm_blocks.hpp"
@@ -118,9 +119,47 @@ void read_code(const TraceEvent& e, Op& op) {
     if (*it == to_string(OpCode(c))) op.code = OpCode(c);
 }
 
+// The ops on the other stream the event's op waits for (args.deps; none in older traces).
+void read_deps(const TraceFile& trace, const TraceEvent& e, Op& op) {
+  const auto it = e.args.find("deps");
+  if (it == e.args.end()) return;
+  if (!it->is_array())
+    throw_bad_input(trace.path + ": op " + e.id + ": args.deps is not a list of op indices");
+  op.deps.clear();
+  for (const auto& d : *it) op.deps.push_back(int32_t(whole_number(trace, &e, "args.deps", d, 0, INT_MAX)));
+}
+
+// Per op index: whether the trace's schedule launches it as a collective the ranks reach aligned
+// (aligned_collectives), from the ops' streams and deps, in index order (the ops the trace lacks, and deps
+// on them, left out). A trace without deps (written before they were, or by hand) cannot tell: none is.
+std::map<int, bool> aligned_by_index(const std::map<int, PerOp>& ops) {
+  std::map<int, bool> out;
+  for (const auto& [index, po] : ops) out[index] = false;
+  const bool has_deps =
+      std::any_of(ops.begin(), ops.end(), [](const auto& entry) { return !entry.second.op.deps.empty(); });
+  if (!has_deps) return out;
+  std::map<int, int32_t> position;  // op index -> its place in the compact schedule
+  std::vector<Op> schedule;
+  for (const auto& [index, po] : ops) {
+    position[index] = int32_t(schedule.size());
+    schedule.push_back(po.op);
+  }
+  for (Op& op : schedule) {
+    std::vector<int32_t> deps;
+    for (int32_t d : op.deps)
+      if (const auto it = position.find(d); it != position.end()) deps.push_back(it->second);
+    op.deps = std::move(deps);
+  }
+  const std::vector<char> aligned = aligned_collectives(schedule);
+  for (const auto& [index, at] : position) out[index] = aligned[size_t(at)] != 0;
+  return out;
+}
+
 void add_event(const TraceFile& trace, PerOp& po, OpKind kind, const TraceEvent& e, DType dtype,
                const Intervals& other_stream) {
   po.op.kind = kind;
+  po.op.stream = e.stream == int(Stream::Comm) ? Stream::Comm : Stream::Compute;
+  read_deps(trace, e, po.op);
   read_code(e, po.op);
   po.op.m = arg_dimension(trace, e, "m");
   po.op.n = arg_dimension(trace, e, "n");
@@ -249,6 +288,7 @@ std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
     add_event(trace, ops[int(index)], kind->second, e, dtype, busy[{e.rank, 1 - e.stream}]);
   }
   const std::map<int, double> offset = clock_offsets(ops);
+  const std::map<int, bool> aligned = aligned_by_index(ops);
   std::vector<Sample> out;
   for (auto& [index, po] : ops) {
     const bool comm = collective(po.op.kind);
@@ -256,7 +296,8 @@ std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
     const double skew = comm && po.spans.size() > 1 ? wait_for_last(aligned_starts(po.spans, offset)) : -1;
     const auto compute = between.find(index);
     const double compute_between = comm && compute != between.end() ? compute->second : -1;
-    if (pick.first > 0) out.push_back({po.op, pick.first, pick.second, skew, compute_between, index});
+    if (pick.first > 0)
+      out.push_back({po.op, pick.first, pick.second, skew, compute_between, index, aligned.at(index)});
   }
   return out;
 }
@@ -302,11 +343,14 @@ double TraceSamples::interference_free(const Sample& s) const {
 
 SerialCost TraceSamples::serial_cost(const CostModel& cm, double compute_stall) const {
   SerialCost out;
+  const double sync = cm.sync_us(tp, devices_per_node);
   for (const Sample& s : samples) {
     const bool comm = collective(s.op.kind);
-    out.us += cm.op_us(s.op, tp, devices_per_node) * (comm ? 1 : 1 + compute_stall);
+    const double us = cm.op_us(s.op, tp, devices_per_node);
+    out.us += comm ? (s.aligned ? std::max(0.0, us - sync) : us) : us * (1 + compute_stall);
     out.overlapped_us += s.overlap;
     out.collectives += comm;
+    out.skewed_collectives += comm && !s.aligned;
   }
   return out;
 }

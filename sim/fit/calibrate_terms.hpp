@@ -28,6 +28,9 @@ struct Sample {
   // least over the ranks (the late rank's own compute holds the slowness that made it late); else -1.
   double compute_between = -1;
   int index = -1;  // the op's index in its schedule (args.op)
+  // A collective the ranks reach aligned (sim/engine/arrival_skew.hpp, from the trace's streams and deps):
+  // the simulator charges it no skew, so no skew fit counts it.
+  bool aligned = false;
 };
 
 // The trace's ops costed as if run one after another (what the simulator's iteration is when the streams do
@@ -36,6 +39,7 @@ struct SerialCost {
   double us = 0;
   double overlapped_us = 0;  // time the trace's ops ran beside the other stream
   int collectives = 0;
+  int skewed_collectives = 0;  // those the ranks reach apart, which the simulator charges the skew
 };
 
 // The end of the range a fitted interference slowdown may take (the collectives' on their grid, the

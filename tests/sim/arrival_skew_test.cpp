@@ -1,6 +1,7 @@
 // arrival_skew_test.cpp: the arrival skew that grows with the compute between collectives
 // (sim/engine/arrival_skew.hpp, collectives.<level>.sync_per_compute): the compute between launch points on
-// hand-built schedules, the skew it adds in the simulator, and the profile field's reading and checks.
+// hand-built schedules, the collectives the ranks reach aligned (no skew), the skew added in the simulator,
+// and the profile field's reading and checks.
 #include <gtest/gtest.h>
 
 #include "sim/base/error.hpp"
@@ -64,9 +65,9 @@ TEST(ArrivalSkew, WithoutARateTheDurationsAreTheSameObject) {
   h.allreduce(5, {h.compute(10)});
   const std::vector<double> d = h.durations();
   std::vector<double> scratch;
-  EXPECT_EQ(&with_arrival_skew(h.s, d, 0.0, scratch), &d);
+  EXPECT_EQ(&with_arrival_skew(h.s, d, {}, scratch), &d);
   EXPECT_TRUE(scratch.empty());
-  const std::vector<double>& skewed = with_arrival_skew(h.s, d, 0.5, scratch);
+  const std::vector<double>& skewed = with_arrival_skew(h.s, d, {0, 0.5}, scratch);
   EXPECT_DOUBLE_EQ(skewed[1], 5 + 0.5 * 10);
   EXPECT_DOUBLE_EQ(skewed[0], 10);  // compute untouched
 }
@@ -99,6 +100,45 @@ TEST(ArrivalSkew, SchedulesSharingOpCostsEachGetTheirOwnSkew) {
   EXPECT_EQ(costs.sync_per_compute, 0.5);
   EXPECT_NEAR(simulate(early.s, costs, {}).comm_us, 10 + 0.5 * 100, 1e-9);
   EXPECT_NEAR(simulate(late.s, costs, {}).comm_us, 10 + 0.5 * 300, 1e-9);
+}
+
+TEST(ArrivalSkew, CollectivesQueuedBehindAnotherWithNoComputeBetweenAreAligned) {
+  HandSchedule h;
+  const int32_t a = h.compute(10);
+  const int32_t chunk0 = h.allreduce(5, {a});
+  const int32_t chunk1 = h.allreduce(5, {a});       // same launch point: pipelined chunks
+  const int32_t behind = h.allreduce(5, {chunk1});  // waits on a collective alone
+  const int32_t b = h.compute(20);
+  const int32_t after = h.allreduce(5, {b});
+  const int32_t earlier = h.allreduce(5, {a});  // launched from compute before the previous one's
+  const std::vector<char> aligned = aligned_collectives(h.s.ops);
+  EXPECT_FALSE(aligned[chunk0]);
+  EXPECT_TRUE(aligned[chunk1]);
+  EXPECT_TRUE(aligned[behind]);
+  EXPECT_FALSE(aligned[after]);
+  EXPECT_TRUE(aligned[earlier]);
+  EXPECT_FALSE(aligned[a]);  // not a collective
+  EXPECT_FALSE(aligned[b]);
+}
+
+TEST(ArrivalSkew, AnAlignedCollectiveGetsTheConstantSkewBack) {
+  HandSchedule h;
+  const int32_t a = h.compute(100);
+  const int32_t first = h.allreduce(10, {a});
+  const int32_t second = h.allreduce(10, {a});  // queued behind `first`: the ranks arrive together
+  h.compute(50, {first, second});
+  // The cost model puts sync_us (7) in both; the simulator takes it back from the second, which adds no
+  // growth either (nothing computed between): 100 + (10 + 7 + 0.1 x 100) + 10 + 50.
+  const SimResult r = simulate(h.s, CostModel(skew_profile(7, 0.1)));
+  EXPECT_NEAR(r.iteration_us, 100 + 27 + 10 + 50, 1e-9);
+  EXPECT_NEAR(r.comm_us, 27 + 10, 1e-9);
+  // The constant alone reads the deps as well: a shared OpCosts carries it, and the tuner then times each
+  // schedule with its own deps.
+  const OpCosts costs = op_costs(h.s, CostModel(skew_profile(7, 0)));
+  EXPECT_EQ(costs.sync_us, 7);
+  EXPECT_TRUE(costs.skew_reads_deps());
+  EXPECT_NEAR(simulate(h.s, costs, {}).iteration_us, 100 + 17 + 10 + 50, 1e-9);
+  EXPECT_FALSE(op_costs(h.s, CostModel(skew_profile(0, 0))).skew_reads_deps());
 }
 
 TEST(ArrivalSkew, APlanWithoutCommunicationPaysNoSkew) {

@@ -1,8 +1,9 @@
 // calibrate_skew_test.cpp: `--fit sync_growth` on constructed two-rank traces: where rank 1 drifts behind
-// the median rank by a + b x the compute between collectives, the fit recovers a (sync_us) and b (sync_per_compute);
-// where the drift is constant, b is 0 and sync_us the constant; where it is noise about the compute, b stays
-// 0. `--fit sync` alone keeps the median as the whole skew. The skew is the last rank's arrival minus the
-// median rank's (half the two ranks' spread).
+// the median rank by a + b x the compute between collectives, the fit recovers a (sync_us) and b
+// (sync_per_compute); where the drift is constant, b is 0 and sync_us the constant; where it is noise about
+// the compute, b stays 0. `--fit sync` alone keeps the mean as the whole skew, over the collectives the ranks
+// reach apart (one queued behind another is aligned, and left out). The skew is the last rank's arrival minus
+// the median rank's (half the two ranks' spread).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -131,6 +132,54 @@ TEST(CalibrateArrivalSkew, CollectivesAllAfterTheSameComputeKeepTheConstant) {
   EXPECT_EQ(r.profile.intra_node.sync_per_compute, 0);
   EXPECT_NEAR(r.profile.intra_node.sync_us, 700, 1e-6);
   EXPECT_NE(r.report.find("hardly differ"), std::string::npos) << r.report;
+}
+
+// drifting_trace's rounds with deps, and behind each AllReduce a second one of 300 us that waits on the
+// same compute: the ranks start it together, as they leave the first.
+TraceFile trace_with_queued_collectives(const std::vector<double>& compute_us, double wait) {
+  TraceFile trace = drifting_trace(compute_us, [wait](double) { return wait; });
+  std::vector<TraceEvent> events;
+  int op = 0;
+  for (size_t i = 0; i < trace.events.size(); i += 4) {
+    const int compute = op, first = op + 1, queued = op + 2;
+    for (size_t r = 0; r < 4; ++r) {
+      TraceEvent e = trace.events[i + r];
+      e.args["op"] = r < 2 ? compute : first;
+      if (r >= 2) e.args["deps"] = {compute};
+      events.push_back(e);
+    }
+    const double end = trace.events[i + 2].start_us + trace.events[i + 2].dur_us;
+    for (int rank : {0, 1}) {
+      TraceEvent e = event(rank, 1, queued, "allreduce", end, 300, 4e5);
+      e.args["deps"] = {compute};
+      events.push_back(e);
+    }
+    op += 3;
+  }
+  trace.events = events;
+  return trace;
+}
+
+TEST(CalibrateArrivalSkew, CollectivesQueuedBehindAnotherAreAlignedAndLeftOutOfTheSkew) {
+  const TraceFile trace = trace_with_queued_collectives(kCompute, 800);
+  const calibration::TraceSamples in(test::calibration_profile("base"), trace, 0);
+  int aligned = 0, apart = 0;
+  for (const calibration::Sample& s : in.samples) {
+    if (s.op.kind != OpKind::AllReduce) continue;
+    EXPECT_EQ(s.op.stream, Stream::Comm);
+    (s.aligned ? aligned : apart)++;
+    EXPECT_NEAR(s.skew, s.aligned ? 0 : 800, 1e-9);
+  }
+  EXPECT_EQ(aligned, int(kCompute.size()));
+  EXPECT_EQ(apart, int(kCompute.size()));
+  // The mean over the collectives the ranks reach apart, not diluted by the queued ones' zeros.
+  const CalibrationResult r = fit_sync(trace, 0, "sync");
+  EXPECT_NEAR(r.profile.intra_node.sync_us, 800, 1e-6);
+  EXPECT_NE(r.report.find("(mean over 8 ops)"), std::string::npos) << r.report;
+  // Without deps the trace cannot tell: every collective counts, as before traces carried them.
+  TraceFile without = trace;
+  for (TraceEvent& e : without.events) e.args.erase("deps");
+  EXPECT_NEAR(fit_sync(without, 0, "sync").profile.intra_node.sync_us, 400, 1e-6);
 }
 
 }  // namespace
