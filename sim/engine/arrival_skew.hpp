@@ -24,7 +24,7 @@ std::vector<double> compute_between_collectives(const Schedule& schedule, const 
 // (its launch point, as above, not past the previous one's): it is queued behind a collective that the ranks
 // finished together, with no compute of theirs between to drift apart by (megatron-sp-overlap's AllGather
 // chunks, a norm's two gradient AllReduces), or leaves the iteration's barrier at once. Measured on two
-// CPU ranks, such collectives started a median 12-23 us apart, those after compute 0.9-2.2 ms
+// CPU ranks, such collectives started a median 8-27 us apart, those after compute 0.9-2.2 ms
 // (docs/fidelity.md). `ops`: a schedule's, or a trace's rebuilt from its events' stream and deps.
 std::vector<char> aligned_collectives(const std::vector<Op>& ops);
 
