@@ -94,7 +94,11 @@ def main(argv):
             print(f"aligned-collectives.py: {sweep}: no configuration with pred/ and meas/ traces", file=sys.stderr)
             return 2
         for config in configs:
-            report(config)
+            try:
+                report(config)
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+                print(f"aligned-collectives.py: {config}: unreadable trace ({type(e).__name__}: {e})", file=sys.stderr)
+                return 2
     return 0
 
 
