@@ -35,10 +35,9 @@ std::vector<int32_t> launch_points(const std::vector<Op>& ops) {
   return launch;
 }
 
-}  // namespace
-
-std::vector<double> compute_between_collectives(const Schedule& schedule, const std::vector<double>& duration) {
-  const std::vector<Op>& ops = schedule.ops;
+// compute_between_collectives from the launch points, computed once by the caller.
+std::vector<double> between_launches(const std::vector<Op>& ops, const std::vector<double>& duration,
+                                     const std::vector<int32_t>& launch) {
   if (duration.size() != ops.size())
     throw_runtime("arrival skew: op costs of " + std::to_string(duration.size()) + " ops for a schedule of " +
                   std::to_string(ops.size()));
@@ -46,7 +45,6 @@ std::vector<double> compute_between_collectives(const Schedule& schedule, const 
   std::vector<double> compute_before(1, 0.0);
   for (size_t i = 0; i < ops.size(); ++i)
     if (ops[i].stream == Stream::Compute) compute_before.push_back(compute_before.back() + duration[i]);
-  const std::vector<int32_t> launch = launch_points(ops);
   std::vector<double> between(ops.size(), 0.0);
   int32_t previous = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -57,8 +55,8 @@ std::vector<double> compute_between_collectives(const Schedule& schedule, const 
   return between;
 }
 
-std::vector<char> aligned_collectives(const std::vector<Op>& ops) {
-  const std::vector<int32_t> launch = launch_points(ops);
+// aligned_collectives from the launch points.
+std::vector<char> aligned_at_launch(const std::vector<Op>& ops, const std::vector<int32_t>& launch) {
   std::vector<char> aligned(ops.size(), 0);
   int32_t previous = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -69,11 +67,21 @@ std::vector<char> aligned_collectives(const std::vector<Op>& ops) {
   return aligned;
 }
 
+}  // namespace
+
+std::vector<double> compute_between_collectives(const Schedule& schedule, const std::vector<double>& duration) {
+  return between_launches(schedule.ops, duration, launch_points(schedule.ops));
+}
+
+std::vector<char> aligned_collectives(const std::vector<Op>& ops) { return aligned_at_launch(ops, launch_points(ops)); }
+
 const std::vector<double>& with_arrival_skew(const Schedule& schedule, const std::vector<double>& duration,
                                              ArrivalSkew skew, std::vector<double>& scratch) {
   if (!(skew.sync_per_compute > 0) && !(skew.sync_us > 0)) return duration;
-  const std::vector<double> between = compute_between_collectives(schedule, duration);
-  const std::vector<char> aligned = aligned_collectives(schedule.ops);
+  const std::vector<int32_t> launch = launch_points(schedule.ops);
+  const std::vector<double> between = skew.sync_per_compute > 0 ? between_launches(schedule.ops, duration, launch)
+                                                                 : std::vector<double>(duration.size(), 0.0);
+  const std::vector<char> aligned = aligned_at_launch(schedule.ops, launch);
   scratch = duration;
   for (size_t i = 0; i < scratch.size(); ++i) {
     if (!(scratch[i] > 0) || !collective(schedule.ops[i].kind)) continue;
