@@ -7,7 +7,7 @@
       and under it MAPE, Kendall tau-b and the tuner's regret (docs/fidelity.md says how each is defined)
       with bootstrap 95 % intervals over the iterations; for an interleaved launch (config.json
       "interleaved": sample k of every plan is from round k) the split-half noise floor (odd rounds against
-      even rounds) and each plan's measured speedup over megatron-async (or the first plan), round by round,
+      even rounds) with the rounds its targets would take (fidelity_noise.py) and each plan's measured speedup over megatron-async (or the first plan), round by round,
       against the predicted one, and, where the launch ran comm-off runs (NAME+no-comm, not scored), each
       plan's slicing and communication costs (fidelity_comm_cost.py); and, when each plan was measured in two
       or more separate files (earlier sweeps), each file's medians against the others'.
@@ -19,6 +19,7 @@ import random
 import sys
 
 from fidelity_comm_cost import comm_cost, comm_cost_lines, is_comm_off_run
+from fidelity_noise import noise_outlook
 from fidelity_stats import kendall_tau_b, median, percentile
 
 BOOTSTRAP_RESAMPLES = 1000
@@ -168,6 +169,9 @@ def split_half(ok):
     if rounds < 2 or len(ok) < 2:
         return None
     out = {"rounds": rounds, **odd_against_even([r["measured_samples_ms"][:rounds] for r in ok])}
+    outlook = noise_outlook([r["plan"] for r in ok], [r["measured_samples_ms"] for r in ok], rounds)
+    if outlook:
+        out["outlook"] = outlook
     steady = drift_divided_out([r["measured_samples_ms"][:rounds] for r in ok])
     if steady:
         out["drift_divided_out"] = odd_against_even(steady)
@@ -344,6 +348,25 @@ def interval(fig, key, spec):
     return f"[{fmt(lo_hi[0], spec)}, {fmt(lo_hi[1], spec)}]" if lo_hi else "n/a"
 
 
+def rounds_text(rounds):
+    return f"about {rounds} rounds" if rounds else "more rounds than can be run"
+
+
+def outlook_lines(outlook):
+    """What the floor would be with more rounds, from the plans' round-to-round spread (fidelity_noise.py)."""
+    if not outlook:
+        return []
+    at, pair = outlook["expected_at_rounds"], outlook["closest_pair"]
+    mape, tau = outlook["rounds_for_mape"], outlook["rounds_for_tau"]
+    return [f"The iterations scatter by {outlook['spread_pct']['median']:.1f} % round to round (median over the "
+            f"plans, at most {outlook['spread_pct']['max']:.1f} %): the floor to expect at {at['rounds']} rounds is "
+            f"MAPE {at['mape_pct']:.1f} %, tau {fmt(at['kendall_tau'], '.2f')}; a floor of MAPE <= "
+            f"{mape['target_pct']} % takes {rounds_text(mape['rounds'])} (--iters), tau >= {tau['target']} "
+            f"{rounds_text(tau['rounds'])}"
+            + (f" (the closest plans, {pair['plans'][0]} and {pair['plans'][1]}, lie {pair['gap_pct']:.2f} % apart)"
+               if pair else ""), ""]
+
+
 def uncertainty_lines(fig):
     lines = []
     if "interval_95" in fig:
@@ -360,7 +383,7 @@ def uncertainty_lines(fig):
                   f"MAPE {half['mape_pct']:.1f} %, Kendall tau {fmt(half['kendall_tau'], '.2f')}"
                   + "".join(f"; with {what}: MAPE {half[key]['mape_pct']:.1f} %, Kendall tau "
                             f"{fmt(half[key]['kendall_tau'], '.2f')}" for key, what in variants if key in half),
-                  ""]
+                  ""] + outlook_lines(half.get("outlook"))
     near = fig.get("bound")
     if near and "tuned_fraction" in near:
         t = near["tuned_fraction"]
