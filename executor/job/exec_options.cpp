@@ -79,6 +79,10 @@ void apply_placement_flags(const PlacementFlags& p, RunSettings* r) {
 void add_run_flags(CLI::App& app, RunSettings* r, NanFlags* nan) {
   app.add_option("--iters", r->iters, "timed iterations (default 5)");
   app.add_option("--warmup", r->warmup, "warm-up iterations before the timed ones (default 2)");
+  app.add_option(
+      "--visit-warmup", r->visit_warmup,
+      "with --plans: untimed iterations of a plan right before each of its timed ones, so that each "
+      "timed iteration follows one of its own plan as in training (default 0)");
   app.add_option("--seed", r->seed, "seed of the weights and data (default 1)");
   app.add_option("--optimizer", r->optimizer, "adam (default) or sgd (with momentum)")
       ->check(CLI::IsMember({"adam", "sgd"}));
@@ -133,6 +137,9 @@ void validate(const ExecOptions& o) {
   else if (o.job.target.empty() && o.job.model.empty()) throw_bad_input("give a plan file, or a model with --strategy NAME");
   if (r.iters < 1) throw_bad_input("--iters must be at least 1");
   if (r.warmup < 0) throw_bad_input("--warmup must not be negative");
+  if (r.visit_warmup < 0) throw_bad_input("--visit-warmup must not be negative");
+  if (r.visit_warmup > 0 && !runs_several_plans(o.job))
+    throw_bad_input("--visit-warmup is for --plans (one plan runs its iterations back to back already)");
   if (r.threads < 1) throw_bad_input("--threads must be at least 1");
   if (!(r.link_gbps >= 0 && std::isfinite(r.link_gbps) && r.link_latency_us >= 0 &&
         std::isfinite(r.link_latency_us)))

@@ -41,6 +41,9 @@ inline constexpr bool kDefaultRealtime = false;
 struct RunSettings {
   int iters = 5;
   int warmup = 2;
+  // --plans: untimed iterations of a plan right before each of its timed ones, so that the timed one follows
+  // its own plan's iteration, as in training, not another plan's.
+  int visit_warmup = 0;
   uint64_t seed = 1;
   std::string optimizer = "adam";  // adam | sgd
   double lr = 1e-3;

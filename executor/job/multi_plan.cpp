@@ -68,6 +68,7 @@ void write_outputs(const ExecOptions& o, const PlanSet& set, const std::vector<s
   head["model"] = model.name;
   head["tp"] = model.tp;
   head["warmup"] = o.run.warmup;
+  head["visit_warmup"] = o.run.visit_warmup;
   const nlohmann::json combined = interleave_summary(times, set.baseline, head);
   if (!dir.empty()) write_file_atomic(dir + "/interleave.json", combined.dump(2) + "\n");
   if (o.run.quiet) return;
@@ -110,6 +111,11 @@ void run_several_plans_rank(const ExecOptions& o, const PlanSet& set, const Comm
     const bool timed = round >= o.run.warmup;
     for (size_t place = 0; place < n; ++place) {
       const size_t i = (place + size_t(round)) % n;
+      for (int visit = 0; timed && visit < o.run.visit_warmup; ++visit) {
+        IterationRecord warm = runners[i]->run_next(false);
+        if (report) print_iteration(set.plans[i], round, warm);
+        results[i].iterations.push_back(std::move(warm));
+      }
       IterationRecord rec = runners[i]->run_next(timed);
       if (report) print_iteration(set.plans[i], round, rec);
       results[i].iterations.push_back(std::move(rec));

@@ -6,11 +6,11 @@
 // or TP degree, and flags that contradict --plans, are refused with exit 2 before anything runs.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <utility>
 
 #include "exec_test_util.hpp"
@@ -79,6 +79,42 @@ TEST(ExecInterleave, ThreePlansInOneLaunchAlternateAndTraceTheirOwnOps) {
     ASSERT_EQ(per_round.size(), 3u);
     for (size_t k = 0; k < 3; ++k) EXPECT_DOUBLE_EQ(per_round[k], samples[i][k] / samples[1][k]) << i << " " << k;
   }
+}
+
+// --visit-warmup 1: in every timed round each plan runs one untimed iteration right before its timed one (the
+// order still rotating), so that each timed iteration follows one of its own plan; the summaries count them
+// as untimed, and the launch's summary records the setting. Without --plans, or negative, it is refused.
+TEST(ExecInterleave, AVisitWarmupRunsEachPlanRightBeforeItsTimedIteration) {
+  TempDir dir;
+  const std::string m = model_file("tiny-gpt");
+  const Outcome o = run({m, "--plans", "megatron-async", "domino-ds", "--iters", "2", "--warmup", "0",
+                         "--visit-warmup", "1", "--out", dir / "out"},
+                        dir / "log");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  std::vector<std::string> order;  // "plan" or "plan (warm-up)", as rank 0 printed them
+  std::istringstream lines(o.output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("round", 0) != 0) continue;
+    std::istringstream words(line);  // round N [(warm-up)] LABEL loss ...
+    std::string round, number, label;
+    words >> round >> number >> label;
+    const bool warm = label == "(warm-up)";
+    if (warm) words >> label;
+    order.push_back(label + (warm ? " (warm-up)" : ""));
+  }
+  const std::vector<std::string> want = {
+      "megatron-async (warm-up)", "megatron-async", "domino-ds (warm-up)",      "domino-ds",
+      "domino-ds (warm-up)",      "domino-ds",      "megatron-async (warm-up)", "megatron-async"};
+  EXPECT_EQ(order, want) << o.output;
+  for (const char* plan : {"megatron-async", "domino-ds"}) {
+    const nlohmann::json s = read_json(dir / ("out/" + std::string(plan) + ".json"));
+    EXPECT_EQ(s["iteration_time_us"]["samples"].size(), 2u) << plan;
+    EXPECT_EQ(s["warmup"], 2) << plan;
+  }
+  EXPECT_EQ(read_json(dir / "out/interleave.json")["visit_warmup"], 1);
+  EXPECT_EQ(run({m, "--strategy", "domino-ds", "--visit-warmup", "1"}, dir / "log").exit_code, 2);
+  EXPECT_EQ(run({m, "--plans", "domino-ds", "megatron-async", "--visit-warmup", "-1"}, dir / "log").exit_code,
+            2);
 }
 
 TEST(ExecInterleave, EnvModeRunsThePlansInterleaved) {
