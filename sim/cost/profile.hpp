@@ -2,6 +2,7 @@
 // durations (docs/profile-format.md). Loaded strictly from YAML; the profiler writes one with save_profile.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -54,16 +55,22 @@ struct GemmProfile {
 
 // Memory-bound ops (norm, activation, elementwise, copy, optimizer, embedding, loss) and the launch
 // overhead every compute op pays.
-// chunk_row_us: what an op on a column chunk (Op::chunk >= 0: each of its m rows a part of a buffer's row)
-// pays per row beyond its bytes: every row is a short run of its own, and where a run ends the prefetcher
-// starts over (on a 2-vCPU Xeon about 40 ns per row in training, a quarter of a q = 2 chunk's add). 0: none.
+// chunk_row_us: what an op on a column chunk (each of its m rows a part of a buffer's row) costs per row
+// beyond its bytes: every row is a short run of its own, and where a run ends the prefetcher starts over (the
+// profiler's probe of one chunk alone; on a 2-vCPU Xeon about 40 ns per row). In training the first of a row
+// block's q chunks pays it for the rows of all q, the later chunks their bytes alone: the first chunk's runs
+// fetch on into the rest of each row (residual adds at q = 2 on a 2-vCPU AMD EPYC VM: the second chunk at
+// its bytes' time, the first at its bytes' plus twice the probe's per-row term). 0: none.
 struct MemoryCost {
   double bandwidth_gbps = 0;  // GB/s (1e9 bytes per second) achievable
   double launch_overhead_us = 0;
   double chunk_row_us = 0;
 };
-// The rows a memory-bound op pays chunk_row_us on: its m rows on a column chunk, none on whole rows.
-inline double chunk_rows(const Op& op) { return op.chunk >= 0 ? double(op.m) : 0; }
+// The rows a memory-bound op pays chunk_row_us on: on the first of q column chunks (attrs.chunks = q) the m
+// rows of each of the q, none on a later chunk or on whole rows.
+inline double chunk_rows(const Op& op) {
+  return op.chunk == 0 ? double(op.m) * std::max<int>(1, op.attrs.chunks) : 0;
+}
 struct MemoryProfile {
   double bandwidth_gbps = 0;  // GB/s (1e9 bytes per second) achievable
   double launch_overhead_us = 0;

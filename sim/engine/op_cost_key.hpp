@@ -3,7 +3,7 @@
 // model and rank count, so Interference works each distinct SM-bound op of a schedule out once (a schedule's
 // layers repeat the same GEMMs) and OpCostCache each distinct op of many schedules (the tuner's probes).
 // What reads what (sim/cost/cost_model*.cpp): every kind its kind and bytes; memory-bound ops their code, m
-// and whether they work on a column chunk; GEMMs dtype, m, n, k, flops,
+// and, on a row block's first column chunk, the chunk count; GEMMs dtype, m, n, k, flops,
 // code (a transposed operand's rate) and row blocks; attention dtype, flops, bytes, m, heads and its query
 // region's batch and sequence extents (FlashAttention's grid of query blocks per batch entry). A field the
 // cost model starts to read belongs here, with a case in tests/sim/op_cost_cache_test.cpp.
@@ -26,7 +26,7 @@ struct OpCostKey {
   int64_t q_batch, q_seq;           // the first input's batch and sequence extents (-1 without a valid one)
   int64_t heads;
   int64_t row_blocks;
-  bool column_chunk;  // memory-bound ops on a column chunk pay per row (memory.*.chunk_row_us)
+  int16_t first_chunk_of;  // on a row block's first column chunk, the chunk count (chunk_rows); else 0
 
   explicit OpCostKey(const Op& op)
       : kind(op.kind),
@@ -41,7 +41,7 @@ struct OpCostKey {
         q_seq(op.n_in > 0 && op.in[0].valid() ? op.in[0].s1 - op.in[0].s0 : -1),
         heads(op.attrs.heads),
         row_blocks(op.attrs.row_blocks),
-        column_chunk(op.chunk >= 0) {}
+        first_chunk_of(op.chunk == 0 ? op.attrs.chunks : int16_t(0)) {}
   bool operator==(const OpCostKey&) const = default;
 };
 

@@ -60,12 +60,13 @@ struct BandScales {
 };
 
 // The per-row term of `figures` (an opcode's or a kind's, whole-row figures fitted): the time of the chunk
-// ops `named` picks above those figures, summed, over their rows summed (as an iteration adds them up).
+// ops `named` picks above those figures, summed, over their rows summed (as an iteration adds them up; the
+// rows of a row block's chunks are all counted on its first, chunk_rows, where the model charges them).
 void fit_rows_of(const TraceSamples& in, const std::string& name, MemoryCost& figures,
                  const std::function<bool(const Op&)>& named, std::string& report) {
   PerRowExcess excess;
   for (const Sample* s : in.select(memory_bound))
-    if (chunk_rows(s->op) > 0 && named(s->op))
+    if (s->op.chunk >= 0 && named(s->op))
       excess.add(in.interference_free(*s),
                  figures.launch_overhead_us + s->op.bytes / (figures.bandwidth_gbps * 1e3),
                  chunk_rows(s->op));
@@ -136,7 +137,7 @@ void fit_memory_rows(const TraceSamples& in, Profile& p, std::string& report) {
 void fit_memory_general(const TraceSamples& in, Profile& p, std::string& report) {
   const MemoryCost general{in.base.memory.bandwidth_gbps, in.base.memory.launch_overhead_us};
   auto mem = in.select(memory_bound);
-  std::erase_if(mem, [](const Sample* s) { return chunk_rows(s->op) > 0; });
+  std::erase_if(mem, [](const Sample* s) { return s->op.chunk >= 0; });
   if (auto c = fit_memory(in, mem, general)) {
     p.memory.bandwidth_gbps = c->bandwidth_gbps;
     p.memory.launch_overhead_us = c->launch_overhead_us;

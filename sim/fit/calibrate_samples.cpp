@@ -165,6 +165,8 @@ void add_event(const TraceFile& trace, PerOp& po, OpKind kind, const TraceEvent&
   po.op.n = arg_dimension(trace, e, "n");
   po.op.k = arg_dimension(trace, e, "k");
   po.op.chunk = int8_t(whole_arg(trace, e, "chunk", -1, -1, 127));  // -1: whole rows
+  if (po.op.chunk >= 0)
+    po.op.attrs.chunks = int16_t(whole_arg(trace, e, "chunks", 0, 1, 127));  // 0: not given
   if (kind == OpKind::Gemm) {  // the products it runs as (gemm_blocks.hpp)
     po.op.attrs.row_blocks = int32_t(whole_arg(trace, e, "row_blocks", 1, 1, 1 << 20));
     const int64_t rows = gemm_block_rows(po.op);
@@ -275,6 +277,21 @@ std::map<int, double> compute_between_collectives(const TraceFile& trace,
   return out;
 }
 
+// Traces written before args.chunks: a row block's column chunks are emitted one after another (chunk 0, 1,
+// ...), so the run of ops that follows a chunk 0 with the next chunk numbers gives its chunk count.
+void infer_chunk_counts(std::map<int, PerOp>& ops) {
+  for (auto it = ops.begin(); it != ops.end(); ++it) {
+    Op& first = it->second.op;
+    if (first.chunk != 0 || first.attrs.chunks > 0) continue;
+    int16_t q = 1;
+    for (auto next = std::next(it); next != ops.end() && next->first == it->first + q &&
+                                    next->second.op.chunk == q && next->second.op.code == first.code;
+         ++next)
+      ++q;
+    first.attrs.chunks = q;
+  }
+}
+
 std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
   // Busy intervals per (rank, stream), for the overlap of each event with the other stream.
   std::map<std::pair<int, int>, Intervals> busy;
@@ -287,6 +304,7 @@ std::vector<Sample> collect(const TraceFile& trace, DType dtype) {
     const int64_t index = whole_number(trace, &e, "args.op", e.args["op"], 0, INT_MAX);
     add_event(trace, ops[int(index)], kind->second, e, dtype, busy[{e.rank, 1 - e.stream}]);
   }
+  infer_chunk_counts(ops);
   const std::map<int, double> offset = clock_offsets(ops);
   const std::map<int, bool> aligned = aligned_by_index(ops);
   std::vector<Sample> out;

@@ -97,7 +97,8 @@ enum class OpCode : uint8_t {
   // sliding window the slice processed first no longer covers every key, so each slice writes the keys no
   // slice before it touched. attrs.window as in AttnFwd.
   AttnBwd,
-  // out[0] = in[0] + in[1] (+ in[2], a [1,1,n] bias broadcast over rows, if present).
+  // out[0] = in[0] + in[1] (+ in[2], a [1,1,n] bias broadcast over rows, if present). On column chunk
+  // Op::chunk of a row block's q chunks, attrs.chunks = q (what the block's rows cost: profile.hpp).
   ResidualAdd,
   // Vocabulary-parallel ops (embedding, loss) see one shard of the vocabulary (see vocab_shard() below):
   // the rank holds ids [rank*n, rank*n + n), n = the table's rows or the logits' columns; ids at or beyond

@@ -262,6 +262,7 @@ void Builder::fwd_residual(int l, Block block, int i) {
   if (post_norm_) fwd_post_norm(l, block, i);
   for (int c = 0; c < bp.q; ++c) {
     Op& op = emit(l, fwd_phase_, block, "add", i, bp.q > 1 ? c : -1, OpCode::ResidualAdd);
+    op.attrs.chunks = int16_t(bp.q);  // the cost model charges the first chunk the rows of all q (chunk_rows)
     in(op, rows(src, box, c * cw, (c + 1) * cw));
     if (post_norm_) {
       in(op, rows(b.post_y[attn ? 0 : 1], box));

@@ -490,6 +490,40 @@ TEST(ProfilerCalibrate, AColumnChunksPerRowTermIsFittedOnTheChunksWhenNamed) {
   EXPECT_THROW(parse_calibration_scope("memory_row"), Error);
 }
 
+// The per-row term keeps the chunks' total time: a trace whose chunks each took the term on their own rows
+// (the time spread over the chunks, not on the first) gives the same term back, also without args.chunks
+// (older traces), and the model charges it all to the first chunk, for the rows of both.
+TEST(ProfilerCalibrate, TheChunksPerRowTermKeepsTheirTotalTimeAndGoesToTheFirstChunk) {
+  Profile truth = known_profile();
+  truth.memory.per_code["ResidualAdd"] = {12.0, 1.0, 0.05};
+  const ModelSpec model = default_model();
+  const BlockPlan chunked{SplitDim::Batch, 1, 2, OverlapMode::None, false};
+  const Plan plan = make_uniform_plan(model, chunked, chunked, "custom");
+  TraceFile trace = predicted_trace_read_back(truth, plan, model, "domino_calibrate_spread_chunks.json");
+  int moved = 0;
+  for (TraceEvent& e : trace.events) {
+    if (e.args.value("code", "") != "ResidualAdd") continue;
+    const double rows_us = 0.05 * e.args.at("m").get<double>();
+    if (e.id.ends_with(".c0")) e.dur_us -= rows_us, ++moved;
+    if (e.id.ends_with(".c1")) e.dur_us += rows_us;
+  }
+  ASSERT_GT(moved, 0) << "the premise: column chunks in the trace";
+  Profile wrong = truth;
+  wrong.memory.per_code["ResidualAdd"].chunk_row_us = 0.2;
+  const CalibrationResult fitted = calibrate_profile(wrong, trace, 0, parse_calibration_scope("memory_rows"));
+  EXPECT_NEAR(fitted.profile.memory.per_code.at("ResidualAdd").chunk_row_us, 0.05, 1e-6);
+  // A trace written before args.chunks: the chunk count comes from the chunks that follow the first.
+  TraceFile older = trace;
+  for (TraceEvent& e : older.events) e.args.erase("chunks");
+  const Profile from_older =
+      calibrate_profile(wrong, older, 0, parse_calibration_scope("memory_rows")).profile;
+  EXPECT_NEAR(from_older.memory.per_code.at("ResidualAdd").chunk_row_us, 0.05, 1e-6);
+  const CostModel cm(fitted.profile);
+  for (const Op& op : build_schedule(model, plan).ops)
+    if (op.code == OpCode::ResidualAdd && op.chunk >= 0)
+      EXPECT_NEAR(cm.op_us(op, model.tp, 8) - CostModel(truth).op_us(op, model.tp, 8), 0, 1e-9) << op_id(op);
+}
+
 // A trace simulated with a known delay beside compute gives the delay back from its collectives (the median
 // one that ran mostly beside compute ran wholly beside it), the slowdown held; and the interference fit finds
 // the slowdown again beside the delay. A trace without overlap leaves the delay as it was.

@@ -106,9 +106,10 @@ TEST(CostModel, AMemoryBoundKindWithItsOwnFiguresUsesThem) {
   EXPECT_THROW(CostModel{p}, Error);
 }
 
-// An op on a column chunk pays its opcode's (else its kind's) per-row term on each of its m rows; whole rows
-// do not, and neither does an opcode without the term.
-TEST(CostModel, AMemoryBoundOpOnAColumnChunkPaysPerRow) {
+// An op on the first of a row block's q column chunks pays its opcode's (else its kind's) per-row term on the
+// m rows of each of the q; a later chunk pays its bytes alone (the first chunk's runs fetched on into its
+// part of the rows), and so do whole rows and an opcode without the term.
+TEST(CostModel, AMemoryBoundOpOnTheFirstColumnChunkPaysPerRowOfEveryChunk) {
   Profile p = toy_profile();
   p.memory.per_code["ResidualAdd"] = {500, 7, 0.04};
   p.memory.per_kind["norm"] = {500, 7, 0.5};
@@ -119,8 +120,16 @@ TEST(CostModel, AMemoryBoundOpOnAColumnChunkPaysPerRow) {
   add.bytes = 3e6;
   add.m = 1000;
   EXPECT_NEAR(cm.op_us(add, 8, 8), 7 + 6, 1e-9);  // chunk -1: whole rows
-  add.chunk = 1;
-  EXPECT_NEAR(cm.op_us(add, 8, 8), 7 + 6 + 1000 * 0.04, 1e-9);
+  add.chunk = 0;
+  EXPECT_NEAR(cm.op_us(add, 8, 8), 7 + 6 + 1000 * 0.04, 1e-9);  // attrs.chunks 1: its own rows
+  add.attrs.chunks = 4;
+  EXPECT_NEAR(cm.op_us(add, 8, 8), 7 + 6 + 4 * 1000 * 0.04, 1e-9);
+  for (int8_t later : {1, 3}) {
+    Op next = add;
+    next.chunk = later;
+    EXPECT_NEAR(cm.op_us(next, 8, 8), 7 + 6, 1e-9) << "chunk " << int(later);
+  }
+  add.attrs.chunks = 1;
   Op norm = add;
   norm.kind = OpKind::Norm;
   norm.code = OpCode::LayerNormFwd;

@@ -181,7 +181,11 @@ TEST(OpCostCache, OpsDifferingInAnyFieldTheCostModelReadsGetTheirOwnCosts) {
       {"query sequence", attention, [](Op& op) { op.in[0].s1 = 96; }},
       {"norm bytes", norm, [](Op& op) { op.bytes *= 2; }},
       {"memory kind", norm, [](Op& op) { op.kind = OpKind::Elementwise; }},
-      {"column chunk", residual_add, [](Op& op) { op.chunk = 1; }},
+      {"first column chunk", residual_add, [](Op& op) { op.chunk = 0; }},
+      {"a later column chunk", [](Op& op) { residual_add(op), op.chunk = 0; }, [](Op& op) { op.chunk = 1; }},
+      {"the first column chunk's chunk count",
+       [](Op& op) { residual_add(op), op.chunk = 0, op.attrs.chunks = 2; },
+       [](Op& op) { op.attrs.chunks = 4; }},
       {"a column chunk's rows", [](Op& op) { residual_add(op), op.chunk = 0; }, [](Op& op) { op.m = 512; }},
   };
   const CostModel cm(field_profile());
