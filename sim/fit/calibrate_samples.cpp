@@ -165,7 +165,7 @@ void add_event(const TraceFile& trace, PerOp& po, OpKind kind, const TraceEvent&
   po.op.n = arg_dimension(trace, e, "n");
   po.op.k = arg_dimension(trace, e, "k");
   po.op.chunk = int8_t(whole_arg(trace, e, "chunk", -1, -1, 127));  // -1: whole rows
-  if (po.op.chunk >= 0)
+  if (po.op.chunk >= 0 && memory_bound(kind))
     po.op.attrs.chunks = int16_t(whole_arg(trace, e, "chunks", 0, 1, 127));  // 0: not given
   if (kind == OpKind::Gemm) {  // the products it runs as (gemm_blocks.hpp)
     po.op.attrs.row_blocks = int32_t(whole_arg(trace, e, "row_blocks", 1, 1, 1 << 20));
@@ -277,12 +277,13 @@ std::map<int, double> compute_between_collectives(const TraceFile& trace,
   return out;
 }
 
-// Traces written before args.chunks: a row block's column chunks are emitted one after another (chunk 0, 1,
-// ...), so the run of ops that follows a chunk 0 with the next chunk numbers gives its chunk count.
+// Traces written before args.chunks: a row block's memory-bound ops on column chunks are emitted one after
+// another (chunk 0, 1, ...), so the run of ops that follows a chunk 0 with the next chunk numbers gives its
+// chunk count.
 void infer_chunk_counts(std::map<int, PerOp>& ops) {
   for (auto it = ops.begin(); it != ops.end(); ++it) {
     Op& first = it->second.op;
-    if (first.chunk != 0 || first.attrs.chunks > 0) continue;
+    if (first.chunk != 0 || first.attrs.chunks > 0 || !memory_bound(first.kind)) continue;
     int16_t q = 1;
     for (auto next = std::next(it); next != ops.end() && next->first == it->first + q &&
                                     next->second.op.chunk == q && next->second.op.code == first.code;

@@ -32,7 +32,7 @@ json op_args(const Op& op) {
             {"bytes", op.bytes}};
   if (op.kind == OpKind::AllReduce || op.kind == OpKind::ReduceScatter) args["reduce"] = to_string(op.attrs.reduce);
   if (op.attrs.row_blocks > 1) args["row_blocks"] = op.attrs.row_blocks;  // a GEMM run as that many products
-  if (op.chunk >= 0)
+  if (op.chunk >= 0 && memory_bound(op.kind))
     args["chunks"] = op.attrs.chunks;  // the row block's column chunks (profile.hpp chunk_rows)
   // What the op waited for on the other stream: with the spans, when it became free to start.
   if (!op.deps.empty()) args["deps"] = op.deps;
