@@ -23,7 +23,7 @@ from fidelity_stats import median
 MAPE_TARGET_PCT = 1.5  # the project's goals for the split-half floor (docs/fidelity.md)
 TAU_TARGET = 0.9
 MAX_ROUNDS = 100_000  # beyond this a target counts as out of reach
-MEDIAN_SPREAD = math.sqrt(math.pi / 2)  # a normal sample's median over its mean, in spread (1.2533)
+MEDIAN_SPREAD = math.sqrt(math.pi / 2)  # the spread of a normal sample's median over its mean's (1.2533)
 
 
 def relative_spread(samples):

@@ -2,7 +2,6 @@
 // are known: the mean and largest difference between two launches, Kendall's tau between them, the tuner's
 // pick left out, and bad input refused with exit code 2 and no traceback.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -12,11 +11,11 @@
 #include <sstream>
 #include <string>
 
+#include "tests/script_run.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
-
-const fs::path kScript = fs::path(DOMINO_TEST_DATA) / ".." / "scripts" / "launch-repeatability.py";
 
 class LaunchRepeatability : public ::testing::Test {
  protected:
@@ -39,12 +38,7 @@ class LaunchRepeatability : public ::testing::Test {
 
   // The script's exit code and output.
   std::pair<int, std::string> run(const std::string& args) {
-    const fs::path log = dir / "out.txt";
-    const int status =
-        std::system(("python3 " + kScript.string() + " " + args + " > " + log.string() + " 2>&1").c_str());
-    std::stringstream text;
-    text << std::ifstream(log).rdbuf();
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text.str()};
+    return domino::test::run_python_script("launch-repeatability.py", args);
   }
 };
 

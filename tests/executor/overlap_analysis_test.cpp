@@ -1,7 +1,6 @@
 // overlap_analysis_test.cpp: scripts/overlap-analysis.py's hand-over table on a hand-made measured trace
 // whose waits are known: who got the core as a collective that a compute op stood waiting for ended.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -12,11 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "tests/script_run.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
-
-const fs::path kScript = fs::path(DOMINO_TEST_DATA) / ".." / "scripts" / "overlap-analysis.py";
 
 struct Span {
   int op;
@@ -75,21 +74,17 @@ TEST(OverlapAnalysis, HandOversSayWhoGotTheCoreAsTheAwaitedCollectiveEnded) {
   for (const Span& s : rank1) events.push_back(event(s, 1));
   std::ofstream(dir / "meas" / "plan.trace.json") << nlohmann::json{{"traceEvents", events}}.dump();
 
-  const fs::path log = dir / "out.txt";
-  const int status = std::system(
-      ("python3 " + kScript.string() + " " + dir.string() + " > " + log.string() + " 2>&1").c_str());
-  std::stringstream text;
-  text << std::ifstream(log).rdbuf();
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << text.str();
+  const auto [code, text] = domino::test::run_python_script("overlap-analysis.py", dir.string());
+  ASSERT_EQ(code, 0) << text;
   // ready: n, collective first, compute start mean and median, next collective start mean and median
-  const std::vector<std::string> ready = row_of(text.str(), "ready");
-  ASSERT_EQ(ready.size(), 6u) << text.str();
+  const std::vector<std::string> ready = row_of(text, "ready");
+  ASSERT_EQ(ready.size(), 6u) << text;
   EXPECT_EQ(ready[0], "2");
   EXPECT_EQ(ready[1], "50%");
   EXPECT_EQ(std::stod(ready[2]), 70);  // (100 + 40) / 2
   EXPECT_EQ(std::stod(ready[4]), 80);  // (0 + 160) / 2
-  const std::vector<std::string> idle = row_of(text.str(), "not ready");
-  ASSERT_EQ(idle.size(), 6u) << text.str();
+  const std::vector<std::string> idle = row_of(text, "not ready");
+  ASSERT_EQ(idle.size(), 6u) << text;
   EXPECT_EQ(idle[0], "1");
   EXPECT_EQ(idle[1], "0%");
   EXPECT_EQ(std::stod(idle[2]), 20);
@@ -103,16 +98,12 @@ TEST(OverlapAnalysis, AnUnreadableTraceIsBadInput) {
       fs::temp_directory_path() / ("domino_overlap_bad_" + std::to_string(getpid()) + ".json");
   std::ofstream(bad) << R"({"traceEvents": [{"ph": "X"}]})";
   for (const fs::path& input : {bad, bad.parent_path() / "domino_no_such_trace.json"}) {
-    const int status = std::system(
-        ("python3 " + kScript.string() + " " + input.string() + " > " + bad.string() + ".log 2>&1").c_str());
-    std::stringstream text;
-    text << std::ifstream(bad.string() + ".log").rdbuf();
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << text.str();
-    EXPECT_NE(text.str().find("unreadable trace"), std::string::npos) << text.str();
-    EXPECT_EQ(text.str().find("Traceback"), std::string::npos) << text.str();
+    const auto [code, text] = domino::test::run_python_script("overlap-analysis.py", input.string());
+    EXPECT_EQ(code, 2) << text;
+    EXPECT_NE(text.find("unreadable trace"), std::string::npos) << text;
+    EXPECT_EQ(text.find("Traceback"), std::string::npos) << text;
   }
   fs::remove(bad);
-  fs::remove(bad.string() + ".log");
 }
 
 }  // namespace

@@ -3,21 +3,19 @@
 // previous collective) and gives each class's median gap between the ranks' starts; an unreadable trace is
 // exit code 2 with a message, no traceback.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
+
+#include "tests/script_run.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-
-const fs::path kScript = fs::path(DOMINO_TEST_DATA) / ".." / "scripts" / "aligned-collectives.py";
 
 struct Op {
   int index;
@@ -43,13 +41,7 @@ void write_trace(const fs::path& path, const std::vector<Op>& ops, int ranks) {
 }
 
 std::pair<int, std::string> run_script(const fs::path& sweep) {
-  const fs::path log = sweep.string() + ".log";
-  const int status = std::system(
-      ("python3 " + kScript.string() + " " + sweep.string() + " > " + log.string() + " 2>&1").c_str());
-  std::stringstream text;
-  text << std::ifstream(log).rdbuf();
-  fs::remove(log);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text.str()};
+  return domino::test::run_python_script("aligned-collectives.py", sweep.string());
 }
 
 TEST(AlignedCollectivesScript, GapsAreGivenPerClassAsTheSimulatorClassesThem) {

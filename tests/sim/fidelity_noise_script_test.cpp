@@ -2,7 +2,6 @@
 // round-to-round spread: the spread it reads (drift over the launch left out), the split-half floor it
 // expects against the floor of simulated launches, the rounds it asks for, and bad input (exit code 2).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,15 +10,14 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
+
+#include "tests/script_run.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-
-const fs::path kScript = fs::path(DOMINO_TEST_DATA) / ".." / "scripts" / "fidelity_noise.py";
 
 using Launch = std::vector<std::vector<double>>;  // per plan, its iteration times in ms, round k at index k
 
@@ -50,13 +48,7 @@ fs::path write_launch(const std::string& name, const Launch& launch) {
 }
 
 std::pair<int, std::string> run_script(const std::string& args) {
-  const fs::path log = fs::temp_directory_path() / ("domino_noise_" + std::to_string(getpid()) + ".log");
-  const int status =
-      std::system(("python3 " + kScript.string() + " " + args + " > " + log.string() + " 2>&1").c_str());
-  std::stringstream text;
-  text << std::ifstream(log).rdbuf();
-  fs::remove(log);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text.str()};
+  return domino::test::run_python_script("fidelity_noise.py", args);
 }
 
 nlohmann::json outlook_of(const std::string& name, const Launch& launch) {
