@@ -7,8 +7,8 @@
       and under it MAPE, Kendall tau-b and the tuner's regret (docs/fidelity.md says how each is defined)
       with bootstrap 95 % intervals over the iterations; for an interleaved launch (config.json
       "interleaved": sample k of every plan is from round k) the split-half noise floor (odd rounds against
-      even rounds) with the rounds its targets would take (fidelity_noise.py) and each plan's measured speedup over megatron-async (or the first plan), round by round,
-      against the predicted one, and, where the launch ran comm-off runs (NAME+no-comm, not scored), each
+      even rounds) with the rounds its targets would take (fidelity_noise.py) and each plan's measured
+      speedup over megatron-async (or the first plan), round by round, against the predicted one, and, where the launch ran comm-off runs (NAME+no-comm, not scored), each
       plan's slicing and communication costs (fidelity_comm_cost.py); and, when each plan was measured in two
       or more separate files (earlier sweeps), each file's medians against the others'.
 """
