@@ -10,6 +10,7 @@
 #include <set>
 
 #include "sim/base/error.hpp"
+#include "sim/compare/collective_split.hpp"
 
 namespace domino {
 namespace {
@@ -67,6 +68,7 @@ std::vector<int> pick_ranks(const TraceFile& t, const RankEvents& r, int wanted,
 struct OpStats {
   std::string kind;
   std::vector<double> durations, p10s, p90s;
+  std::vector<double> arrival_waits;  // predicted collectives' (TraceEvent::arrival_wait_us), where recorded
   double first_start = 0;
   size_t first_index = 0;
 };
@@ -86,6 +88,7 @@ std::map<std::string, OpStats> op_stats(const TraceFile& t, const std::vector<in
     const bool spread = e.spread.samples > 0 && !one_iteration;
     it->second.durations.push_back(spread ? e.spread.median_us : e.dur_us);
     if (spread) it->second.p10s.push_back(e.spread.p10_us), it->second.p90s.push_back(e.spread.p90_us);
+    if (e.arrival_wait_us >= 0) it->second.arrival_waits.push_back(e.arrival_wait_us);
   }
   return out;
 }
@@ -162,6 +165,38 @@ int slowest_rank(const RankEvents& r, const std::vector<int>& ranks) {
   return best;
 }
 
+// A collective whose prediction recorded its arrival wait on every rank, measured on two ranks or more: its
+// transfer and its wait judged apart (collective_split.hpp).
+void split_collective(const OpStats& p, const MeasuredCollectiveSplit& m, OpComparison& op) {
+  if (p.arrival_waits.empty() || p.arrival_waits.size() != p.durations.size()) return;
+  op.predicted_wait_us = percentile(p.arrival_waits, 0.5);
+  op.predicted_us = std::max(0.0, op.predicted_us - op.predicted_wait_us);
+  op.measured_wait_us = m.wait_us;
+  op.measured_us = m.transfer_us;
+  op.measured_p10_us = m.iterations > 1 ? m.transfer_p10_us : -1;
+  op.measured_p90_us = m.iterations > 1 ? m.transfer_p90_us : -1;
+}
+
+// The arrival waits the prediction charged (a collective the ranks reach together is charged none and not
+// scored), as one kind; and what a split collective was judged on.
+void add_wait_figures(Comparison& c) {
+  std::vector<double> errors;
+  bool split = false;
+  for (const OpComparison& op : c.ops) {
+    split = split || op.predicted_wait_us >= 0;
+    if (op.predicted_wait_us > 0)
+      errors.push_back(std::abs(op.measured_wait_us - op.predicted_wait_us) / op.predicted_wait_us * 100);
+  }
+  if (split)
+    c.measured_durations +=
+        "; a collective's, its transfer from the last rank's arrival (median over the ranks) and its wait "
+        "for that "
+        "rank apart (the mean over the iterations, row \"arrival wait\")";
+  if (!errors.empty())
+    c.by_kind.push_back(
+        {kArrivalWaitKind, percentile(errors, 0.5), percentile(errors, 0.9), int(errors.size()), -1.0});
+}
+
 void add_error_figures(Comparison& c) {
   std::vector<double> all, all_spread;
   std::map<std::string, std::vector<double>> per_kind, per_kind_spread;
@@ -188,12 +223,14 @@ void add_error_figures(Comparison& c) {
 }
 
 // The ten ops that explain most of the iteration-time difference: those on either critical path by
-// |measured - predicted|, then (if fewer than ten) the other ops by the same measure.
+// |measured - predicted| (a split collective's transfer and wait both), then (if fewer than ten) the other
+// ops by the same measure.
 void add_top_errors(Comparison& c) {
   std::vector<OpComparison> ranked = c.ops;
   std::stable_sort(ranked.begin(), ranked.end(), [](const OpComparison& a, const OpComparison& b) {
     if (a.on_critical_path != b.on_critical_path) return a.on_critical_path;
-    return std::abs(a.delta_us()) > std::abs(b.delta_us());
+    return std::abs(a.delta_us()) + std::abs(a.wait_delta_us()) >
+           std::abs(b.delta_us()) + std::abs(b.wait_delta_us());
   });
   if (ranked.size() > 10) ranked.resize(10);
   c.top_error_ops = std::move(ranked);
@@ -245,6 +282,7 @@ Comparison compare_traces(const TraceFile& predicted, const TraceFile& measured,
   auto p_ops = op_stats(predicted, p_ranks, /*one_iteration=*/true);
   auto m_ops = op_stats(measured, m_ranks, options.one_iteration);
   c.measured_durations = measured_durations(measured, options.one_iteration);
+  const auto splits = measured_collective_splits(measured, m_ranks, options.one_iteration);
   std::set<std::string> on_path(c.predicted.critical_path.begin(), c.predicted.critical_path.end());
   on_path.insert(c.measured.critical_path.begin(), c.measured.critical_path.end());
   for (const std::string& id : in_trace_order(p_ops)) {
@@ -261,6 +299,7 @@ Comparison compare_traces(const TraceFile& predicted, const TraceFile& measured,
       op.measured_p10_us = percentile(m->second.p10s, 0.5);
       op.measured_p90_us = percentile(m->second.p90s, 0.5);
     }
+    if (const auto split = splits.find(id); split != splits.end()) split_collective(p, split->second, op);
     if (op.predicted_us > 0) op.error_pct = std::abs(op.measured_us - op.predicted_us) / op.predicted_us * 100.0;
     op.on_critical_path = on_path.count(id) > 0;
     if (p.kind != m->second.kind)
@@ -271,6 +310,7 @@ Comparison compare_traces(const TraceFile& predicted, const TraceFile& measured,
     if (!p_ops.count(id)) c.only_in_measured.push_back(id);
 
   add_error_figures(c);
+  add_wait_figures(c);
   add_top_errors(c);
 
   if (c.predicted.iteration_us > 0) {

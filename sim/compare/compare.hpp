@@ -32,14 +32,23 @@ struct OpComparison {
   // The measured op's p10..p90 over the iterations (median over the ranks); -1 when the trace has none.
   double measured_p10_us = -1, measured_p90_us = -1;
   double delta_us() const { return measured_us - predicted_us; }
+  // A split collective's wait, measured - predicted; 0 when not split.
+  double wait_delta_us() const { return predicted_wait_us < 0 ? 0 : measured_wait_us - predicted_wait_us; }
   // Half the p10..p90 width over the measured duration, in %: how far one iteration strays; -1 if unknown.
   double spread_pct() const {
     return measured_p10_us < 0 || measured_us <= 0 ? -1 : (measured_p90_us - measured_p10_us) / (2 * measured_us) * 100;
   }
+  // A collective measured on two ranks or more whose prediction recorded its arrival wait: predicted_us and
+  // measured_us (and p10..p90) are its transfer, and these its wait for the last rank (collective_split.hpp).
+  // -1: not split.
+  double predicted_wait_us = -1, measured_wait_us = -1;
   // |measured - predicted| / predicted * 100; negative when the prediction is 0 (not scored).
   double error_pct = -1;
   bool on_critical_path = false;  // on the predicted or the measured critical path
 };
+
+// The by_kind row of the collectives' arrival waits (OpComparison::predicted_wait_us > 0).
+inline constexpr const char* kArrivalWaitKind = "arrival wait";
 
 struct KindError {
   std::string kind;
@@ -72,7 +81,7 @@ struct Comparison {
   double op_spread_median_pct = -1;  // median over the scored ops of spread_pct(); -1 when unknown
   std::string measured_durations;     // what an op's measured duration is (the median over N iterations, ...)
   int scored_ops = 0;
-  std::vector<KindError> by_kind;  // sorted by kind name
+  std::vector<KindError> by_kind;  // sorted by kind name, then the arrival waits' row
   std::vector<OpComparison> ops;   // aligned ops, in predicted start order
   std::vector<std::string> only_in_predicted, only_in_measured;  // in trace order
   std::vector<OpComparison> top_error_ops;  // at most ten, see compare.cpp

@@ -49,11 +49,18 @@ json comparison_json(const Comparison& c) {
   j["only_in_measured"] = c.only_in_measured;
   j["top_error_ops"] = json::array();
   for (const OpComparison& op : c.top_error_ops) {
-    j["top_error_ops"].push_back({{"id", op.id}, {"kind", op.kind}, {"predicted_us", op.predicted_us},
-                                  {"measured_us", op.measured_us}, {"delta_us", op.delta_us()},
-                                  {"measured_p10_us", known_or_null(op.measured_p10_us)},
-                                  {"measured_p90_us", known_or_null(op.measured_p90_us)},
-                                  {"error_pct", known_or_null(op.error_pct)}, {"on_critical_path", op.on_critical_path}});
+    json row = {{"id", op.id},
+                {"kind", op.kind},
+                {"predicted_us", op.predicted_us},
+                {"measured_us", op.measured_us},
+                {"delta_us", op.delta_us()},
+                {"measured_p10_us", known_or_null(op.measured_p10_us)},
+                {"measured_p90_us", known_or_null(op.measured_p90_us)},
+                {"error_pct", known_or_null(op.error_pct)},
+                {"on_critical_path", op.on_critical_path}};
+    if (op.predicted_wait_us >= 0)
+      row["arrival_wait_us"] = {{"predicted", op.predicted_wait_us}, {"measured", op.measured_wait_us}};
+    j["top_error_ops"].push_back(std::move(row));
   }
   j["critical_path"] = {{"predicted", c.predicted.critical_path}, {"measured", c.measured.critical_path},
                         {"predicted_rank", c.predicted.critical_rank}, {"measured_rank", c.measured.critical_rank}};
@@ -92,8 +99,12 @@ std::string comparison_table(const Comparison& c) {
     for (const OpComparison& op : c.top_error_ops) {
       const std::string band =
           op.measured_p10_us < 0 ? "" : fmt::format("{:.0f}-{:.0f}", op.measured_p10_us, op.measured_p90_us);
-      s += fmt::format("  {:<36}{:>11.1f}{:>11.1f}{:>+10.1f}{:>2} {}\n", op.id, op.predicted_us, op.measured_us,
-                       op.delta_us(), op.on_critical_path ? "*" : "", band);
+      const std::string wait = op.predicted_wait_us < 0
+                                   ? ""
+                                   : fmt::format("  wait {:.0f} us predicted, {:.0f} measured",
+                                                 op.predicted_wait_us, op.measured_wait_us);
+      s += fmt::format("  {:<36}{:>11.1f}{:>11.1f}{:>+10.1f}{:>2} {}{}\n", op.id, op.predicted_us,
+                       op.measured_us, op.delta_us(), op.on_critical_path ? "*" : "", band, wait);
     }
   }
   for (const std::string& w : c.warnings) s += "warning: " + w + "\n";

@@ -75,20 +75,30 @@ std::vector<double> compute_between_collectives(const Schedule& schedule, const 
 
 std::vector<char> aligned_collectives(const std::vector<Op>& ops) { return aligned_at_launch(ops, launch_points(ops)); }
 
-const std::vector<double>& with_arrival_skew(const Schedule& schedule, const std::vector<double>& duration,
-                                             ArrivalSkew skew, std::vector<double>& scratch) {
-  if (!(skew.sync_per_compute > 0) && !(skew.sync_us > 0)) return duration;
+std::vector<double> arrival_waits(const Schedule& schedule, const std::vector<double>& duration,
+                                  ArrivalSkew skew) {
+  std::vector<double> wait(duration.size(), 0.0);
+  if (!(skew.sync_per_compute > 0) && !(skew.sync_us > 0)) return wait;
   const std::vector<int32_t> launch = launch_points(schedule.ops);
   const std::vector<double> between = skew.sync_per_compute > 0 ? between_launches(schedule.ops, duration, launch)
                                                                  : std::vector<double>(duration.size(), 0.0);
   const std::vector<char> aligned = aligned_at_launch(schedule.ops, launch);
+  for (size_t i = 0; i < wait.size(); ++i)
+    if (duration[i] > 0 && collective(schedule.ops[i].kind) && !aligned[i])
+      wait[i] = skew.sync_us + skew.sync_per_compute * between[i];
+  return wait;
+}
+
+const std::vector<double>& with_arrival_skew(const Schedule& schedule, const std::vector<double>& duration,
+                                             ArrivalSkew skew, std::vector<double>& scratch) {
+  if (!(skew.sync_per_compute > 0) && !(skew.sync_us > 0)) return duration;
+  const std::vector<double> wait = arrival_waits(schedule, duration, skew);
   scratch = duration;
+  // The cost model put sync_us in every collective: an aligned one gives it back, the others keep it and
+  // add the growth.
   for (size_t i = 0; i < scratch.size(); ++i) {
     if (!(scratch[i] > 0) || !collective(schedule.ops[i].kind)) continue;
-    if (aligned[i])
-      scratch[i] = std::max(0.0, scratch[i] - skew.sync_us);
-    else
-      scratch[i] += skew.sync_per_compute * between[i];
+    scratch[i] = wait[i] > 0 ? scratch[i] + wait[i] - skew.sync_us : std::max(0.0, scratch[i] - skew.sync_us);
   }
   return scratch;
 }

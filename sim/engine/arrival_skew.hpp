@@ -35,6 +35,12 @@ struct ArrivalSkew {
   double sync_per_compute = 0;
 };
 
+// Per op: the wait for the last rank that a collective's duration carries (the cost model's sync_us plus
+// the growth) once with_arrival_skew has applied: 0 for an aligned collective, a collective of duration 0
+// (communication off) and every other op. domino-compare scores a collective's transfer and this wait apart.
+std::vector<double> arrival_waits(const Schedule& schedule, const std::vector<double>& duration,
+                                  ArrivalSkew skew);
+
 // `duration` with each collective's skew, written into `scratch`: the constant sync_us taken back from an
 // aligned collective (aligned_collectives), sync_per_compute x compute_between_collectives added to every
 // other. `duration` itself (no copy) when the profile has no skew.

@@ -285,6 +285,12 @@ SimResult simulate(const SimProgram& program, const OpCosts& costs, const SimOpt
         if (schedule.ops[size_t(s.op)].stream == Stream::Compute)
           s.end_us =
               s.start_us + costs.duration[size_t(s.op)] / (1 + costs.flat_interference.compute_stall_share);
+    // A collective's span holds the wait for the last rank that the skew charged it: recorded, so that
+    // domino-compare can score the transfer and the wait apart.
+    const std::vector<double> wait =
+        arrival_waits(schedule, costs.duration, {costs.sync_us, costs.sync_per_compute});
+    for (OpSpan& s : tl.spans)
+      if (collective(schedule.ops[size_t(s.op)].kind)) s.arrival_wait_us = wait[size_t(s.op)];
     tl.iteration_us = result.iteration_us;
     tl.peak_memory_bytes = {result.peak_memory_bytes};
   }

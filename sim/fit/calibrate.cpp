@@ -128,16 +128,16 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
   if (scope.allreduce) fit_collective(in, OpKind::AllReduce, p, report);
   if (scope.allgather) fit_collective(in, OpKind::AllGather, p, report);
   if (scope.reducescatter) fit_collective(in, OpKind::ReduceScatter, p, report);
+  const bool pooled = (scope.sync && !scope.sync_iteration) || scope.comm_delay || scope.comm_start;
+  const std::vector<std::vector<TraceEvent>> iterations =
+      pooled ? every_iteration(trace) : std::vector<std::vector<TraceEvent>>{};
   if (scope.sync_iteration)
     fit_skew_to_iteration(in, measured_iteration_us(trace, "sync_iteration"), scope.sync_growth, p, report);
   else if (scope.sync)
-    fit_arrival_skew(in, scope.sync_growth, p, report);
+    fit_arrival_skew(in, iterations, scope.sync_growth, p, report);
   if (scope.interference) fit_interference(in, p, report);
-  if (scope.comm_delay || scope.comm_start) {
-    const std::vector<std::vector<TraceEvent>> iterations = every_iteration(trace);
-    if (scope.comm_delay) fit_comm_delay(in, iterations, p, report);
-    if (scope.comm_start) fit_comm_start(trace, iterations, p, report);
-  }
+  if (scope.comm_delay) fit_comm_delay(in, iterations, p, report);
+  if (scope.comm_start) fit_comm_start(trace, iterations, p, report);
   if (scope.interference_iteration)
     fit_compute_slowdown_to_iteration(schedule_of_trace(trace),
                                       measured_iteration_us(trace, "interference_iteration"), p, report);

@@ -11,6 +11,7 @@
 
 #include "sim/cost/cost_model.hpp"
 #include "sim/fit/calibrate.hpp"
+#include "sim/trace/trace_iterations.hpp"
 
 namespace domino::prof::calibration {
 
@@ -90,7 +91,10 @@ void fit_attention_scales(const TraceSamples& in, const CostModel& cm, Profile& 
 void fit_collective(const TraceSamples& in, OpKind kind, Profile& p, std::string& report);
 // growth: sync_us + sync_per_compute by least squares (the mean alone where the growth is noise); else the
 // mean skew as sync_us and sync_per_compute 0.
-void fit_arrival_skew(const TraceSamples& in, bool growth, Profile& p, std::string& report);
+// Without growth, where the trace holds every timed iteration (`iterations`, every_iteration's; at least
+// five), sync_us is the median over them of each one's mean skew, else the traced iteration's mean.
+void fit_arrival_skew(const TraceSamples& in, const std::vector<std::vector<TraceEvent>>& iterations,
+                      bool growth, Profile& p, std::string& report);
 // The constant sync_us with which the trace's ops, costed by p, add up to iteration_us (a trace whose streams
 // do not overlap: the simulator's iteration is then the sum of its ops' costs). BadInput when the trace has
 // no collective or its streams overlap.
@@ -120,11 +124,6 @@ void fit_compute_slowdown_to_iteration(const Schedule& schedule, double iteratio
 void fit_comm_start(const TraceFile& trace, const std::vector<std::vector<TraceEvent>>& iterations,
                     Profile& p, std::string& report);
 
-// The trace's events moved to each timed iteration's spans (domino.iteration_spans, domino-exec
-// --trace-iterations; calibrate_iterations.cpp): an event per span, its op's kind, stream, shape and deps
-// those of the trace's event of the same rank and op. Empty when the trace has none; BadInput naming the
-// trace when they are malformed or name a rank and op its events lack.
-std::vector<std::vector<TraceEvent>> every_iteration(const TraceFile& trace);
 // A collective in one iteration: the duration of the rank that took least, and how long that rank's compute
 // stream was busy beside it.
 struct CollectiveRun {

@@ -41,6 +41,9 @@ struct OpSpan {
   double start_us = 0;  // from the start of the iteration
   double end_us = 0;
   DurationSpread spread;  // measured: over the timed iterations
+  // Predicted collectives: the part of the span that is the wait for the last rank to arrive (the arrival
+  // skew the model charged it; 0 where the ranks arrive together). -1: not a predicted collective.
+  double arrival_wait_us = -1;
 };
 
 struct Timeline {
@@ -87,6 +90,7 @@ struct TraceEvent {
   double start_us = 0, dur_us = 0;
   double flops = 0, bytes = 0;
   DurationSpread spread;  // from args.dur_*; samples = 0 when the trace has none
+  double arrival_wait_us = -1;  // from args.arrival_wait_us (predicted collectives); -1 when absent
   // The duration to judge a model on: the median over the iterations where known, else this iteration's.
   double typical_dur_us() const { return spread.samples > 0 ? spread.median_us : dur_us; }
   nlohmann::json args;

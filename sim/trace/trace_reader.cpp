@@ -126,6 +126,12 @@ TraceEvent read_complete_event(const std::string& path, size_t index, const json
       (std::string(key) == "flops" ? ev.flops : ev.bytes) = v->get<double>();
     }
     ev.spread = read_duration_spread(check, *args);
+    if (args->contains("arrival_wait_us")) {
+      ev.arrival_wait_us = read_spread_time(check, *args, "arrival_wait_us");
+      if (ev.arrival_wait_us > ev.dur_us + 1e-6 * (1 + ev.dur_us))
+        check.fail("args.arrival_wait_us " + args->at("arrival_wait_us").dump() +
+                   " is longer than the span's \"dur\" " + e.at("dur").dump() + " (the wait is part of it)");
+    }
   } else {
     ev.args = json::object();
   }

@@ -108,6 +108,7 @@ json trace_json(const Schedule& schedule, const Timeline& timeline, const json& 
       if (s.spread.has_mean()) args["dur_mean"] = s.spread.mean_us;
       if (s.spread.has_typical_mean()) args["dur_typical_mean"] = s.spread.typical_mean_us;
     }
+    if (s.arrival_wait_us >= 0) args["arrival_wait_us"] = s.arrival_wait_us;
     events.push_back(json{{"name", op_id(op)},
                           {"cat", to_string(op.kind)},
                           {"ph", "X"},

@@ -2,11 +2,14 @@
 // (sim/engine/arrival_skew.hpp, collectives.<level>.sync_per_compute): the compute between launch points on
 // hand-built schedules, the collectives the ranks reach aligned (no skew), the skew added in the simulator,
 // and the profile field's reading and checks.
+#include "sim/engine/arrival_skew.hpp"
+
 #include <gtest/gtest.h>
+
+#include <map>
 
 #include "sim/base/error.hpp"
 #include "sim/cost/profile.hpp"
-#include "sim/engine/arrival_skew.hpp"
 #include "sim/engine/simulator.hpp"
 #include "tests/sim/toy_schedule.hpp"
 
@@ -139,6 +142,28 @@ TEST(ArrivalSkew, AnAlignedCollectiveGetsTheConstantSkewBack) {
   EXPECT_TRUE(costs.skew_reads_deps());
   EXPECT_NEAR(simulate(h.s, costs, {}).iteration_us, 100 + 17 + 10 + 50, 1e-9);
   EXPECT_FALSE(op_costs(h.s, CostModel(skew_profile(0, 0))).skew_reads_deps());
+}
+
+TEST(ArrivalSkew, ThePredictedTimelineRecordsTheWaitEachCollectiveWasCharged) {
+  HandSchedule h;
+  const int32_t a = h.compute(100);
+  const int32_t first = h.allreduce(10, {a});
+  const int32_t queued = h.allreduce(10, {a});  // aligned: charged no wait
+  const int32_t b = h.compute(300, {first, queued});
+  const int32_t after = h.allreduce(10, {b});
+  SimOptions options;
+  options.record_timeline = true;
+  const SimResult r = simulate(h.s, CostModel(skew_profile(7, 0.1)), options);
+  std::map<int32_t, double> wait, span;
+  for (const OpSpan& s : r.timeline.spans) wait[s.op] = s.arrival_wait_us, span[s.op] = s.end_us - s.start_us;
+  EXPECT_NEAR(wait[first], 7 + 0.1 * 100, 1e-9);
+  EXPECT_NEAR(wait[queued], 0, 1e-9);
+  EXPECT_NEAR(wait[after], 7 + 0.1 * 300, 1e-9);
+  EXPECT_NEAR(span[after] - wait[after], 10, 1e-9);  // the rest of the span is the transfer
+  EXPECT_EQ(wait[a], -1);                            // not a collective
+  EXPECT_EQ(wait[b], -1);
+  // The wait the simulator charges is the one it records: the same sums as the iteration.
+  EXPECT_NEAR(r.iteration_us, 100 + (10 + wait[first]) + 10 + 300 + (10 + wait[after]), 1e-9);
 }
 
 TEST(ArrivalSkew, APlanWithoutCommunicationPaysNoSkew) {

@@ -99,6 +99,32 @@ TEST(CalibrateArrivalSkew, SyncAloneTakesTheMeanEvenWhereTheSkewGrows) {
   EXPECT_NE(r.report.find("sync_per_compute 0.3 -> 0"), std::string::npos) << r.report;
 }
 
+// Seven timed iterations in which the ranks drift apart by 0 to 1000 us at every collective (which rank runs
+// slower changes from one iteration to the next on a shared host): sync_us is the median iteration's mean
+// skew, 200, not that of the iteration the events show (100).
+TEST(CalibrateArrivalSkew, SyncAloneIsTheMedianIterationsSkewWhereTheTraceHoldsEveryIteration) {
+  TraceFile trace = drifting_trace(kCompute, [](double) { return 100.0; });
+  nlohmann::json spans = nlohmann::json::array();
+  for (double w : {0.0, 0.0, 200.0, 1000.0, 50.0, 400.0, 300.0}) {
+    nlohmann::json one = nlohmann::json::array();
+    for (const TraceEvent& e : drifting_trace(kCompute, [w](double) { return w; }).events)
+      one.push_back({e.rank, e.args["op"], e.start_us, e.start_us + e.dur_us});
+    spans.push_back(one);
+  }
+  trace.meta["iteration_spans"] = spans;
+  const CalibrationResult r = fit_sync(trace, 0.3, "sync");
+  EXPECT_NEAR(r.profile.intra_node.sync_us, 200, 1e-6);
+  EXPECT_EQ(r.profile.intra_node.sync_per_compute, 0);
+  EXPECT_NE(r.report.find("(median over 7 iterations of the mean over 8 ops)"), std::string::npos)
+      << r.report;
+  // Four iterations are too few to stand for the launch: the events' iteration, as without them.
+  spans.erase(spans.begin(), spans.begin() + 3);
+  trace.meta["iteration_spans"] = spans;
+  EXPECT_NEAR(fit_sync(trace, 0, "sync").profile.intra_node.sync_us, 100, 1e-6);
+  // The growth is fitted on the events' iteration, whose compute between collectives it needs.
+  EXPECT_NEAR(fit_sync(trace, 0, "sync_growth").profile.intra_node.sync_us, 100, 1e-6);
+}
+
 TEST(CalibrateArrivalSkew, GrowthIsFittedOnlyWhenNamed) {
   EXPECT_FALSE(parse_calibration_scope("all").sync_growth);
   EXPECT_FALSE(CalibrationScope{}.sync_growth);

@@ -556,6 +556,33 @@ TEST(ProfilerCalibrate, CommDelayIsRecoveredFromTheCollectivesBesideCompute) {
   EXPECT_NE(none.report.find("not fitted"), std::string::npos) << none.report;
 }
 
+// With every timed iteration in the trace, a collective's delay is its typical one, the median over the
+// iterations in which it ran mostly beside compute: one iteration in three whose collectives lost 1.5 ms more
+// (a stall the iteration pays, but not the collective's median time) leaves the delay at 800 us.
+TEST(ProfilerCalibrate, CommDelayIsEachCollectivesMedianOverTheIterations) {
+  const ModelSpec model = default_model();
+  const BlockPlan sliced{SplitDim::Batch, 2, 1, OverlapMode::Inter, true};
+  const Plan plan = make_uniform_plan(model, sliced, sliced, "custom");
+  const auto spans_with_delay = [&](double delay) {
+    Profile p = known_profile();
+    p.interference = {0.0, 0.3, delay};
+    nlohmann::json rows = nlohmann::json::array();
+    for (const TraceEvent& e :
+         predicted_trace_read_back(p, plan, model,
+                                   "domino_calibrate_delay_" + std::to_string(int(delay)) + ".json")
+             .events)
+      rows.push_back({e.rank, e.args.at("op"), e.start_us, e.start_us + e.dur_us});
+    return rows;
+  };
+  Profile start = known_profile();
+  start.interference = {0.0, 0.3, 0.0};
+  TraceFile trace = predicted_trace_read_back(start, plan, model, "domino_calibrate_delay_shown.json");
+  trace.meta["iteration_spans"] = {spans_with_delay(800), spans_with_delay(2300), spans_with_delay(800)};
+  const CalibrationResult r = calibrate_profile(start, trace, 0, parse_calibration_scope("comm_delay"));
+  EXPECT_NEAR(r.profile.interference.comm_delay_during_compute_us, 800, 1e-3) << r.report;
+  EXPECT_NE(r.report.find("over 3 iterations"), std::string::npos) << r.report;
+}
+
 TEST(ProfilerCalibrate, RejectsATraceWithoutOps) {
   TraceFile empty;
   empty.path = "empty.json";
