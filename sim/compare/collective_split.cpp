@@ -53,8 +53,7 @@ std::map<std::string, MeasuredCollectiveSplit> measured_collective_splits(const 
                                                                           bool one_iteration) {
   const std::set<int> chosen(ranks.begin(), ranks.end());
   // Ranks on clocks of their own (several hosts) cannot say who arrived first.
-  const auto clocks = trace.meta.find("rank_clocks");
-  if (chosen.size() < 2 || (clocks != trace.meta.end() && *clocks == "per-rank")) return {};
+  if (chosen.size() < 2 || !ranks_share_a_clock(trace)) return {};
   std::vector<std::vector<TraceEvent>> iterations =
       one_iteration ? std::vector<std::vector<TraceEvent>>{} : every_iteration(trace);
   if (iterations.empty()) iterations.push_back(trace.events);

@@ -178,8 +178,9 @@ void split_collective(const OpStats& p, const MeasuredCollectiveSplit& m, OpComp
 }
 
 // The arrival waits the prediction charged (a collective the ranks reach together is charged none and not
-// scored), as one kind; and what a split collective was judged on.
-void add_wait_figures(Comparison& c) {
+// scored), as one kind; and what a split collective was judged on (`every_iteration`: over the timed
+// iterations).
+void add_wait_figures(Comparison& c, bool every_iteration) {
   std::vector<double> errors;
   bool split = false;
   for (const OpComparison& op : c.ops) {
@@ -189,9 +190,11 @@ void add_wait_figures(Comparison& c) {
   }
   if (split)
     c.measured_durations +=
-        "; a collective's, its transfer from the last rank's arrival (median over the ranks) and its wait "
-        "for that "
-        "rank apart (the mean over the iterations, row \"arrival wait\")";
+        std::string(
+            "; a collective's, its transfer from the last rank's arrival (median over "
+            "the ranks) and its wait for that rank apart (row \"arrival wait\"), ") +
+        (every_iteration ? "the transfer's median and the wait's mean over the timed iterations"
+                         : "in the trace's one iteration (no domino.iteration_spans)");
   if (!errors.empty())
     c.by_kind.push_back(
         {kArrivalWaitKind, percentile(errors, 0.5), percentile(errors, 0.9), int(errors.size()), -1.0});
@@ -310,7 +313,8 @@ Comparison compare_traces(const TraceFile& predicted, const TraceFile& measured,
     if (!p_ops.count(id)) c.only_in_measured.push_back(id);
 
   add_error_figures(c);
-  add_wait_figures(c);
+  add_wait_figures(c, std::any_of(splits.begin(), splits.end(),
+                                  [](const auto& split) { return split.second.iterations > 1; }));
   add_top_errors(c);
 
   if (c.predicted.iteration_us > 0) {

@@ -134,7 +134,8 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
   if (scope.sync_iteration)
     fit_skew_to_iteration(in, measured_iteration_us(trace, "sync_iteration"), scope.sync_growth, p, report);
   else if (scope.sync)
-    fit_arrival_skew(in, iterations, scope.sync_growth, p, report);
+    fit_arrival_skew(in, ranks_share_a_clock(trace) ? iterations : std::vector<std::vector<TraceEvent>>{},
+                     scope.sync_growth, p, report);
   if (scope.interference) fit_interference(in, p, report);
   if (scope.comm_delay) fit_comm_delay(in, iterations, p, report);
   if (scope.comm_start) fit_comm_start(trace, iterations, p, report);

@@ -246,8 +246,8 @@ std::vector<double> mean_skew_per_iteration(const std::vector<std::vector<TraceE
 
 // The skew of the median iteration: the median over the timed iterations of each one's mean skew. Which rank
 // runs slower changes from one iteration to the next on a shared host (one rank 2-5 ms behind at every
-// collective in some iterations, the ranks together in others); the one traced iteration drew one such
-// state (a fit of 274 us against 1.5-4 ms over the launch seen), every iteration pooled, the launch's.
+// collective in some iterations, the two alternating in others), and the one traced iteration shows one such
+// state: 274 us fitted on it in one launch, 976 us on all 30 of its iterations.
 void set_pooled_skew(std::vector<double> per_iteration, size_t ops, const std::string& what,
                      CollectiveProfile& c, std::string& report) {
   const size_t n = per_iteration.size();

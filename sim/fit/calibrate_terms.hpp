@@ -91,8 +91,8 @@ void fit_attention_scales(const TraceSamples& in, const CostModel& cm, Profile& 
 void fit_collective(const TraceSamples& in, OpKind kind, Profile& p, std::string& report);
 // growth: sync_us + sync_per_compute by least squares (the mean alone where the growth is noise); else the
 // mean skew as sync_us and sync_per_compute 0.
-// Without growth, where the trace holds every timed iteration (`iterations`, every_iteration's; at least
-// five), sync_us is the median over them of each one's mean skew, else the traced iteration's mean.
+// Without growth, where `iterations` (every_iteration's, of ranks on one clock) hold at least five, sync_us
+// is the median over them of each one's mean skew, else the traced iteration's mean.
 void fit_arrival_skew(const TraceSamples& in, const std::vector<std::vector<TraceEvent>>& iterations,
                       bool growth, Profile& p, std::string& report);
 // The constant sync_us with which the trace's ops, costed by p, add up to iteration_us (a trace whose streams

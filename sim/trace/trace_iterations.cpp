@@ -40,4 +40,9 @@ std::vector<std::vector<TraceEvent>> every_iteration(const TraceFile& trace) {
   return out;
 }
 
+bool ranks_share_a_clock(const TraceFile& trace) {
+  const auto clocks = trace.meta.find("rank_clocks");
+  return clocks == trace.meta.end() || *clocks != "per-rank";
+}
+
 }  // namespace domino

@@ -14,4 +14,8 @@ namespace domino {
 // the trace when they are malformed or name a rank and op its events lack.
 std::vector<std::vector<TraceEvent>> every_iteration(const TraceFile& trace);
 
+// Whether the trace's ranks read one clock, so that their times compare across ranks (who arrived first):
+// all but a trace that says "per-rank" (domino.rank_clocks; ranks on several hosts).
+bool ranks_share_a_clock(const TraceFile& trace);
+
 }  // namespace domino

@@ -117,6 +117,11 @@ TEST(CalibrateArrivalSkew, SyncAloneIsTheMedianIterationsSkewWhereTheTraceHoldsE
   EXPECT_EQ(r.profile.intra_node.sync_per_compute, 0);
   EXPECT_NE(r.report.find("(median over 7 iterations of the mean over 8 ops)"), std::string::npos)
       << r.report;
+  // Ranks on clocks of their own: their iterations' arrivals do not compare, the events' iteration (whose
+  // ranks the calibration puts on one clock by their collectives' ends) does.
+  TraceFile apart = trace;
+  apart.meta["rank_clocks"] = "per-rank";
+  EXPECT_NEAR(fit_sync(apart, 0, "sync").profile.intra_node.sync_us, 100, 1e-6);
   // Four iterations are too few to stand for the launch: the events' iteration, as without them.
   spans.erase(spans.begin(), spans.begin() + 3);
   trace.meta["iteration_spans"] = spans;
