@@ -107,15 +107,22 @@ std::string kind_table(const Comparison& c) {
   return s + "</table>\n";
 }
 
+// A collective judged apart (compare.hpp) shows its transfer in the duration columns and its arrival wait,
+// predicted / measured, in the last.
 std::string top_ops_table(const Comparison& c) {
-  std::string s = "<table>\n<tr><th class=\"l\">op</th><th class=\"l\">kind</th><th>predicted us</th><th>measured us</th>"
-                  "<th>measured p10-p90 us</th><th>delta us</th><th>error</th><th>critical path</th></tr>\n";
+  std::string s =
+      "<table>\n<tr><th class=\"l\">op</th><th class=\"l\">kind</th><th>predicted us</th><th>measured us</th>"
+      "<th>measured p10-p90 us</th><th>delta us</th><th>error</th><th>critical path</th>"
+      "<th>arrival wait us, predicted / measured</th></tr>\n";
   for (const OpComparison& op : c.top_error_ops)
-    s += fmt::format("<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.2f}</td><td>{:.2f}</td><td>{}</td>"
-                     "<td>{:+.2f}</td><td>{}</td><td>{}</td></tr>\n",
-                     html_escape(op.id), html_escape(op.kind), op.predicted_us, op.measured_us,
-                     op.measured_p10_us < 0 ? "-" : fmt::format("{:.2f}-{:.2f}", op.measured_p10_us, op.measured_p90_us),
-                     op.delta_us(), pct_cell(op.error_pct), op.on_critical_path ? "yes" : "");
+    s += fmt::format(
+        "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.2f}</td><td>{:.2f}</td><td>{}</td>"
+        "<td>{:+.2f}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+        html_escape(op.id), html_escape(op.kind), op.predicted_us, op.measured_us,
+        op.measured_p10_us < 0 ? "-" : fmt::format("{:.2f}-{:.2f}", op.measured_p10_us, op.measured_p90_us),
+        op.delta_us(), pct_cell(op.error_pct), op.on_critical_path ? "yes" : "",
+        op.predicted_wait_us < 0 ? "-"
+                                 : fmt::format("{:.0f} / {:.0f}", op.predicted_wait_us, op.measured_wait_us));
   return s + "</table>\n";
 }
 

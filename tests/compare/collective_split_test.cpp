@@ -9,6 +9,7 @@
 
 #include "sim/base/error.hpp"
 #include "sim/compare/compare.hpp"
+#include "sim/compare/report_html.hpp"
 #include "tests/compare/trace_builders.hpp"
 
 namespace domino {
@@ -104,6 +105,11 @@ TEST(CollectiveSplit, CompareScoresTheTransferAndTheWaitApart) {
   // The GEMM is judged as before.
   EXPECT_DOUBLE_EQ(op_named(c, "g").measured_us, 100);
   EXPECT_EQ(op_named(c, "g").predicted_wait_us, -1);
+  // The report shows the wait beside the transfer, and the row.
+  const std::string html = render_html_report(predicted(100), measured_two_ranks(), c);
+  EXPECT_NE(html.find("<td>200.00</td><td>120.00</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td>100 / 50</td>"), std::string::npos);
+  EXPECT_NE(html.find(kArrivalWaitKind), std::string::npos);
 }
 
 TEST(CollectiveSplit, ACollectivePredictedAlignedIsSplitButItsWaitNotScored) {
