@@ -12,9 +12,8 @@ namespace domino {
 namespace {
 
 bool collective_kind(const std::string& kind) {
-  for (OpKind k : {OpKind::AllReduce, OpKind::AllGather, OpKind::ReduceScatter})
-    if (kind == to_string(k)) return true;
-  return false;
+  const auto k = kinds_by_name().find(kind);
+  return k != kinds_by_name().end() && collective(k->second);
 }
 
 // One collective in one iteration: each chosen rank's (arrival, end).

@@ -91,8 +91,13 @@ std::vector<double> arrival_waits(const Schedule& schedule, const std::vector<do
 
 const std::vector<double>& with_arrival_skew(const Schedule& schedule, const std::vector<double>& duration,
                                              ArrivalSkew skew, std::vector<double>& scratch) {
+  return with_arrival_waits(schedule, duration, skew, arrival_waits(schedule, duration, skew), scratch);
+}
+
+const std::vector<double>& with_arrival_waits(const Schedule& schedule, const std::vector<double>& duration,
+                                              ArrivalSkew skew, const std::vector<double>& wait,
+                                              std::vector<double>& scratch) {
   if (!(skew.sync_per_compute > 0) && !(skew.sync_us > 0)) return duration;
-  const std::vector<double> wait = arrival_waits(schedule, duration, skew);
   scratch = duration;
   // The cost model put sync_us in every collective: an aligned one gives it back, the others keep it and
   // add the growth.

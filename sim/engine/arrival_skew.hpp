@@ -46,5 +46,10 @@ std::vector<double> arrival_waits(const Schedule& schedule, const std::vector<do
 // other. `duration` itself (no copy) when the profile has no skew.
 const std::vector<double>& with_arrival_skew(const Schedule& schedule, const std::vector<double>& duration,
                                              ArrivalSkew skew, std::vector<double>& scratch);
+// The same with the waits arrival_waits gave for these durations and skew (not read without a skew), for a
+// caller that keeps them.
+const std::vector<double>& with_arrival_waits(const Schedule& schedule, const std::vector<double>& duration,
+                                              ArrivalSkew skew, const std::vector<double>& wait,
+                                              std::vector<double>& scratch);
 
 }  // namespace domino

@@ -261,8 +261,13 @@ SimResult simulate(const SimProgram& program, const OpCosts& costs, const SimOpt
   if (costs.skew_reads_deps() && program.has_added_deps())
     throw_runtime("simulate: arrival skew needs the schedule's own deps, and the program has deps added");
   std::vector<double> skewed;  // the durations with this schedule's arrival skew, when the profile has one
-  const std::vector<double>& duration =
-      with_arrival_skew(schedule, costs.duration, {costs.sync_us, costs.sync_per_compute}, skewed);
+  const ArrivalSkew skew{costs.sync_us, costs.sync_per_compute};
+  // Each collective's wait for the last rank, kept for the timeline; none (and nothing allocated: the tuner
+  // simulates tens of thousands of schedules) without a skew.
+  const std::vector<double> wait = skew.sync_us > 0 || skew.sync_per_compute > 0
+                                       ? arrival_waits(schedule, costs.duration, skew)
+                                       : std::vector<double>{};
+  const std::vector<double>& duration = with_arrival_waits(schedule, costs.duration, skew, wait, skewed);
 
   SimResult result;
   Timeline& tl = result.timeline;
@@ -287,10 +292,9 @@ SimResult simulate(const SimProgram& program, const OpCosts& costs, const SimOpt
               s.start_us + costs.duration[size_t(s.op)] / (1 + costs.flat_interference.compute_stall_share);
     // A collective's span holds the wait for the last rank that the skew charged it: recorded, so that
     // domino-compare can score the transfer and the wait apart.
-    const std::vector<double> wait =
-        arrival_waits(schedule, costs.duration, {costs.sync_us, costs.sync_per_compute});
     for (OpSpan& s : tl.spans)
-      if (collective(schedule.ops[size_t(s.op)].kind)) s.arrival_wait_us = wait[size_t(s.op)];
+      if (collective(schedule.ops[size_t(s.op)].kind))
+        s.arrival_wait_us = wait.empty() ? 0 : wait[size_t(s.op)];
     tl.iteration_us = result.iteration_us;
     tl.peak_memory_bytes = {result.peak_memory_bytes};
   }

@@ -18,18 +18,6 @@
 
 namespace domino::prof::calibration {
 
-const std::map<std::string, OpKind>& kinds_by_name() {
-  static const std::map<std::string, OpKind> m = [] {
-    std::map<std::string, OpKind> out;
-    for (OpKind k : {OpKind::Gemm, OpKind::Attention, OpKind::Norm, OpKind::Activation, OpKind::Elementwise,
-                     OpKind::Copy, OpKind::AllReduce, OpKind::Optimizer, OpKind::Embedding, OpKind::Loss,
-                     OpKind::AllGather, OpKind::ReduceScatter})
-      out[to_string(k)] = k;
-    return out;
-  }();
-  return m;
-}
-
 int64_t whole_number(const TraceFile& trace, const TraceEvent* e, const std::string& what, const nlohmann::json& v,
                      double lowest, double limit) {
   const double d = v.is_number() ? v.get<double>() : NAN;

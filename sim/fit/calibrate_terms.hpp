@@ -53,9 +53,6 @@ inline constexpr double kMaxFittedSlowdown = 9;
 int64_t whole_number(const TraceFile& trace, const TraceEvent* e, const std::string& what,
                      const nlohmann::json& v, double lowest, double limit);
 
-// The op kind a trace event's `cat` names (to_string(OpKind)), for every kind a schedule holds.
-const std::map<std::string, OpKind>& kinds_by_name();
-
 // The trace read once for every fit. Holds the samples the selections point into: not copyable.
 struct TraceSamples {
   const Profile& base;  // the profile being calibrated, as it came in

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -156,6 +157,8 @@ const char* to_string(Stream s);
 const char* to_string(Phase p);
 const char* to_string(Block b);
 const char* to_string(OpKind k);
+// Every OpKind by its to_string name (a trace event's "cat").
+const std::map<std::string, OpKind>& kinds_by_name();
 const char* to_string(OpCode c);
 OpKind kind_of(OpCode c);
 // The opcodes of an MLP activation, forward and backward.

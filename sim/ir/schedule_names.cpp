@@ -26,6 +26,15 @@ constexpr std::array<const char*, 12> kOpKindNames = {
 static_assert(size_t(OpKind::ReduceScatter) + 1 == kOpKindNames.size(), "one name per OpKind, in declaration order");
 const char* to_string(OpKind k) { return enum_name(k, kOpKindNames); }
 
+const std::map<std::string, OpKind>& kinds_by_name() {
+  static const std::map<std::string, OpKind> m = [] {
+    std::map<std::string, OpKind> out;
+    for (size_t i = 0; i < kOpKindNames.size(); ++i) out[kOpKindNames[i]] = OpKind(i);
+    return out;
+  }();
+  return m;
+}
+
 constexpr std::array<const char*, 31> kOpCodeNames = {
     "MatMul",       "MatMulDgrad", "MatMulWgrad",  "LayerNormFwd", "RmsNormFwd",   "LayerNormBwd",
     "RmsNormBwd",   "GeluFwd",     "GeluBwd",      "SwigluFwd",    "SwigluBwd",    "RopeFwd",
