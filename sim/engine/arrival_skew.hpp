@@ -37,7 +37,10 @@ struct ArrivalSkew {
 
 // Per op: the wait for the last rank that a collective's duration carries (the cost model's sync_us plus
 // the growth) once with_arrival_skew has applied: 0 for an aligned collective, a collective of duration 0
-// (communication off) and every other op. domino-compare scores a collective's transfer and this wait apart.
+// (communication off) and every other op. The simulator charges of it only what is left when the collective's
+// stream comes to it: the last rank arrives that long after the collective's compute deps end, and a
+// collective queued behind another that ends on every rank together may start after that (simulator.cpp).
+// domino-compare scores a collective's transfer and the wait charged apart.
 std::vector<double> arrival_waits(const Schedule& schedule, const std::vector<double>& duration,
                                   ArrivalSkew skew);
 

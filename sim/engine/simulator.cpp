@@ -3,7 +3,8 @@
 // its deps have finished. While a compute op and a communication op run together both slow down; the
 // rates change only at op starts and ends, so each op's remaining standalone work is re-timed at those
 // events: the interference is integrated over time, not charged as a flat surcharge. The rates of two ops
-// running together come from interference.hpp.
+// running together come from interference.hpp. A collective's wait for the last rank (arrival_skew.hpp) is
+// charged as far as that rank's arrival still lies ahead when the collective's stream comes to it.
 #include "sim/engine/simulator.hpp"
 
 #include <fmt/format.h>
@@ -46,15 +47,19 @@ double at_rate(double x, double rate) { return rate == 1.0 ? x : x / rate; }
 template <bool kRecord>
 class Events {
  public:
-  Events(const SimProgram& program, const double* duration, const OpCosts& costs, SimResult& result)
+  Events(const SimProgram& program, const double* duration, const double* arrival_wait, const OpCosts& costs,
+         SimResult& result)
       : wait_(program.waits()),
         duration_(duration),
+        arrival_wait_(arrival_wait),
         interference_(costs.interference),
         r_(result),
         c_{program.order(0).data(), int32_t(program.order(0).size())},
         m_{program.order(1).data(), int32_t(program.order(1).size())},
         flat_(costs.flat_interference),
-        holds_(flat_.comm_start_wait_us > 0 || flat_.comm_resume_wait_us > 0) {}
+        holds_(flat_.comm_start_wait_us > 0 || flat_.comm_resume_wait_us > 0) {
+    if (arrival_wait_) compute_end_.reserve(program.order(0).size());
+  }
 
   // Runs every op; false when both streams stop with ops left (a deadlock).
   bool run() {
@@ -85,11 +90,28 @@ class Events {
   }
   void start(Lane& s) {
     s.running = s.order[s.next++];
-    s.remaining = duration_[s.running];
+    s.remaining = &s == &m_ ? comm_work(s.running, now_) : duration_[s.running];
     s.started = now_;
   }
+  // A communication op's work from `now`: its duration, but a collective's wait for the last rank only as far
+  // as that rank's arrival (its compute deps' end + the wait) still lies ahead: one queued behind another
+  // starts when that one ends, on the last rank too, and pays only what of the wait is left.
+  double comm_work(int32_t op, double now) {
+    comm_wait_ = 0;
+    if (!arrival_wait_ || !(arrival_wait_[op] > 0)) return duration_[op];
+    const int32_t after = wait_[op];  // compute ops finished before it may start
+    const double ready = after > 0 ? compute_end_[size_t(after - 1)] : 0;
+    comm_wait_ = std::clamp(ready + arrival_wait_[op] - now, 0.0, arrival_wait_[op]);
+    return duration_[op] - arrival_wait_[op] + comm_wait_;
+  }
+  void record(const Lane& s, double end) {
+    OpSpan span{s.running, 0, s.started, end, {}};
+    if (&s == &m_) span.arrival_wait_us = comm_wait_;
+    r_.timeline.spans.push_back(span);
+  }
   void finish(Lane& s) {
-    if constexpr (kRecord) r_.timeline.spans.push_back(OpSpan{s.running, 0, s.started, now_, {}});
+    if constexpr (kRecord) record(s, now_);
+    if (arrival_wait_ && &s == &c_) compute_end_.push_back(now_);
     s.running = kNone;
     s.ended = now_;
     ++s.finished;
@@ -143,11 +165,15 @@ class Events {
       busy += dt;
       if (!kCompute) exposed += dt;
       now += dt;
-      if constexpr (kRecord) r_.timeline.spans.push_back(OpSpan{running, 0, started, now, {}});
+      if constexpr (kRecord) {
+        s.running = running, s.started = started;
+        record(s, now);
+      }
+      if (kCompute && arrival_wait_) compute_end_.push_back(now);
       ++finished;
       if (finished >= until || next >= s.size || wait_[s.order[next]] > other_finished) break;
       running = s.order[next++];
-      remaining = duration_[running];
+      remaining = kCompute ? duration_[running] : comm_work(running, now);
       started = now;
     }
     now_ = now;
@@ -176,6 +202,9 @@ class Events {
 
   const int32_t* wait_;
   const double* duration_;
+  const double* arrival_wait_;       // per op, the wait for the last rank its duration holds; null: none
+  std::vector<double> compute_end_;  // with arrival_wait_: when each compute op ended, in program order
+  double comm_wait_ = 0;             // of the communication op running: the wait it pays
   const Interference& interference_;
   SimResult& r_;
   Lane c_, m_;
@@ -192,9 +221,9 @@ class Events {
 
 // The event loop: every op timed, the busy times booked; the iteration time.
 template <bool kRecord>
-double run_events(const SimProgram& program, const double* duration, const OpCosts& costs,
-                  SimResult& result) {
-  Events<kRecord> events(program, duration, costs, result);
+double run_events(const SimProgram& program, const double* duration, const double* arrival_wait,
+                  const OpCosts& costs, SimResult& result) {
+  Events<kRecord> events(program, duration, arrival_wait, costs, result);
   if (!events.run()) throw_deadlock(program, events.blocked());
   return events.now();
 }
@@ -268,6 +297,7 @@ SimResult simulate(const SimProgram& program, const OpCosts& costs, const SimOpt
                                        ? arrival_waits(schedule, costs.duration, skew)
                                        : std::vector<double>{};
   const std::vector<double>& duration = with_arrival_waits(schedule, costs.duration, skew, wait, skewed);
+  const double* arrival_wait = wait.empty() ? nullptr : wait.data();
 
   SimResult result;
   Timeline& tl = result.timeline;
@@ -275,9 +305,9 @@ SimResult simulate(const SimProgram& program, const OpCosts& costs, const SimOpt
     tl.source = "predicted";
     tl.ranks = 1;
     tl.spans.reserve(program.size());
-    result.iteration_us = run_events<true>(program, duration.data(), costs, result);
+    result.iteration_us = run_events<true>(program, duration.data(), arrival_wait, costs, result);
   } else {
-    result.iteration_us = run_events<false>(program, duration.data(), costs, result);
+    result.iteration_us = run_events<false>(program, duration.data(), arrival_wait, costs, result);
   }
   result.overlap_fraction = result.comm_us > 0 ? 1.0 - result.exposed_comm_us / result.comm_us : 1.0;
   result.peak_memory_bytes = options.memory ? schedule_memory_bytes(schedule) : 0;
@@ -290,11 +320,13 @@ SimResult simulate(const SimProgram& program, const OpCosts& costs, const SimOpt
         if (schedule.ops[size_t(s.op)].stream == Stream::Compute)
           s.end_us =
               s.start_us + costs.duration[size_t(s.op)] / (1 + costs.flat_interference.compute_stall_share);
-    // A collective's span holds the wait for the last rank that the skew charged it: recorded, so that
-    // domino-compare can score the transfer and the wait apart.
+    // A collective's span holds the wait for the last rank that the skew charged it, as the event loop paid
+    // it: recorded, so that domino-compare can score the transfer and the wait apart.
     for (OpSpan& s : tl.spans)
-      if (collective(schedule.ops[size_t(s.op)].kind))
-        s.arrival_wait_us = wait.empty() ? 0 : wait[size_t(s.op)];
+      if (!collective(schedule.ops[size_t(s.op)].kind))
+        s.arrival_wait_us = -1;
+      else if (wait.empty())
+        s.arrival_wait_us = 0;
     tl.iteration_us = result.iteration_us;
     tl.peak_memory_bytes = {result.peak_memory_bytes};
   }

@@ -1,7 +1,7 @@
 // arrival_skew_test.cpp: the arrival skew that grows with the compute between collectives
 // (sim/engine/arrival_skew.hpp, collectives.<level>.sync_per_compute): the compute between launch points on
-// hand-built schedules, the collectives the ranks reach aligned (no skew), the skew added in the simulator,
-// and the profile field's reading and checks.
+// hand-built schedules, the collectives the ranks reach aligned (no skew), the skew added in the simulator
+// (of a queued collective only what is left of its wait), and the profile field's reading and checks.
 #include "sim/engine/arrival_skew.hpp"
 
 #include <gtest/gtest.h>
@@ -164,6 +164,29 @@ TEST(ArrivalSkew, ThePredictedTimelineRecordsTheWaitEachCollectiveWasCharged) {
   EXPECT_EQ(wait[b], -1);
   // The wait the simulator charges is the one it records: the same sums as the iteration.
   EXPECT_NEAR(r.iteration_us, 100 + (10 + wait[first]) + 10 + 300 + (10 + wait[after]), 1e-9);
+}
+
+TEST(ArrivalSkew, ACollectiveQueuedBehindAnotherPaysOnlyWhatIsLeftOfItsWait) {
+  // The last rank reaches a collective sync_us (30) after its compute deps end; the collective starts then or
+  // when its stream comes to it, the later: behind a collective that ends on every rank together, part of the
+  // wait or all of it has passed.
+  HandSchedule h;
+  const int32_t first = h.allreduce(15, {h.compute(100)});  // 100 .. 145, the wait included
+  const int32_t second = h.allreduce(10, {h.compute(20)});  // launched at 120: the last rank comes at 150
+  const int32_t third = h.allreduce(10, {h.compute(10)});   // launched at 130: at 160, when `second` ends
+  h.compute(5, {first, second, third});
+  SimOptions options;
+  options.record_timeline = true;
+  const SimResult r = simulate(h.s, CostModel(skew_profile(30, 0)), options);
+  std::map<int32_t, double> wait;
+  for (const OpSpan& s : r.timeline.spans) wait[s.op] = s.arrival_wait_us;
+  EXPECT_NEAR(wait[first], 30, 1e-9);
+  EXPECT_NEAR(wait[second], 5, 1e-9);  // its stream came to it at 145
+  EXPECT_NEAR(wait[third], 0, 1e-9);   // at 160: the last rank is there
+  EXPECT_NEAR(r.iteration_us, 170 + 5, 1e-9);
+  EXPECT_NEAR(r.comm_us, 45 + 15 + 10, 1e-9);
+  // The same schedule untimed takes the same time: the fast loop pays the same waits.
+  EXPECT_NEAR(simulate(h.s, CostModel(skew_profile(30, 0))).iteration_us, r.iteration_us, 1e-9);
 }
 
 TEST(ArrivalSkew, APlanWithoutCommunicationPaysNoSkew) {
