@@ -89,11 +89,6 @@ std::vector<double> arrival_waits(const Schedule& schedule, const std::vector<do
   return wait;
 }
 
-const std::vector<double>& with_arrival_skew(const Schedule& schedule, const std::vector<double>& duration,
-                                             ArrivalSkew skew, std::vector<double>& scratch) {
-  return with_arrival_waits(schedule, duration, skew, arrival_waits(schedule, duration, skew), scratch);
-}
-
 const std::vector<double>& with_arrival_waits(const Schedule& schedule, const std::vector<double>& duration,
                                               ArrivalSkew skew, const std::vector<double>& wait,
                                               std::vector<double>& scratch) {

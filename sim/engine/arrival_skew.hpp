@@ -36,7 +36,7 @@ struct ArrivalSkew {
 };
 
 // Per op: the wait for the last rank that a collective's duration carries (the cost model's sync_us plus
-// the growth) once with_arrival_skew has applied: 0 for an aligned collective, a collective of duration 0
+// the growth) once with_arrival_waits has applied: 0 for an aligned collective, a collective of duration 0
 // (communication off) and every other op. The simulator charges of it only what is left when the collective's
 // stream comes to it: the last rank arrives that long after the collective's compute deps end, and a
 // collective queued behind another that ends on every rank together may start after that (simulator.cpp).
@@ -44,13 +44,10 @@ struct ArrivalSkew {
 std::vector<double> arrival_waits(const Schedule& schedule, const std::vector<double>& duration,
                                   ArrivalSkew skew);
 
-// `duration` with each collective's skew, written into `scratch`: the constant sync_us taken back from an
-// aligned collective (aligned_collectives), sync_per_compute x compute_between_collectives added to every
-// other. `duration` itself (no copy) when the profile has no skew.
-const std::vector<double>& with_arrival_skew(const Schedule& schedule, const std::vector<double>& duration,
-                                             ArrivalSkew skew, std::vector<double>& scratch);
-// The same with the waits arrival_waits gave for these durations and skew (not read without a skew), for a
-// caller that keeps them.
+// `duration` with each collective's skew, written into `scratch`, from the waits arrival_waits gave for these
+// durations and skew (not read without a skew): the constant sync_us taken back from an aligned collective
+// (aligned_collectives), sync_per_compute x compute_between_collectives added to every other. `duration`
+// itself (no copy) when the profile has no skew.
 const std::vector<double>& with_arrival_waits(const Schedule& schedule, const std::vector<double>& duration,
                                               ArrivalSkew skew, const std::vector<double>& wait,
                                               std::vector<double>& scratch);

@@ -104,13 +104,14 @@ class Events {
     comm_wait_ = std::clamp(ready + arrival_wait_[op] - now, 0.0, arrival_wait_[op]);
     return duration_[op] - arrival_wait_[op] + comm_wait_;
   }
-  void record(const Lane& s, double end) {
-    OpSpan span{s.running, 0, s.started, end, {}};
-    if (&s == &m_) span.arrival_wait_us = comm_wait_;
+  // A finished op's span; a communication op's with the wait it paid.
+  void record(int32_t op, double start, double end, bool comm) {
+    OpSpan span{op, 0, start, end, {}};
+    if (comm) span.arrival_wait_us = comm_wait_;
     r_.timeline.spans.push_back(span);
   }
   void finish(Lane& s) {
-    if constexpr (kRecord) record(s, now_);
+    if constexpr (kRecord) record(s.running, s.started, now_, &s == &m_);
     if (arrival_wait_ && &s == &c_) compute_end_.push_back(now_);
     s.running = kNone;
     s.ended = now_;
@@ -165,10 +166,7 @@ class Events {
       busy += dt;
       if (!kCompute) exposed += dt;
       now += dt;
-      if constexpr (kRecord) {
-        s.running = running, s.started = started;
-        record(s, now);
-      }
+      if constexpr (kRecord) record(running, started, now, !kCompute);
       if (kCompute && arrival_wait_) compute_end_.push_back(now);
       ++finished;
       if (finished >= until || next >= s.size || wait_[s.order[next]] > other_finished) break;

@@ -68,9 +68,10 @@ TEST(ArrivalSkew, WithoutARateTheDurationsAreTheSameObject) {
   h.allreduce(5, {h.compute(10)});
   const std::vector<double> d = h.durations();
   std::vector<double> scratch;
-  EXPECT_EQ(&with_arrival_skew(h.s, d, {}, scratch), &d);
+  EXPECT_EQ(&with_arrival_waits(h.s, d, {}, arrival_waits(h.s, d, {}), scratch), &d);
   EXPECT_TRUE(scratch.empty());
-  const std::vector<double>& skewed = with_arrival_skew(h.s, d, {0, 0.5}, scratch);
+  const std::vector<double>& skewed =
+      with_arrival_waits(h.s, d, {0, 0.5}, arrival_waits(h.s, d, {0, 0.5}), scratch);
   EXPECT_DOUBLE_EQ(skewed[1], 5 + 0.5 * 10);
   EXPECT_DOUBLE_EQ(skewed[0], 10);  // compute untouched
 }
