@@ -10,7 +10,8 @@
       even rounds) with the rounds its targets would take (fidelity_noise.py) and each plan's measured
       speedup over megatron-async (or the first plan), round by round, against the predicted one, and, where the launch ran comm-off runs (NAME+no-comm, not scored), each
       plan's slicing and communication costs (fidelity_comm_cost.py); and, when each plan was measured in two
-      or more separate files (earlier sweeps), each file's medians against the others'.
+      or more separate files (earlier sweeps), each file's means against the others'. A plan's measured time is
+      its mean over the timed iterations (training's throughput is tokens per mean iteration).
 """
 import json
 import math
@@ -20,7 +21,7 @@ import sys
 
 from fidelity_comm_cost import comm_cost, comm_cost_lines, is_comm_off_run
 from fidelity_noise import noise_outlook
-from fidelity_stats import kendall_tau_b, median, percentile
+from fidelity_stats import kendall_tau_b, mean, median, percentile
 
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 1  # fixed: the same measurements always give the same intervals
@@ -52,7 +53,8 @@ def read_config(out_dir, config):
             busy = measured[0].get("compute_busy_us") if len(measured) == 1 else None
             if status == "ok" and pred and samples:
                 row["predicted_ms"] = pred["iteration_time_us"] / 1e3
-                row["measured_ms"] = median(samples) / 1e3
+                row["measured_ms"] = mean(samples) / 1e3
+                row["measured_median_ms"] = median(samples) / 1e3
                 row["measured_min_ms"] = min(samples) / 1e3
                 row["measured_samples_ms"] = [s / 1e3 for s in samples]
                 row["measured_rounds_ms"] = rounds
@@ -75,15 +77,15 @@ def read_config(out_dir, config):
 
 
 def repeatability(ok):
-    """Each round's per-plan medians scored against the median of the other rounds' samples, as if that
+    """Each round's per-plan means scored against the mean of the other rounds' samples, as if that
     round were a prediction: the MAPE and tau a perfect model would get from the measurement's noise alone."""
     n_rounds = min(len(r["measured_rounds_ms"]) for r in ok)
     if n_rounds < 2 or len(ok) < 2:
         return None
     mape, tau = [], []
     for k in range(n_rounds):
-        this = [median(r["measured_rounds_ms"][k]) for r in ok]
-        rest = [median([s for j, rnd in enumerate(r["measured_rounds_ms"]) if j != k for s in rnd]) for r in ok]
+        this = [mean(r["measured_rounds_ms"][k]) for r in ok]
+        rest = [mean([s for j, rnd in enumerate(r["measured_rounds_ms"]) if j != k for s in rnd]) for r in ok]
         mape.append(100.0 * sum(abs(a - b) / b for a, b in zip(this, rest)) / len(ok))
         tau.append(kendall_tau_b(this, rest))
     return {"rounds": n_rounds, "mape_pct": mape, "kendall_tau": tau}
@@ -111,12 +113,12 @@ def scores(ok, measured_ms, twin=None):
 
 
 def bootstrap(ok, twin=None, resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SEED):
-    """95 % intervals of MAPE, tau and regret: each plan's iterations resampled with replacement (its median
+    """95 % intervals of MAPE, tau and regret: each plan's iterations resampled with replacement (its mean
     recomputed), the predictions held fixed; the 2.5th and 97.5th percentiles over the resamples."""
     rng = random.Random(seed)
     drawn = {"mape_pct": [], "kendall_tau": [], "regret_pct": []}
     for _ in range(resamples):
-        meas = [median([rng.choice(r["measured_samples_ms"]) for _ in r["measured_samples_ms"]]) for r in ok]
+        meas = [mean([rng.choice(r["measured_samples_ms"]) for _ in r["measured_samples_ms"]]) for r in ok]
         for key, value in scores(ok, meas, twin).items():
             if key in drawn and value is not None:
                 drawn[key].append(value)
@@ -147,7 +149,7 @@ def schedule_twin(rows):
 
 
 def twin_gap(rows, ok):
-    """The tuner's pick against its schedule twin: the gap of their medians and, per interleaved round, the
+    """The tuner's pick against its schedule twin: the gap of their mean times and, per interleaved round, the
     median and p10-p90 of the pick's time over the twin's."""
     pair = schedule_twin(rows)
     if pair is None:
@@ -162,8 +164,8 @@ def twin_gap(rows, ok):
 
 
 def split_half(ok):
-    """The measurement against itself: each plan's median over the odd interleaved rounds (1st, 3rd, ...)
-    scored like a prediction against its median over the even rounds: the MAPE and tau a perfect model would
+    """The measurement against itself: each plan's mean over the odd interleaved rounds (1st, 3rd, ...)
+    scored like a prediction against its mean over the even rounds: the MAPE and tau a perfect model would
     get from the noise of half the rounds."""
     rounds = min(len(r["measured_samples_ms"]) for r in ok)
     if rounds < 2 or len(ok) < 2:
@@ -183,8 +185,8 @@ def split_half(ok):
 
 
 def odd_against_even(samples):
-    odd = [median(s[0::2]) for s in samples]
-    even = [median(s[1::2]) for s in samples]
+    odd = [mean(s[0::2]) for s in samples]
+    even = [mean(s[1::2]) for s in samples]
     return {"mape_pct": 100.0 * sum(abs(a - b) / b for a, b in zip(odd, even)) / len(samples),
             "kendall_tau": kendall_tau_b(odd, even)}
 
@@ -420,7 +422,7 @@ def markdown(config, rows, meta, fig):
                                                                    "calibrated_on"))
     if desc:
         lines += [desc, ""]
-    lines += ["| plan | predicted ms | measured ms (median) | error % | measured min ms | "
+    lines += ["| plan | predicted ms | measured ms (mean) | error % | measured median / min ms | "
               "exposed comm ms pred / meas | op err median % |",
               "|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
@@ -431,7 +433,8 @@ def markdown(config, rows, meta, fig):
         excluded = not_scored if isinstance(not_scored, list) else [not_scored]
         plan = r["plan"] + (" (calibration plan, not scored)" if r["plan"] in excluded else
                             " (comm-off run, not scored)" if is_comm_off_run(r["plan"]) else "")
-        lines.append(f"| {plan} | {r['predicted_ms']:.1f} | {r['measured_ms']:.1f} | {r['error_pct']:+.1f} | {r['measured_min_ms']:.1f} | "
+        lines.append(f"| {plan} | {r['predicted_ms']:.1f} | {r['measured_ms']:.1f} | {r['error_pct']:+.1f} | "
+                     f"{r['measured_median_ms']:.1f} / {r['measured_min_ms']:.1f} | "
                      f"{r['predicted_exposed_comm_ms']:.1f} / {fmt(r.get('measured_exposed_comm_ms'), '.1f')} | "
                      f"{fmt(r.get('op_error_median_pct'), '.1f')} |")
     lines += ["",
@@ -444,7 +447,7 @@ def markdown(config, rows, meta, fig):
     if twin:
         ratio = twin["round_ratio"]
         lines += [f"The tuner's pick is {twin['plan']}'s schedule op for op: measured twice in this launch, the two "
-                  f"medians are {twin['gap_pct']:+.1f} % apart (per round {ratio['median']:.3f}, p10-p90 "
+                  f"means are {twin['gap_pct']:+.1f} % apart (per round {ratio['median']:.3f}, p10-p90 "
                   f"{ratio['p10']:.3f}-{ratio['p90']:.3f}), the measurement's own noise" +
                   ("; the regret takes the mean of the two as the time of both" if twin["scored"] else ""), ""]
     lines += uncertainty_lines(fig)
@@ -458,7 +461,7 @@ def markdown(config, rows, meta, fig):
     rep = fig.get("repeatability")
     if rep:
         taus = [t for t in rep["kendall_tau"] if t is not None]
-        lines += [f"Repeatability of the measurement (each of {rep['rounds']} rounds against the others' median): "
+        lines += [f"Repeatability of the measurement (each of {rep['rounds']} rounds against the others' mean): "
                   f"MAPE {min(rep['mape_pct']):.1f}-{max(rep['mape_pct']):.1f} %, "
                   f"Kendall tau {fmt(min(taus) if taus else None, '.2f')}-{fmt(max(taus) if taus else None, '.2f')}", ""]
     return lines

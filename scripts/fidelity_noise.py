@@ -5,12 +5,11 @@ target (plain python3, standard library only; used by fidelity-table.py).
       the outlook of one interleaved domino-exec launch (--plans): each plan's round-to-round spread, the
       floor expected at its rounds and the rounds the targets take. Exit 2 when the file is unreadable.
 
-The split-half floor scores each plan's median over the odd rounds against its median over the even rounds.
-With iterations that scatter independently around the plan's time with a relative spread sigma, the median
-of n of them scatters by about 1.2533 sigma / sqrt(n) (the median's asymptotic spread for a normal sample),
-so two halves of N rounds differ by 2.5066 sigma / sqrt(N) in spread and by 2 sigma / sqrt(N) on average
-(the mean absolute value of a normal variable is sqrt(2 / pi) of its spread): the floor's MAPE falls as
-1 / sqrt(N). Two plans keep their order in both halves with a probability set by their gap over that spread,
+The split-half floor scores each plan's mean over the odd rounds against its mean over the even rounds.
+With iterations that scatter independently around the plan's time with a relative spread sigma, the mean of
+n of them scatters by sigma / sqrt(n), so two halves of N rounds differ by 2 sigma / sqrt(N) in spread and by
+2 sqrt(2 / pi) sigma / sqrt(N) = 1.596 sigma / sqrt(N) on average (the mean absolute value of a normal
+variable is sqrt(2 / pi) of its spread): the floor's MAPE falls as 1 / sqrt(N). Two plans keep their order in both halves with a probability set by their gap over that spread,
 which gives the floor's expected Kendall tau. Both are estimates under that model; the sweep's report puts
 them beside the measured floor.
 """
@@ -18,48 +17,49 @@ import json
 import math
 import sys
 
-from fidelity_stats import median
+from fidelity_stats import mean, median
 
 MAPE_TARGET_PCT = 1.5  # the project's goals for the split-half floor (docs/fidelity.md)
 TAU_TARGET = 0.9
 MAX_ROUNDS = 100_000  # beyond this a target counts as out of reach
-MEDIAN_SPREAD = math.sqrt(math.pi / 2)  # the spread of a normal sample's median over its mean's (1.2533)
+MEAN_ABS_OF_NORMAL = math.sqrt(2 / math.pi)  # a normal variable's mean absolute value over its spread
 
 
 def relative_spread(samples):
-    """A plan's iteration-to-iteration spread as a fraction of its median, from the differences between
+    """A plan's iteration-to-iteration spread as a fraction of its mean, from the differences between
     successive rounds: the machine's slow drift over a launch, which odd against even rounds cancels, does not
-    count, and a few stalled iterations do not inflate it (1.4826 times the median absolute difference, over
-    sqrt(2), is a normal sample's spread). None for fewer than three samples or a non-positive median."""
+    count (the root mean square of the differences, over sqrt(2), is the samples' spread). Stalled iterations
+    count, as they do in the mean. None for fewer than three samples or a non-positive mean."""
     if len(samples) < 3:
         return None
-    m = median(samples)
+    m = mean(samples)
     if m <= 0:
         return None
-    steps = [abs(b - a) for a, b in zip(samples, samples[1:])]
-    return 1.4826 * median(steps) / math.sqrt(2.0) / m
+    steps = [(b - a) ** 2 for a, b in zip(samples, samples[1:])]
+    return math.sqrt(mean(steps) / 2.0) / m
 
 
 def expected_mape_pct(spreads, rounds):
-    """The split-half MAPE expected from N rounds: the mean over plans of 2 sigma / sqrt(N), in percent."""
-    return 100.0 * sum(2.0 * s / math.sqrt(rounds) for s in spreads) / len(spreads)
+    """The split-half MAPE expected from N rounds: the mean over plans of 2 sqrt(2 / pi) sigma / sqrt(N), in
+    percent."""
+    return 100.0 * sum(2.0 * MEAN_ABS_OF_NORMAL * s / math.sqrt(rounds) for s in spreads) / len(spreads)
 
 
 def pair_agreement(gap, spread_a, spread_b, rounds):
     """The expected contribution of one pair of plans to the split-half tau: each half orders the pair rightly
-    with probability p (the gap over the spread of the difference of two half-medians), so the halves agree
+    with probability p (the gap over the spread of the difference of two half-means), so the halves agree
     with probability p^2 + (1 - p)^2 and the pair adds (2p - 1)^2 on average."""
     half = rounds / 2.0
-    s = MEDIAN_SPREAD * math.sqrt((spread_a ** 2 + spread_b ** 2) / half)
+    s = math.sqrt((spread_a ** 2 + spread_b ** 2) / half)
     if s <= 0:
         return 1.0 if gap > 0 else 0.0
     p = 0.5 * (1.0 + math.erf(gap / (s * math.sqrt(2.0))))
     return (2.0 * p - 1.0) ** 2
 
 
-def expected_tau(medians, spreads, rounds):
-    """The split-half Kendall tau expected from N rounds, the plans' medians standing for their true times."""
-    logs = [math.log(m) for m in medians]
+def expected_tau(times, spreads, rounds):
+    """The split-half Kendall tau expected from N rounds, the plans' mean times standing for their true ones."""
+    logs = [math.log(m) for m in times]
     pairs = [(i, j) for i in range(len(logs)) for j in range(i + 1, len(logs))]
     if not pairs:
         return None
@@ -84,12 +84,13 @@ def rounds_for(reaches):
     return hi
 
 
-def closest_pair(names, medians):
-    """The two plans whose medians lie closest (relative gap), the pair that needs the most rounds to order."""
+def closest_pair(names, times):
+    """The two plans whose mean times lie closest (relative gap), the pair that needs the most rounds to
+    order."""
     best = None
-    for i in range(len(medians)):
-        for j in range(i + 1, len(medians)):
-            gap = abs(math.log(medians[i] / medians[j]))
+    for i in range(len(times)):
+        for j in range(i + 1, len(times)):
+            gap = abs(math.log(times[i] / times[j]))
             if best is None or gap < best[0]:
                 best = (gap, names[i], names[j])
     return None if best is None else {"plans": [best[1], best[2]], "gap_pct": 100.0 * (math.exp(best[0]) - 1.0)}
@@ -100,18 +101,18 @@ def noise_outlook(names, samples, rounds):
     spread, the floor expected at ROUNDS and the rounds that would bring it to the targets. None when a plan
     has too few or non-positive samples."""
     spreads = [relative_spread(s[:rounds]) for s in samples]
-    medians = [median(s[:rounds]) for s in samples]
-    if len(samples) < 2 or any(s is None for s in spreads) or any(m <= 0 for m in medians):
+    times = [mean(s[:rounds]) for s in samples]
+    if len(samples) < 2 or any(s is None for s in spreads) or any(m <= 0 for m in times):
         return None
     return {
         "spread_pct": {"median": 100.0 * median(spreads), "max": 100.0 * max(spreads)},
         "expected_at_rounds": {"rounds": rounds, "mape_pct": expected_mape_pct(spreads, rounds),
-                               "kendall_tau": expected_tau(medians, spreads, rounds)},
+                               "kendall_tau": expected_tau(times, spreads, rounds)},
         "rounds_for_mape": {"target_pct": MAPE_TARGET_PCT,
                             "rounds": rounds_for(lambda n: expected_mape_pct(spreads, n) <= MAPE_TARGET_PCT)},
         "rounds_for_tau": {"target": TAU_TARGET,
-                           "rounds": rounds_for(lambda n: expected_tau(medians, spreads, n) >= TAU_TARGET)},
-        "closest_pair": closest_pair(names, medians),
+                           "rounds": rounds_for(lambda n: expected_tau(times, spreads, n) >= TAU_TARGET)},
+        "closest_pair": closest_pair(names, times),
     }
 
 

@@ -10,6 +10,12 @@ def median(values):
     return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
 
 
+def mean(values):
+    """The arithmetic mean; nan for no values. A plan's measured time is its mean iteration: training's
+    throughput (tokens per second) is tokens per mean iteration."""
+    return sum(values) / len(values) if values else float("nan")
+
+
 def percentile(values, pct):
     """Linear-interpolated percentile (0..100), as domino-exec's summaries compute it."""
     v = sorted(values)

@@ -47,9 +47,17 @@ nlohmann::json interleave_summary(const std::vector<PlanTimes>& plans, size_t ba
     rows.push_back({{"label", p.label},
                     {"strategy", p.strategy},
                     {"iteration_time_us",
-                     {{"median", p.median_us}, {"p10", p.p10_us}, {"p90", p.p90_us}, {"samples", p.samples_us}}},
+                     {{"mean", p.mean_us},
+                      {"median", p.median_us},
+                      {"p10", p.p10_us},
+                      {"p90", p.p90_us},
+                      {"samples", p.samples_us}}},
                     {"ratio_to_baseline",
-                     {{"median", r.median}, {"p10", r.p10}, {"p90", r.p90}, {"min", r.min}, {"max", r.max},
+                     {{"median", r.median},
+                      {"p10", r.p10},
+                      {"p90", r.p90},
+                      {"min", r.min},
+                      {"max", r.max},
                       {"per_round", r.per_round}}}});
   }
   out["plans"] = std::move(rows);

@@ -14,11 +14,13 @@ struct PlanTimes {
   std::string label;
   std::string strategy;
   std::vector<double> samples_us;  // one per timed round, in round order
-  double median_us = 0, p10_us = 0, p90_us = 0;  // of samples_us (the plan's RunSummary has them)
+  // Of samples_us (the plan's RunSummary has them).
+  double mean_us = 0, median_us = 0, p10_us = 0, p90_us = 0;
 };
 
-// {"model", "tp", "rounds", "warmup", "baseline", "plans": [{"label", "strategy", "iteration_time_us": {median,
-// p10, p90, samples}, "ratio_to_baseline": {median, p10, p90, min, max, per_round}}]} (docs/fidelity.md).
+// {"model", "tp", "rounds", "warmup", "baseline", "plans": [{"label", "strategy", "iteration_time_us": {mean,
+// median, p10, p90, samples}, "ratio_to_baseline": {median, p10, p90, min, max, per_round}}]}
+// (docs/fidelity.md).
 nlohmann::json interleave_summary(const std::vector<PlanTimes>& plans, size_t baseline, const nlohmann::json& head);
 
 }  // namespace domino

@@ -170,6 +170,8 @@ RunSummary summarize(const std::vector<RankResult>& ranks, const Schedule& sched
     }
   }
   for (const IterationRecord& it : ranks[0].iterations) out.losses.push_back(it.loss);
+  out.mean_us =
+      samples.empty() ? 0 : std::accumulate(samples.begin(), samples.end(), 0.0) / double(samples.size());
   out.median_us = percentile(samples, 0.5);
   out.p10_us = percentile(samples, 0.1);
   out.p90_us = percentile(samples, 0.9);
@@ -218,7 +220,8 @@ nlohmann::json summary_json(const RunSummary& s, const Schedule& schedule, const
                    {"ops", schedule.ops.size()},
                    {"warmup", s.warmup},
                    {"iteration_time_us",
-                    {{"median", s.median_us},
+                    {{"mean", s.mean_us},
+                     {"median", s.median_us},
                      {"p10", s.p10_us},
                      {"p90", s.p90_us},
                      {"samples", s.timeline.iteration_samples_us}}},

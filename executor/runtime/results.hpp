@@ -20,7 +20,8 @@ struct RunSummary {
   Timeline timeline;                // spans of the median iteration, all ranks
   std::vector<float> losses;        // rank 0, every iteration (warm-up included)
   int warmup = 0;
-  double median_us = 0, p10_us = 0, p90_us = 0;
+  // Over the timed iterations; the mean is what training's throughput divides by.
+  double mean_us = 0, median_us = 0, p10_us = 0, p90_us = 0;
   // [rank, ascending][timed iteration]: the summed durations of the rank's compute-stream ops. How fast that
   // rank computed in that iteration: a CPU's speed drifts between iterations (docs/fidelity.md), and the
   // fidelity sweep's noise floor takes it out with these.

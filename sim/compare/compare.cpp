@@ -138,7 +138,10 @@ SideSummary summarise(const TraceFile& t, const RankEvents& r, const std::vector
   const double recorded = in_meta ? meta_time->get<double>() : 0;
   if (!(recorded >= 0 && recorded <= kMaxTimeUs))
     throw_bad_input(t.path + ": domino.iteration_time_us is " + meta_time->dump() + ", not a time");
-  if (recorded > 0) {  // 0: not recorded
+  if (const double mean = mean_iteration_us(t); mean > 0) {
+    s.iteration_us = mean;
+    s.iteration_from = "samples";
+  } else if (recorded > 0) {  // 0: not recorded
     s.iteration_us = recorded;
     s.iteration_from = "meta";
   } else {

@@ -64,7 +64,9 @@ struct SideSummary {
   std::string source;
   std::vector<int> ranks;          // ranks analysed
   double iteration_us = 0;
-  std::string iteration_from;      // "meta" (the trace's domino.iteration_time_us) or "spans"
+  // "samples" (the mean of the trace's domino.iteration_samples_us, its timed iterations), "meta" (its
+  // domino.iteration_time_us) or "spans"
+  std::string iteration_from;
   double comm_busy_us = 0;         // union of communication spans (median over ranks)
   double exposed_comm_us = 0;      // communication while compute is idle (median over ranks)
   double overlap_fraction = 0;     // 1 - exposed / comm busy; 0 without communication

@@ -381,6 +381,10 @@ void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, bool gro
 }
 
 double measured_iteration_us(const TraceFile& trace, const std::string& part) {
+  // The mean over the timed iterations where the trace lists them: a machine whose speed changes from one
+  // iteration to the next scatters the median of a few dozen iterations more than their mean
+  // (docs/fidelity.md, "The mean iteration").
+  if (const double mean = mean_iteration_us(trace); mean > 0) return mean;
   const auto it = trace.meta.find("iteration_time_us");
   if (it == trace.meta.end() || !it->is_number() || !(it->get<double>() > 0))
     throw_bad_input(trace.path + ": --fit " + part +

@@ -97,8 +97,9 @@ void fit_arrival_skew(const TraceSamples& in, const std::vector<std::vector<Trac
 // no collective or its streams overlap.
 void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, bool growth, Profile& p,
                            std::string& report);
-// The trace's measured iteration time (domino.iteration_time_us, the median over the timed iterations);
-// BadInput naming the --fit part when the trace has none.
+// The trace's measured iteration time: the mean of domino.iteration_samples_us (one per timed iteration)
+// where the trace has them, else domino.iteration_time_us (the median); BadInput naming the --fit part when
+// the trace has neither, or a sample that is not a time.
 double measured_iteration_us(const TraceFile& trace, const std::string& part);
 // The compute stream's stall share with which the trace's compute ops, costed by p, add up to iteration_us (a
 // trace without collectives: no-comm). BadInput when the trace has a collective.

@@ -105,5 +105,9 @@ struct TraceFile {
 TraceFile read_trace(const std::string& path);
 // The same for a file's content already in memory; `path` names it in messages.
 TraceFile read_trace_string(const std::string& text, const std::string& path);
+// The trace's mean measured iteration: the mean of domino.iteration_samples_us (one per timed iteration;
+// training's throughput is tokens per mean iteration); 0 when the trace lists none (a prediction, an older
+// trace). BadInput naming the trace when the list is not an array of times.
+double mean_iteration_us(const TraceFile& trace);
 
 }  // namespace domino

@@ -159,6 +159,22 @@ json parse_json(const std::string& text, const std::string& path) {
 
 TraceFile read_trace(const std::string& path) { return read_trace_string(read_file(path), path); }
 
+double mean_iteration_us(const TraceFile& trace) {
+  const auto samples = trace.meta.find("iteration_samples_us");
+  if (samples == trace.meta.end()) return 0;
+  if (!samples->is_array())
+    throw_bad_input(trace.path + ": domino.iteration_samples_us must be an array of times, not " +
+                    std::string(samples->type_name()));
+  if (samples->empty()) return 0;
+  double sum = 0;
+  for (const json& v : *samples) {
+    if (!v.is_number() || !(v.get<double>() > 0 && v.get<double>() <= kMaxTimeUs))
+      throw_bad_input(trace.path + ": domino.iteration_samples_us holds " + v.dump() + ", not a time");
+    sum += v.get<double>();
+  }
+  return sum / double(samples->size());
+}
+
 TraceFile read_trace_string(const std::string& text, const std::string& path) {
   json doc = parse_json(text, path);
   if (!doc.is_object()) throw_bad_input(path + ": expected a JSON object with \"traceEvents\", got " + std::string(doc.type_name()));

@@ -53,7 +53,7 @@ TEST_F(CompareCli, WritesReportMergedTraceAndJson) {
               (dir / "m.json").string() + " --json " + (dir / "s.json").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("iteration time (us)"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("+14.3%"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("+14.5%"), std::string::npos) << r.out;  // the mean of 158, 160, 163 us over 140
   EXPECT_NE(slurp(dir / "r.html").find("<svg"), std::string::npos);
   auto figures = nlohmann::json::parse(slurp(dir / "s.json"));
   EXPECT_DOUBLE_EQ(figures["op_error_median_pct"].get<double>(), 20);

@@ -170,6 +170,27 @@ TEST_F(MalformedTrace, DurationSpreadWithoutIterations) {
              {"dur_iterations must be a positive integer"});
 }
 
+// A measured trace's mean iteration is the mean of its timed iterations; a prediction (no samples) has none;
+// a list that is not of times is refused with the trace's path.
+TEST(TraceReader, MeanIterationOfTheTimedIterations) {
+  EXPECT_DOUBLE_EQ(mean_iteration_us(read_trace(test::trace_data("measured_small.json"))), 481.0 / 3.0);
+  EXPECT_EQ(mean_iteration_us(read_trace(test::trace_data("predicted_small.json"))), 0);
+  TraceFile t = read_trace(test::trace_data("measured_small.json"));
+  for (const nlohmann::json& bad :
+       {nlohmann::json("158"), nlohmann::json{158.0, 0.0}, nlohmann::json{158.0, "x"}}) {
+    t.meta["iteration_samples_us"] = bad;
+    try {
+      mean_iteration_us(t);
+      ADD_FAILURE() << "accepted " << bad.dump();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+      EXPECT_NE(std::string(e.what()).find("measured_small.json: domino.iteration_samples_us"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(TraceReader, MissingFileIsBadInput) {
   try {
     read_trace("/nonexistent/dir/trace.json");

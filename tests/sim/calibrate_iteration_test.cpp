@@ -128,6 +128,20 @@ TEST(CalibrateToIteration, AnIterationShorterThanTheOpsLeavesNoSkewAndNoStall) {
             0);
 }
 
+// Where the trace lists its timed iterations, the fit is to their mean (training's throughput), not to the
+// median the trace also records: one slow iteration in four moves the mean and not the median.
+TEST(CalibrateStallToIteration, FitsTheMeanOfTheTimedIterations) {
+  Predicted no_comm = predicted(with_stall(0.05), "no-comm");
+  const double t = no_comm.iteration_us;
+  no_comm.trace.meta["iteration_samples_us"] = {0.98 * t, 1.0 * t, 1.02 * t, 1.4 * t};
+  no_comm.trace.meta["iteration_time_us"] = 1.01 * t;  // the median
+  const CalibrationResult r =
+      calibrate_profile(with_stall(0), no_comm.trace, 0, parse_calibration_scope("stall"));
+  EXPECT_NEAR(simulate(no_comm.schedule, CostModel(r.profile)).iteration_us, 1.1 * t, 1e-6 * t) << r.report;
+  no_comm.trace.meta["iteration_samples_us"] = {t, -1.0};
+  expect_refused(with_stall(0), no_comm.trace, "stall", "iteration_samples_us holds -1.0, not a time");
+}
+
 TEST(CalibrateStallToIteration, RefusesWhatItCannotFit) {
   expect_refused(with_stall(0), predicted(with_stall(0.1), "megatron-sync").trace, "stall",
                  "without collectives");
