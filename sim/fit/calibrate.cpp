@@ -84,7 +84,8 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
                                                  {"comm_start", &s.comm_start},
                                                  {"stall", &s.stall},
                                                  {"memory_rows", &s.memory_rows},
-                                                 {"interference_iteration", &s.interference_iteration}};
+                                                 {"interference_iteration", &s.interference_iteration},
+                                                 {"transfer", &s.transfer}};
   for (size_t start = 0; start <= list.size();) {
     const size_t comma = std::min(list.find(',', start), list.size());
     const std::string name = list.substr(start, comma - start);
@@ -95,7 +96,7 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
       throw_bad_input("--fit: unknown part '" + name +
                       "' (give a comma-separated list of memory, gemm, attention, allreduce, allgather, "
                       "reducescatter, sync, sync_growth, sync_iteration, interference, comm_delay, "
-                      "comm_start, stall, memory_rows, interference_iteration, or all)");
+                      "comm_start, stall, memory_rows, interference_iteration, transfer, or all)");
     *flag = true;
     start = comma + 1;
   }
@@ -128,9 +129,11 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
   if (scope.allreduce) fit_collective(in, OpKind::AllReduce, p, report);
   if (scope.allgather) fit_collective(in, OpKind::AllGather, p, report);
   if (scope.reducescatter) fit_collective(in, OpKind::ReduceScatter, p, report);
-  const bool pooled = (scope.sync && !scope.sync_iteration) || scope.comm_delay || scope.comm_start;
+  const bool pooled =
+      (scope.sync && !scope.sync_iteration) || scope.comm_delay || scope.comm_start || scope.transfer;
   const std::vector<std::vector<TraceEvent>> iterations =
       pooled ? every_iteration(trace) : std::vector<std::vector<TraceEvent>>{};
+  if (scope.transfer) fit_transfer_bandwidth(in, iterations, p, report);
   if (scope.sync_iteration)
     fit_skew_to_iteration(in, measured_iteration_us(trace, "sync_iteration"), scope.sync_growth, p, report);
   else if (scope.sync)

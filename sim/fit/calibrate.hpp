@@ -53,12 +53,17 @@ struct CalibrationScope {
   // (after every other part). Only when named: it needs a trace of an overlapped named strategy (its schedule
   // is rebuilt from the trace's header), and a flat profile.
   bool interference_iteration = false;
+  // One bus-bandwidth scale for every collective kind of the group's level, from the trace's collectives as
+  // they transferred in training (the rank that waited least, the median over the timed iterations), the
+  // latencies held. Only when named: it needs a trace of every timed iteration with collectives
+  // (megatron-sync).
+  bool transfer = false;
 };
 // Parses --fit: a comma-separated list of memory, gemm, attention, allreduce, allgather, reducescatter, sync,
 // sync_growth, sync_iteration (each implies sync; both: the growth from the iteration), interference,
-// comm_delay, comm_start, stall, memory_rows, interference_iteration, or "all" (every part but sync_growth,
-// sync_iteration, comm_delay, comm_start, stall, memory_rows and interference_iteration). BadInput on
-// anything else.
+// comm_delay, comm_start, stall, memory_rows, interference_iteration, transfer, or "all" (every part but
+// sync_growth, sync_iteration, comm_delay, comm_start, stall, memory_rows, interference_iteration and
+// transfer). BadInput on anything else.
 CalibrationScope parse_calibration_scope(const std::string& list);
 
 struct CalibrationResult {

@@ -51,23 +51,6 @@ std::vector<const Sample*> collective_samples(const TraceSamples& in, OpKind kin
   return in.select([kind](OpKind k) { return k == kind; });
 }
 
-// A level's curves of one collective kind as one value (the AllReduce's live in the level's own fields);
-// nullopt when the level has none for the kind.
-std::optional<AlgorithmCurves> kind_curves(const CollectiveProfile& c, OpKind kind) {
-  if (kind == OpKind::AllReduce) return AlgorithmCurves{c.ring(), c.nvls};
-  return kind == OpKind::AllGather ? c.allgather : c.reduce_scatter;
-}
-
-void set_kind_curves(CollectiveProfile& c, OpKind kind, const AlgorithmCurves& k) {
-  if (kind == OpKind::AllGather) c.allgather = k;
-  if (kind == OpKind::ReduceScatter) c.reduce_scatter = k;
-  if (kind != OpKind::AllReduce) return;
-  c.latency_us = k.ring.latency_us;
-  c.bus_bandwidth_gbps = k.ring.bus_bandwidth_gbps;
-  c.table = k.ring.table;
-  c.nvls = k.nvls;
-}
-
 // One message size (or noise): keep the latency, scale the bandwidth term by total time.
 LineFit scale_bandwidth_term(const std::vector<double>& x, const std::vector<double>& y, const LineFit& f,
                              double latency_us) {
@@ -156,6 +139,21 @@ CostModel without_interference(const Profile& p) {
 }
 
 }  // namespace
+
+std::optional<AlgorithmCurves> kind_curves(const CollectiveProfile& c, OpKind kind) {
+  if (kind == OpKind::AllReduce) return AlgorithmCurves{c.ring(), c.nvls};
+  return kind == OpKind::AllGather ? c.allgather : c.reduce_scatter;
+}
+
+void set_kind_curves(CollectiveProfile& c, OpKind kind, const AlgorithmCurves& k) {
+  if (kind == OpKind::AllGather) c.allgather = k;
+  if (kind == OpKind::ReduceScatter) c.reduce_scatter = k;
+  if (kind != OpKind::AllReduce) return;
+  c.latency_us = k.ring.latency_us;
+  c.bus_bandwidth_gbps = k.ring.bus_bandwidth_gbps;
+  c.table = k.ring.table;
+  c.nvls = k.nvls;
+}
 
 // t = latency + c * (old bandwidth term) on the rank that waited least; the tables keep their shape. Each op's
 // old term is that of the algorithm the base profile picks for it; the fitted latency replaces the latency of

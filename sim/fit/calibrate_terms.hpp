@@ -127,6 +127,13 @@ void fit_comm_start(const TraceFile& trace, const std::vector<std::vector<TraceE
 struct CollectiveRun {
   double dur = 0, overlap = 0;
 };
+// One bus-bandwidth scale for every collective kind of the group's level (calibrate_transfer.cpp).
+void fit_transfer_bandwidth(const TraceSamples& in, const std::vector<std::vector<TraceEvent>>& iterations,
+                            Profile& p, std::string& report);
+// A level's curves of one collective kind as one value (the AllReduce's live in the level's own fields);
+// nullopt when the level has none for the kind. set_kind_curves writes them back.
+std::optional<AlgorithmCurves> kind_curves(const CollectiveProfile& c, OpKind kind);
+void set_kind_curves(CollectiveProfile& c, OpKind kind, const AlgorithmCurves& k);
 // Per collective op index, its run in each of `iterations`.
 std::map<int, std::vector<CollectiveRun>> collective_runs(
     const std::vector<std::vector<TraceEvent>>& iterations);
