@@ -26,6 +26,9 @@ void feed_calibrate(const std::string& input) {
   static const Profile base = calibration_base();
   const TraceFile trace = read_trace_string(input, "fuzz-measured.json");
   prof::calibrate_profile(base, trace);
+  // The parts only named ones fit: the transfers over every timed iteration, the stall to the mean iteration.
+  static const prof::CalibrationScope named = prof::parse_calibration_scope("transfer,stall");
+  prof::calibrate_profile(base, trace, 0, named);
 }
 
 }  // namespace domino::fuzz
