@@ -145,6 +145,11 @@ std::optional<AlgorithmCurves> kind_curves(const CollectiveProfile& c, OpKind ki
   return kind == OpKind::AllGather ? c.allgather : c.reduce_scatter;
 }
 
+void divide_bus_bandwidth(CollectiveCurve& curve, double divisor) {
+  curve.bus_bandwidth_gbps /= divisor;
+  for (auto& row : curve.table) row.bus_bandwidth_gbps /= divisor;
+}
+
 void set_kind_curves(CollectiveProfile& c, OpKind kind, const AlgorithmCurves& k) {
   if (kind == OpKind::AllGather) c.allgather = k;
   if (kind == OpKind::ReduceScatter) c.reduce_scatter = k;
@@ -190,8 +195,7 @@ void fit_collective(const TraceSamples& in, OpKind kind, Profile& p, std::string
                         smax >= 2 * smin ? "" : " (one message size: latency kept)");
   const auto rescale = [&](CollectiveCurve& curve, bool was_used) {
     if (was_used) curve.latency_us = f.a;
-    curve.bus_bandwidth_gbps /= f.b;
-    for (auto& r : curve.table) r.bus_bandwidth_gbps /= f.b;
+    divide_bus_bandwidth(curve, f.b);
   };
   rescale(c.ring, used[int(CollectiveAlgorithm::Ring)]);
   if (c.nvls) rescale(*c.nvls, used[int(CollectiveAlgorithm::Nvls)]);

@@ -134,6 +134,8 @@ void fit_transfer_bandwidth(const TraceSamples& in, const std::vector<std::vecto
 // nullopt when the level has none for the kind. set_kind_curves writes them back.
 std::optional<AlgorithmCurves> kind_curves(const CollectiveProfile& c, OpKind kind);
 void set_kind_curves(CollectiveProfile& c, OpKind kind, const AlgorithmCurves& k);
+// A curve's bus bandwidth, its table's rows alike, over `divisor` (> 1: a slower link).
+void divide_bus_bandwidth(CollectiveCurve& curve, double divisor);
 // Per collective op index, its run in each of `iterations`.
 std::map<int, std::vector<CollectiveRun>> collective_runs(
     const std::vector<std::vector<TraceEvent>>& iterations);

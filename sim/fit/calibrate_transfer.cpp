@@ -5,7 +5,6 @@
 // at one size: the scale it gives stands for the level's transport, every kind's curves alike.
 #include <fmt/format.h>
 
-#include <cmath>
 #include <set>
 
 #include "sim/fit/calibrate_terms.hpp"
@@ -17,20 +16,12 @@ namespace {
 constexpr size_t kMinIterations = 5;  // a collective's transfer is its median over at least these
 constexpr int kMinCollectives = 3;
 
-bool is_collective(OpKind k) {
-  return k == OpKind::AllReduce || k == OpKind::AllGather || k == OpKind::ReduceScatter;
-}
-
 // The latency the base profile charges a collective of `kind` that ran `algorithm`.
 double curve_latency(const CollectiveProfile& level, OpKind kind, const std::string& algorithm) {
   const std::optional<AlgorithmCurves> c = kind_curves(level, kind);
   if (!c) return 0;
-  return algorithm == "nvls" && c->nvls ? c->nvls->latency_us : c->ring.latency_us;
-}
-
-void scale_bandwidth(CollectiveCurve& curve, double factor) {
-  curve.bus_bandwidth_gbps *= factor;
-  for (auto& row : curve.table) row.bus_bandwidth_gbps *= factor;
+  const bool nvls = collective_algorithm_from_name(algorithm) == CollectiveAlgorithm::Nvls;
+  return nvls && c->nvls ? c->nvls->latency_us : c->ring.latency_us;
 }
 
 }  // namespace
@@ -48,7 +39,7 @@ void fit_transfer_bandwidth(const TraceSamples& in, const std::vector<std::vecto
   std::set<std::string> kinds;
   for (const Sample& s : in.samples) {
     const auto it = runs.find(s.index);
-    if (!is_collective(s.op.kind) || it == runs.end() || it->second.size() < kMinIterations) continue;
+    if (!collective(s.op.kind) || it == runs.end() || it->second.size() < kMinIterations) continue;
     std::vector<double> durations;
     for (const CollectiveRun& run : it->second) durations.push_back(run.dur);
     const double transfer = median_of(durations);
@@ -67,20 +58,20 @@ void fit_transfer_bandwidth(const TraceSamples& in, const std::vector<std::vecto
                           used, kMinIterations, kMinCollectives);
     return;
   }
-  const double factor = sxx / sxy;  // the bus bandwidth's scale: predicted over measured bandwidth term
+  const double slower = sxy / sxx;  // measured over predicted bandwidth term: the bus bandwidth's divisor
   CollectiveProfile& level = group_collective(p, in.tp);
   for (OpKind kind : {OpKind::AllReduce, OpKind::AllGather, OpKind::ReduceScatter}) {
     std::optional<AlgorithmCurves> c = kind_curves(level, kind);
     if (!c) continue;
-    scale_bandwidth(c->ring, factor);
-    if (c->nvls) scale_bandwidth(*c->nvls, factor);
+    divide_bus_bandwidth(c->ring, slower);
+    if (c->nvls) divide_bus_bandwidth(*c->nvls, slower);
     set_kind_curves(level, kind, *c);
   }
   std::string from;
   for (const std::string& k : kinds) from += (from.empty() ? "" : ", ") + k;
   report +=
       fmt::format("transfer ({} {} ops, median over {} iterations): every kind's bus bandwidth x {:.3f}\n",
-                  used, from, iterations.size(), factor);
+                  used, from, iterations.size(), 1 / slower);
 }
 
 }  // namespace domino::prof::calibration
