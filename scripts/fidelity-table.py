@@ -21,7 +21,7 @@ import sys
 
 from fidelity_comm_cost import comm_cost, comm_cost_lines, is_comm_off_run
 from fidelity_noise import noise_outlook
-from fidelity_stats import kendall_tau_b, mean, median, percentile
+from fidelity_stats import kendall_tau_b, mean, median, percentile, waits_by_phase
 
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 1  # fixed: the same measurements always give the same intervals
@@ -69,6 +69,7 @@ def read_config(out_dir, config):
                     row["by_kind"] = {k: v["median_pct"] for k, v in cmp.get("by_kind", {}).items()}
                     row["by_kind_spread"] = {k: v["spread_pct"] for k, v in cmp.get("by_kind", {}).items()
                                              if v.get("spread_pct") is not None}
+                    row["waits_by_phase"] = cmp.get("arrival_wait_by_phase") or {}
             elif status == "ok":
                 row["status"] = "missing output"
             rows.append(row)
@@ -331,6 +332,9 @@ def figures(rows, calibrated_on=None, interleaved=False):
     kinds = op_error_by_kind(ok)
     if kinds:
         out["op_error_by_kind"] = kinds
+    waits = waits_by_phase(ok)
+    if waits:
+        out["arrival_wait_by_phase"] = waits
     real = [r for r in ok if r["plan"] != "no-comm"]
     out["best_predicted_plan"] = min(real, key=lambda r: r["predicted_ms"])["plan"] if real else None
     if real:
@@ -458,6 +462,12 @@ def markdown(config, rows, meta, fig):
                   "p10-p90 width over the median): " +
                   ", ".join(f"{k} {v['median_pct']:.1f} %" + (f" ({v['spread_pct']:.0f} %)" if v["spread_pct"] is not None
                                                               else "") for k, v in kinds.items()), ""]
+    waits = fig.get("arrival_wait_by_phase")
+    if waits:
+        lines += ["The collectives' wait for the last rank, the mean per collective over the scored plans, predicted "
+                  "against measured: " + ", ".join(f"{phase} {w['predicted_mean_us']:.0f} against "
+                                                   f"{w['measured_mean_us']:.0f} us ({w['collectives']} collectives)"
+                                                   for phase, w in waits.items()), ""]
     rep = fig.get("repeatability")
     if rep:
         taus = [t for t in rep["kendall_tau"] if t is not None]

@@ -46,3 +46,17 @@ def kendall_tau_b(xs, ys):
                 disc += 1
     denom = math.sqrt((conc + disc + ties_x) * (conc + disc + ties_y))
     return (conc - disc) / denom if denom > 0 else None
+
+
+def waits_by_phase(rows):
+    """Per phase of the iteration (fwd, bwd, ...), over the rows' plans: the mean arrival wait per split collective,
+    predicted and measured (each row's domino-compare arrival_wait_by_phase, weighted by its collectives)."""
+    sums = {}
+    for r in rows:
+        for phase, w in (r.get("waits_by_phase") or {}).items():
+            s = sums.setdefault(phase, [0, 0.0, 0.0])
+            s[0] += w["count"]
+            s[1] += w["count"] * w["predicted_mean_us"]
+            s[2] += w["count"] * w["measured_mean_us"]
+    return {phase: {"collectives": n, "predicted_mean_us": p / n, "measured_mean_us": m / n}
+            for phase, (n, p, m) in sorted(sums.items()) if n > 0}

@@ -67,6 +67,7 @@ std::vector<int> pick_ranks(const TraceFile& t, const RankEvents& r, int wanted,
 // kind, and where it first appears (for ordering).
 struct OpStats {
   std::string kind;
+  std::string phase;
   std::vector<double> durations, p10s, p90s;
   std::vector<double> arrival_waits;  // predicted collectives' (TraceEvent::arrival_wait_us), where recorded
   double first_start = 0;
@@ -82,6 +83,8 @@ std::map<std::string, OpStats> op_stats(const TraceFile& t, const std::vector<in
     auto [it, fresh] = out.try_emplace(e.id);
     if (fresh) {
       it->second.kind = e.kind;
+      if (const auto phase = e.args.find("phase"); phase != e.args.end() && phase->is_string())
+        it->second.phase = phase->get<std::string>();
       it->second.first_start = e.start_us;
       it->second.first_index = i;
     }
@@ -186,8 +189,15 @@ void split_collective(const OpStats& p, const MeasuredCollectiveSplit& m, OpComp
 void add_wait_figures(Comparison& c, bool every_iteration) {
   std::vector<double> errors;
   bool split = false;
+  std::map<std::string, PhaseWaits> by_phase;
   for (const OpComparison& op : c.ops) {
     split = split || op.predicted_wait_us >= 0;
+    if (op.predicted_wait_us >= 0) {
+      PhaseWaits& w = by_phase[op.phase];
+      ++w.count;
+      w.predicted_mean_us += op.predicted_wait_us;
+      w.measured_mean_us += op.measured_wait_us;
+    }
     if (op.predicted_wait_us > 0)
       errors.push_back(std::abs(op.measured_wait_us - op.predicted_wait_us) / op.predicted_wait_us * 100);
   }
@@ -201,6 +211,12 @@ void add_wait_figures(Comparison& c, bool every_iteration) {
   if (!errors.empty())
     c.by_kind.push_back(
         {kArrivalWaitKind, percentile(errors, 0.5), percentile(errors, 0.9), int(errors.size()), -1.0});
+  for (auto& [phase, w] : by_phase) {
+    w.phase = phase;
+    w.predicted_mean_us /= w.count;
+    w.measured_mean_us /= w.count;
+    c.waits_by_phase.push_back(w);
+  }
 }
 
 void add_error_figures(Comparison& c) {
@@ -298,6 +314,7 @@ Comparison compare_traces(const TraceFile& predicted, const TraceFile& measured,
     OpComparison op;
     op.id = id;
     op.kind = p.kind;
+    op.phase = p.phase;
     op.predicted_start_us = p.first_start;
     op.predicted_us = percentile(p.durations, 0.5);
     op.measured_us = percentile(m->second.durations, 0.5);

@@ -26,6 +26,7 @@ struct CompareOptions {
 struct OpComparison {
   std::string id;
   std::string kind;
+  std::string phase;              // the trace's args.phase (fwd, bwd, ...); empty when absent
   double predicted_start_us = 0;  // orders ops in reports
   double predicted_us = 0;
   double measured_us = 0;
@@ -58,6 +59,15 @@ struct KindError {
   double spread_pct = -1;  // median over these ops of OpComparison::spread_pct(); -1 when unknown
 };
 
+// The split collectives' arrival waits of one phase of the iteration (OpComparison::phase), the mean per
+// collective of each side: where the ranks drift apart over a pass whose collectives make no compute wait,
+// the backward's waits grow far past the forward's, which one median error per op does not show.
+struct PhaseWaits {
+  std::string phase;
+  int count = 0;  // split collectives, predicted aligned ones (wait 0) included
+  double predicted_mean_us = 0, measured_mean_us = 0;
+};
+
 // Figures of one side (predicted or measured).
 struct SideSummary {
   std::string path;
@@ -84,6 +94,7 @@ struct Comparison {
   std::string measured_durations;     // what an op's measured duration is (the median over N iterations, ...)
   int scored_ops = 0;
   std::vector<KindError> by_kind;  // sorted by kind name, then the arrival waits' row
+  std::vector<PhaseWaits> waits_by_phase;  // sorted by phase name; empty when no collective was split
   std::vector<OpComparison> ops;   // aligned ops, in predicted start order
   std::vector<std::string> only_in_predicted, only_in_measured;  // in trace order
   std::vector<OpComparison> top_error_ops;  // at most ten, see compare.cpp

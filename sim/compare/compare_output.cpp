@@ -42,6 +42,12 @@ json comparison_json(const Comparison& c) {
   for (const KindError& k : c.by_kind)
     j["by_kind"][k.kind] = {{"median_pct", k.median_pct}, {"p90_pct", k.p90_pct}, {"count", k.count},
                             {"spread_pct", known_or_null(k.spread_pct)}};
+  j["arrival_wait_by_phase"] = json::object();
+  for (const PhaseWaits& w : c.waits_by_phase)
+    j["arrival_wait_by_phase"][w.phase.empty() ? "unnamed" : w.phase] = {
+        {"count", w.count},
+        {"predicted_mean_us", w.predicted_mean_us},
+        {"measured_mean_us", w.measured_mean_us}};
   j["comm_busy_us"] = {{"predicted", c.predicted.comm_busy_us}, {"measured", c.measured.comm_busy_us}};
   j["exposed_comm_us"] = {{"predicted", c.predicted.exposed_comm_us}, {"measured", c.measured.exposed_comm_us}};
   j["overlap_fraction"] = {{"predicted", c.predicted.overlap_fraction}, {"measured", c.measured.overlap_fraction}};
@@ -89,6 +95,13 @@ std::string comparison_table(const Comparison& c) {
   for (const KindError& k : c.by_kind)
     s += fmt::format("  {:<14}{:>6}{:>9.1f}%{:>9.1f}%{}\n", k.kind, k.count, k.median_pct, k.p90_pct,
                      !spread ? "" : k.spread_pct < 0 ? "         -" : fmt::format("{:>9.1f}%", k.spread_pct));
+  if (!c.waits_by_phase.empty()) {
+    s += "collectives' wait for the last rank, mean per collective (predicted / measured us):";
+    for (const PhaseWaits& w : c.waits_by_phase)
+      s += fmt::format(" {} {:.0f} / {:.0f} ({});", w.phase.empty() ? "unnamed" : w.phase,
+                       w.predicted_mean_us, w.measured_mean_us, w.count);
+    s.back() = '\n';
+  }
   s += fmt::format("\nops only in predicted: {}{}\n", c.only_in_predicted.size(),
                    c.only_in_predicted.empty() ? "" : " (" + first_ids(c.only_in_predicted, 5) + ")");
   s += fmt::format("ops only in measured:  {}{}\n", c.only_in_measured.size(),

@@ -135,6 +135,45 @@ TEST(CollectiveSplit, APredictionWithoutItsWaitsIsJudgedOnTheWholeSpan) {
   }
 }
 
+TraceEvent in_phase(TraceEvent e, const std::string& phase) {
+  e.args["phase"] = phase;
+  return e;
+}
+
+TEST(CollectiveSplit, TheWaitsAreAveragedPerPhase) {
+  // The AllReduce above in the backward pass (measured wait 50, predicted 100) and a forward one (op 2) that
+  // the ranks reach together in every iteration (measured wait 0) and the prediction charged 40.
+  TraceFile measured = measured_two_ranks();
+  for (TraceEvent& e : measured.events)
+    if (e.id == "ar") e = in_phase(e, "bwd");
+  for (int rank : {0, 1})
+    measured.events.push_back(in_phase(with_op(span("far", "allreduce", rank, 1, 500, 50), 2), "fwd"));
+  for (nlohmann::json& iteration : measured.meta["iteration_spans"])
+    for (int rank : {0, 1}) iteration.push_back({rank, 2, 500, 550});
+  TraceFile pred = predicted(100);
+  pred.events.back() = in_phase(pred.events.back(), "bwd");
+  TraceEvent far = in_phase(span("far", "allreduce", 0, 1, 500, 90), "fwd");
+  far.arrival_wait_us = 40;
+  pred.events.push_back(far);
+
+  const Comparison c = compare_traces(pred, measured);
+  ASSERT_EQ(c.waits_by_phase.size(), 2u);
+  EXPECT_EQ(c.waits_by_phase[0].phase, "bwd");
+  EXPECT_EQ(c.waits_by_phase[0].count, 1);
+  EXPECT_DOUBLE_EQ(c.waits_by_phase[0].predicted_mean_us, 100);
+  EXPECT_DOUBLE_EQ(c.waits_by_phase[0].measured_mean_us, 50);
+  EXPECT_EQ(c.waits_by_phase[1].phase, "fwd");
+  EXPECT_DOUBLE_EQ(c.waits_by_phase[1].predicted_mean_us, 40);
+  EXPECT_DOUBLE_EQ(c.waits_by_phase[1].measured_mean_us, 0);
+  const nlohmann::json j = comparison_json(c);
+  EXPECT_DOUBLE_EQ(j["arrival_wait_by_phase"]["bwd"]["measured_mean_us"].get<double>(), 50);
+  EXPECT_EQ(j["arrival_wait_by_phase"]["fwd"]["count"].get<int>(), 1);
+  EXPECT_NE(comparison_table(c).find("bwd 100 / 50 (1); fwd 40 / 0 (1)"), std::string::npos)
+      << comparison_table(c);
+  // Nothing split (one rank compared): no phase figures.
+  EXPECT_TRUE(compare_traces(pred, measured, CompareOptions{0, false}).waits_by_phase.empty());
+}
+
 TEST(CollectiveSplit, TheTraceReaderChecksTheRecordedWait) {
   const auto read_with = [](const nlohmann::json& wait) {
     const nlohmann::json doc = {{"traceEvents",

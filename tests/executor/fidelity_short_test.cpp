@@ -165,6 +165,11 @@ TEST_F(FidelitySweep, ShortSweepWritesAWellFormedTable) {
   EXPECT_LE(fig["kendall_tau"].get<double>(), 1.0);
   EXPECT_GE(fig["regret_pct"].get<double>(), 0.0);  // the tuned plan is one of the candidates
   EXPECT_TRUE(fs::exists(out / "cpu-gpt-loopback" / "compare" / "tuned.html"));
+  // Two ranks on one clock: every plan's collectives split into transfer and wait, both passes.
+  const auto waits = fig["arrival_wait_by_phase"];
+  ASSERT_TRUE(waits.contains("fwd") && waits.contains("bwd")) << fig.dump();
+  EXPECT_GT(waits["bwd"]["collectives"].get<int>(), 0);
+  EXPECT_GE(waits["bwd"]["measured_mean_us"].get<double>(), 0);
   EXPECT_TRUE(fs::exists(out / "cpu-gpt-loopback" / "plans" / "tuned.yaml"));
 }
 
@@ -434,7 +439,7 @@ TEST_F(FidelitySweep, TableLeavesTheCalibrationPlanUnscored) {
 
 // Per op kind, the median over the scored plans of each plan's median per-op error (domino-compare's by_kind),
 // with the median of the kind's measured spread where the compare figures have one.
-TEST_F(FidelitySweep, OpErrorByKindIsTheMedianOverTheScoredPlans) {
+TEST_F(FidelitySweep, OpErrorByKindAndWaitsByPhaseOverTheScoredPlans) {
   const fs::path cfg = dir / "cfg";
   write_rows(cfg, {{"megatron-sync", 100000, {{100000}}}, {"domino-ds", 100000, {{100000}}}, {"tuned", 100000, {{100000}}}});
   const std::vector<std::pair<double, double>> gemm = {{5, 20}, {9, 30}, {20, 40}};  // (error, spread) per plan
@@ -444,8 +449,17 @@ TEST_F(FidelitySweep, OpErrorByKindIsTheMedianOverTheScoredPlans) {
     const fs::path cmp = cfg / (std::string(plan) + ".compare.json");
     nlohmann::json kinds = {{"gemm", {{"median_pct", gemm[k].first}, {"spread_pct", gemm[k].second}}}};
     if (k > 0) kinds["norm"] = {{"median_pct", 10.0 * k}, {"spread_pct", nullptr}};  // no spread recorded
-    std::ofstream(cmp) << nlohmann::json{{"op_error_median_pct", 1}, {"exposed_comm_us", {{"measured", 0}}},
-                                         {"by_kind", kinds}}.dump();
+    // Plan k: k + 1 backward collectives waiting 100 us predicted, 100 (k + 1) measured; plan 0 also two
+    // forward.
+    nlohmann::json waits = {
+        {"bwd", {{"count", k + 1}, {"predicted_mean_us", 100}, {"measured_mean_us", 100 * (k + 1)}}}};
+    if (k == 0) waits["fwd"] = {{"count", 2}, {"predicted_mean_us", 50}, {"measured_mean_us", 80}};
+    std::ofstream(cmp) << nlohmann::json{
+        {"op_error_median_pct", 1},
+        {"exposed_comm_us", {{"measured", 0}}},
+        {"by_kind", kinds},
+        {"arrival_wait_by_phase",
+         waits}}.dump();
     tsv << plan << '\t' << (cfg / (std::string(plan) + ".pred.json")).string() << '\t'
         << (cfg / (std::string(plan) + ".json")).string() << '\t' << cmp.string() << "\tok\n";
     ++k;
@@ -458,6 +472,15 @@ TEST_F(FidelitySweep, OpErrorByKindIsTheMedianOverTheScoredPlans) {
   EXPECT_DOUBLE_EQ(kinds["norm"]["median_pct"].get<double>(), 15);  // 10 and 20
   EXPECT_TRUE(kinds["norm"]["spread_pct"].is_null());
   EXPECT_NE(slurp(dir / "fidelity.md").find("gemm 9.0 % (30 %)"), std::string::npos) << slurp(dir / "fidelity.md");
+  // Weighted by each plan's collectives: (1 x 100 + 2 x 200 + 3 x 300) / 6.
+  const auto waits = table()["figures"]["arrival_wait_by_phase"];
+  EXPECT_EQ(waits["bwd"]["collectives"], 6);
+  EXPECT_DOUBLE_EQ(waits["bwd"]["predicted_mean_us"].get<double>(), 100);
+  EXPECT_NEAR(waits["bwd"]["measured_mean_us"].get<double>(), 1400.0 / 6, 1e-9);
+  EXPECT_DOUBLE_EQ(waits["fwd"]["measured_mean_us"].get<double>(), 80);
+  EXPECT_NE(slurp(dir / "fidelity.md").find("bwd 100 against 233 us (6 collectives), fwd 50 against 80 us"),
+            std::string::npos)
+      << slurp(dir / "fidelity.md");
 }
 
 // Several calibration plans (compute on no-comm, the arrival skew on megatron-sync): none of them scored.
