@@ -4,12 +4,11 @@
 // launcher started (by their process name), and hold a run's measured trace against the simulator's schedule.
 #pragma once
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
@@ -134,9 +134,28 @@ inline Outcome run(const std::vector<std::string>& args, const std::string& log,
 }
 
 // A local TCP port free right now (a rendezvous server bound to port 0 learns it, then gives it back).
+// A port no other test of this machine uses while this process lives: one the kernel finds free, given back
+// for rank 0 to serve, and claimed by an exclusive lock on /tmp/domino-test-ports/<port>.lock held until the
+// process exits. Without the claim two tests run side by side (ctest -j) were once handed the same port, and
+// each one's ranks met the other's store.
 inline int free_local_port() {
-  domino::TcpStoreServer probe(0);
-  return probe.port();
+  static std::vector<int> claims;  // lock descriptors, kept open for the process's life
+  const std::filesystem::path dir = "/tmp/domino-test-ports";
+  std::error_code ignored;
+  std::filesystem::create_directories(dir, ignored);
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    const int port = domino::TcpStoreServer(0).port();
+    const std::string lock = (dir / (std::to_string(port) + ".lock")).string();
+    const int fd = ::open(lock.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0666);
+    if (fd < 0) return port;  // no lock to take (a read-only /tmp): the port as the kernel gave it
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      claims.push_back(fd);
+      return port;
+    }
+    ::close(fd);
+  }
+  ADD_FAILURE() << "no local port left unclaimed by the other tests after 64 tries";
+  return 0;
 }
 
 // The variables that name one rank of `world` to domino-exec in env mode (MASTER_ADDR/PORT come on top).
