@@ -69,7 +69,7 @@ def read_config(out_dir, config):
                     row["by_kind"] = {k: v["median_pct"] for k, v in cmp.get("by_kind", {}).items()}
                     row["by_kind_spread"] = {k: v["spread_pct"] for k, v in cmp.get("by_kind", {}).items()
                                              if v.get("spread_pct") is not None}
-                    row["waits_by_phase"] = cmp.get("arrival_wait_by_phase") or {}
+                    row["waits_by_phase"] = cmp.get("arrival_wait_by_phase")
             elif status == "ok":
                 row["status"] = "missing output"
             rows.append(row)

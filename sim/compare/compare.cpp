@@ -188,20 +188,17 @@ void split_collective(const OpStats& p, const MeasuredCollectiveSplit& m, OpComp
 // iterations).
 void add_wait_figures(Comparison& c, bool every_iteration) {
   std::vector<double> errors;
-  bool split = false;
-  std::map<std::string, PhaseWaits> by_phase;
+  std::map<std::string, PhaseWaits> by_phase;  // every split collective, by phase
   for (const OpComparison& op : c.ops) {
-    split = split || op.predicted_wait_us >= 0;
-    if (op.predicted_wait_us >= 0) {
-      PhaseWaits& w = by_phase[op.phase];
-      ++w.count;
-      w.predicted_mean_us += op.predicted_wait_us;
-      w.measured_mean_us += op.measured_wait_us;
-    }
+    if (op.predicted_wait_us < 0) continue;  // not split
+    PhaseWaits& w = by_phase[op.phase.empty() ? "unnamed" : op.phase];
+    ++w.count;
+    w.predicted_mean_us += op.predicted_wait_us;
+    w.measured_mean_us += op.measured_wait_us;
     if (op.predicted_wait_us > 0)
       errors.push_back(std::abs(op.measured_wait_us - op.predicted_wait_us) / op.predicted_wait_us * 100);
   }
-  if (split)
+  if (!by_phase.empty())
     c.measured_durations +=
         std::string(
             "; a collective's, its transfer from the last rank's arrival (median over "

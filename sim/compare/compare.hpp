@@ -63,8 +63,8 @@ struct KindError {
 // collective of each side: where the ranks drift apart over a pass whose collectives make no compute wait,
 // the backward's waits grow far past the forward's, which one median error per op does not show.
 struct PhaseWaits {
-  std::string phase;
-  int count = 0;  // split collectives, predicted aligned ones (wait 0) included
+  std::string phase;  // "unnamed" for ops without args.phase
+  int count = 0;      // split collectives, predicted aligned ones (wait 0) included
   double predicted_mean_us = 0, measured_mean_us = 0;
 };
 

@@ -44,10 +44,9 @@ json comparison_json(const Comparison& c) {
                             {"spread_pct", known_or_null(k.spread_pct)}};
   j["arrival_wait_by_phase"] = json::object();
   for (const PhaseWaits& w : c.waits_by_phase)
-    j["arrival_wait_by_phase"][w.phase.empty() ? "unnamed" : w.phase] = {
-        {"count", w.count},
-        {"predicted_mean_us", w.predicted_mean_us},
-        {"measured_mean_us", w.measured_mean_us}};
+    j["arrival_wait_by_phase"][w.phase] = {{"count", w.count},
+                                           {"predicted_mean_us", w.predicted_mean_us},
+                                           {"measured_mean_us", w.measured_mean_us}};
   j["comm_busy_us"] = {{"predicted", c.predicted.comm_busy_us}, {"measured", c.measured.comm_busy_us}};
   j["exposed_comm_us"] = {{"predicted", c.predicted.exposed_comm_us}, {"measured", c.measured.exposed_comm_us}};
   j["overlap_fraction"] = {{"predicted", c.predicted.overlap_fraction}, {"measured", c.measured.overlap_fraction}};
@@ -98,8 +97,8 @@ std::string comparison_table(const Comparison& c) {
   if (!c.waits_by_phase.empty()) {
     s += "collectives' wait for the last rank, mean per collective (predicted / measured us):";
     for (const PhaseWaits& w : c.waits_by_phase)
-      s += fmt::format(" {} {:.0f} / {:.0f} ({});", w.phase.empty() ? "unnamed" : w.phase,
-                       w.predicted_mean_us, w.measured_mean_us, w.count);
+      s +=
+          fmt::format(" {} {:.0f} / {:.0f} ({});", w.phase, w.predicted_mean_us, w.measured_mean_us, w.count);
     s.back() = '\n';
   }
   s += fmt::format("\nops only in predicted: {}{}\n", c.only_in_predicted.size(),

@@ -133,7 +133,6 @@ inline Outcome run(const std::vector<std::string>& args, const std::string& log,
   return finish(start(args, log, env), timeout_s);
 }
 
-// A local TCP port free right now (a rendezvous server bound to port 0 learns it, then gives it back).
 // A port no other test of this machine uses while this process lives: one the kernel finds free, given back
 // for rank 0 to serve, and claimed by an exclusive lock on /tmp/domino-test-ports/<port>.lock held until the
 // process exits. Without the claim two tests run side by side (ctest -j) were once handed the same port, and

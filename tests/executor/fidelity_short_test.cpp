@@ -465,7 +465,8 @@ TEST_F(FidelitySweep, OpErrorByKindAndWaitsByPhaseOverTheScoredPlans) {
     ++k;
   }
   tsv.close();
-  const auto kinds = table()["figures"]["op_error_by_kind"];
+  const auto figures = table()["figures"];
+  const auto kinds = figures["op_error_by_kind"];
   EXPECT_DOUBLE_EQ(kinds["gemm"]["median_pct"].get<double>(), 9);
   EXPECT_DOUBLE_EQ(kinds["gemm"]["spread_pct"].get<double>(), 30);
   EXPECT_EQ(kinds["gemm"]["plans"], 3);
@@ -473,7 +474,7 @@ TEST_F(FidelitySweep, OpErrorByKindAndWaitsByPhaseOverTheScoredPlans) {
   EXPECT_TRUE(kinds["norm"]["spread_pct"].is_null());
   EXPECT_NE(slurp(dir / "fidelity.md").find("gemm 9.0 % (30 %)"), std::string::npos) << slurp(dir / "fidelity.md");
   // Weighted by each plan's collectives: (1 x 100 + 2 x 200 + 3 x 300) / 6.
-  const auto waits = table()["figures"]["arrival_wait_by_phase"];
+  const auto waits = figures["arrival_wait_by_phase"];
   EXPECT_EQ(waits["bwd"]["collectives"], 6);
   EXPECT_DOUBLE_EQ(waits["bwd"]["predicted_mean_us"].get<double>(), 100);
   EXPECT_NEAR(waits["bwd"]["measured_mean_us"].get<double>(), 1400.0 / 6, 1e-9);
