@@ -335,12 +335,13 @@ Profile load_profile_string(const std::string& yaml, const std::string& name) {
   return read_profile(load_yaml_string(yaml, name), name);
 }
 
-const OptionalInterferenceTerm kOptionalInterferenceTerms[5] = {
+const OptionalInterferenceTerm kOptionalInterferenceTerms[6] = {
     {"comm_delay_during_compute_us", &InterferenceProfile::comm_delay_during_compute_us},
     {"compute_stall_share", &InterferenceProfile::compute_stall_share},
     {"comm_start_wait_us", &InterferenceProfile::comm_start_wait_us},
     {"comm_start_wait_decay_us", &InterferenceProfile::comm_start_wait_decay_us},
-    {"comm_resume_wait_us", &InterferenceProfile::comm_resume_wait_us}};
+    {"comm_resume_wait_us", &InterferenceProfile::comm_resume_wait_us},
+    {"compute_slowdown_with_comm", &InterferenceProfile::compute_slowdown_with_comm}};
 
 void validate_profile(const Profile& p) {
   const SourceLoc at{"profile '" + p.name + "'"};
@@ -378,6 +379,10 @@ void validate_profile(const Profile& p) {
         p.interference.compute_stall_share <= kMaxComputeStallShare))
     throw_bad_input(at, "interference.compute_stall_share must be in [0, " + num(kMaxComputeStallShare) +
                             "], got " + num(p.interference.compute_stall_share));
+  if (!(p.interference.compute_slowdown_with_comm <= kMaxCommComputeSlowdown))
+    throw_bad_input(at, "interference.compute_slowdown_with_comm must be in [0, " +
+                            num(kMaxCommComputeSlowdown) + "], got " +
+                            num(p.interference.compute_slowdown_with_comm));
   if (p.gpu) check_gpu(p, at);
   for (const auto& [key, v] : p.metadata.spread) require_non_negative(at, "metadata.spread." + key, v);
 }

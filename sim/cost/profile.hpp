@@ -196,7 +196,13 @@ struct CollectiveProfile {
 // op's own time); a collective beside it moves at its own speed for the stall's share of that time
 // (comm_rate_beside_held_op). A stall share above this (the stream idle ten times as long as it computes)
 // describes no machine to predict.
+// compute_slowdown_with_comm: a CPU rank's compute ops run this much slower throughout an iteration in which
+// its ranks communicate, beside a collective or not (on two CPU ranks megatron-sync's ops, none beside a
+// collective, took 1-4 % longer than no-comm's same ops in the same launch: the communication threads'
+// wake-ups and the ranks' compute in lockstep). The simulator stretches every compute op of a schedule with a
+// collective to time by it; at most kMaxCommComputeSlowdown.
 constexpr double kMaxComputeStallShare = 10;
+constexpr double kMaxCommComputeSlowdown = 1;
 struct InterferenceProfile;
 // The flat interference terms a profile may leave out (0 when it does), by their key: the reader, the writer
 // and the checks go through this one list. All are >= 0 and zero beside a gpu section.
@@ -204,7 +210,7 @@ struct OptionalInterferenceTerm {
   const char* key;
   double InterferenceProfile::*field;
 };
-extern const OptionalInterferenceTerm kOptionalInterferenceTerms[5];
+extern const OptionalInterferenceTerm kOptionalInterferenceTerms[6];
 struct InterferenceProfile {
   double compute_slowdown_during_comm = 0;
   double comm_slowdown_during_compute = 0;
@@ -213,6 +219,7 @@ struct InterferenceProfile {
   double comm_start_wait_us = 0;
   double comm_start_wait_decay_us = 0;
   double comm_resume_wait_us = 0;
+  double compute_slowdown_with_comm = 0;
 
   // The wait of a collective due while its rank computes, its thread asleep for `slept_us`.
   double comm_start_wait(double slept_us) const {

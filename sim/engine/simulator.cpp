@@ -263,10 +263,15 @@ OpCosts op_costs(const Schedule& schedule, const CostModel& cost, const SimOptio
 }
 
 void add_compute_stall(const Schedule& schedule, const CostModel& cost, std::vector<double>& duration) {
-  const double stall = cost.profile().interference.compute_stall_share;
-  if (stall > 0)
+  const InterferenceProfile& flat = cost.profile().interference;
+  bool communicates = false;
+  for (size_t i = 0; i < duration.size() && !communicates; ++i)
+    communicates = collective(schedule.ops[i].kind) && duration[i] > 0;
+  const double stretch =
+      (1 + flat.compute_stall_share) * (communicates ? 1 + flat.compute_slowdown_with_comm : 1);
+  if (stretch != 1)
     for (size_t i = 0; i < duration.size(); ++i)
-      if (schedule.ops[i].stream == Stream::Compute) duration[i] *= 1 + stall;
+      if (schedule.ops[i].stream == Stream::Compute) duration[i] *= stretch;
 }
 
 SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOptions& options) {

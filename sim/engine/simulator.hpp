@@ -57,7 +57,8 @@ struct OpCosts {
 };
 OpCosts op_costs(const Schedule& schedule, const CostModel& cost, const SimOptions& options = {});
 // Stretches every compute op's duration by the profile's stall share (InterferenceProfile::
-// compute_stall_share).
+// compute_stall_share) and, where a collective of the schedule takes time (`duration`), by its slowdown in
+// a communicating iteration (compute_slowdown_with_comm).
 void add_compute_stall(const Schedule& schedule, const CostModel& cost, std::vector<double>& duration);
 // Ranks in each collective: the plan's TP degree unless the options emulate another.
 int collective_ranks(const Schedule& schedule, const SimOptions& options);

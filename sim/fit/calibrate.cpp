@@ -27,8 +27,9 @@ struct ErrorSum {
 // The simulator's rate model over the measured overlap: the op's time with the profile's interference. A
 // compute op's sample does not say which collectives it overlapped, so it takes the flat compute rate (the
 // simulator's, less the share a collective's delay waits, InterferenceProfile::compute_rate_beside).
-double predict(const CostModel& cm, const Sample& s, int tp, int devices_per_node) {
-  const double t = cm.op_us(s.op, tp, devices_per_node);
+double predict(const CostModel& cm, const TraceSamples& in, const Sample& s) {
+  const double t = cm.op_us(s.op, in.tp, in.devices_per_node) *
+                   (collective(s.op.kind) ? 1.0 : in.compute_stretch(cm.profile()));
   const InterferenceProfile& i = cm.profile().interference;
   const double rate = collective(s.op.kind) ? i.comm_rate(t) : i.compute_rate();
   return t + s.overlap * (1 - rate);
@@ -41,8 +42,8 @@ std::vector<KindError> kind_errors(const TraceSamples& in, const Profile& calibr
   for (const Sample& s : in.samples) {
     for (const std::string& key : {std::string(to_string(s.op.kind)), std::string("all")}) {
       auto& [b, a] = err[key];
-      b.abs += std::abs(predict(before, s, in.tp, in.devices_per_node) - s.dur);
-      a.abs += std::abs(predict(after, s, in.tp, in.devices_per_node) - s.dur);
+      b.abs += std::abs(predict(before, in, s) - s.dur);
+      a.abs += std::abs(predict(after, in, s) - s.dur);
       b.total += s.dur;
       a.total += s.dur;
       ++b.n;
@@ -85,7 +86,8 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
                                                  {"stall", &s.stall},
                                                  {"memory_rows", &s.memory_rows},
                                                  {"interference_iteration", &s.interference_iteration},
-                                                 {"transfer", &s.transfer}};
+                                                 {"transfer", &s.transfer},
+                                                 {"comm_compute", &s.comm_compute}};
   for (size_t start = 0; start <= list.size();) {
     const size_t comma = std::min(list.find(',', start), list.size());
     const std::string name = list.substr(start, comma - start);
@@ -93,10 +95,11 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
     for (const auto& [n, f] : names)
       if (name == n) flag = f;
     if (!flag)
-      throw_bad_input("--fit: unknown part '" + name +
-                      "' (give a comma-separated list of memory, gemm, attention, allreduce, allgather, "
-                      "reducescatter, sync, sync_growth, sync_iteration, interference, comm_delay, "
-                      "comm_start, stall, memory_rows, interference_iteration, transfer, or all)");
+      throw_bad_input(
+          "--fit: unknown part '" + name +
+          "' (give a comma-separated list of memory, gemm, attention, allreduce, allgather, "
+          "reducescatter, sync, sync_growth, sync_iteration, interference, comm_delay, "
+          "comm_start, stall, memory_rows, interference_iteration, transfer, comm_compute, or all)");
     *flag = true;
     start = comma + 1;
   }
@@ -109,7 +112,7 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
   // A gpu section times GEMMs from tiles and models interference by SM and HBM sharing: neither the
   // GEMM curve nor the flat factors would change its predictions, so fitting them would mislead.
   if (base.gpu && (scope.gemm || scope.interference || scope.comm_delay || scope.comm_start || scope.stall ||
-                   scope.interference_iteration)) {
+                   scope.interference_iteration || scope.comm_compute)) {
     throw_bad_input("profile '" + base.name + "' has a gpu section (GEMM tiles in waves, SM and HBM sharing), " +
                     "which calibration does not fit: use --fit memory,attention,allreduce,allgather,reducescatter,sync");
   }
@@ -126,6 +129,7 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
   if (scope.gemm) fit_gemm_scales(in, after_memory, p, report);
   if (scope.attention) fit_attention_scales(in, after_memory, p, report);
   if (scope.stall) fit_compute_stall(in, measured_iteration_us(trace, "stall"), p, report);
+  if (scope.comm_compute) fit_compute_with_comm(in, p, report);
   if (scope.allreduce) fit_collective(in, OpKind::AllReduce, p, report);
   if (scope.allgather) fit_collective(in, OpKind::AllGather, p, report);
   if (scope.reducescatter) fit_collective(in, OpKind::ReduceScatter, p, report);

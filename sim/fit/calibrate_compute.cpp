@@ -1,6 +1,7 @@
 // calibrate_compute.cpp: the compute terms of a calibration (see calibrate_terms.hpp): memory-bound ops
 // (fixed cost + bandwidth, in general and per kind), a time scale per half-decade of FLOPs for GEMMs and
-// attention, applied to the GEMM table and the efficiency curves, and the compute stream's stall share.
+// attention, applied to the GEMM table and the efficiency curves, the compute stream's stall share, and the
+// compute's slowdown in an iteration that communicates.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -240,6 +241,31 @@ void fit_compute_stall(const TraceSamples& in, double iteration_us, Profile& p, 
       "costs): share {:.3g} -> {:.3g}\n",
       iteration_us / 1e3, ops.us / 1e3, p.interference.compute_stall_share, stall);
   p.interference.compute_stall_share = stall;
+}
+
+// The compute ops of a trace with collectives (megatron-sync, none of whose compute runs beside one) against
+// their costs fitted on no-comm's: measured over predicted, summed as an iteration adds them up, less one.
+void fit_compute_with_comm(const TraceSamples& in, Profile& p, std::string& report) {
+  const auto compute = in.select([](OpKind k) { return !collective(k); });
+  if (!in.communicates || compute.empty())
+    throw_bad_input(
+        "--fit comm_compute needs a trace with collectives and compute ops (megatron-sync), whose compute is "
+        "set against the profile's costs fitted without communication (no-comm)");
+  const CostModel cm(p);
+  double measured = 0, predicted = 0;
+  for (const Sample* s : compute) {
+    measured += in.interference_free(*s) * in.compute_stretch(in.base);  // with the slowdown it came in with
+    predicted += cm.op_us(s->op, in.tp, in.devices_per_node);
+  }
+  if (!(predicted > 0))
+    throw_bad_input("--fit comm_compute: the trace's compute ops cost nothing in the profile");
+  const double slowdown = std::clamp(measured / predicted - 1, 0.0, kMaxCommComputeSlowdown);
+  report += fmt::format(
+      "compute slowdown in a communicating iteration ({} compute ops, {:.1f} ms measured, {:.1f} ms of "
+      "costs): "
+      "{:.3g} -> {:.3g}\n",
+      compute.size(), measured / 1e3, predicted / 1e3, p.interference.compute_slowdown_with_comm, slowdown);
+  p.interference.compute_slowdown_with_comm = slowdown;
 }
 
 }  // namespace domino::prof::calibration

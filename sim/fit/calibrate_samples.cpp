@@ -326,6 +326,11 @@ TraceSamples::TraceSamples(const Profile& base_profile, const TraceFile& trace, 
   if (samples.empty())
     throw_bad_input(trace.path + ": no op events with the executor's args (op, m, n, k, flops, bytes): not a "
                                  "domino trace?");
+  communicates = std::ranges::any_of(samples, [](const Sample& s) { return collective(s.op.kind); });
+}
+
+double TraceSamples::compute_stretch(const Profile& p) const {
+  return communicates ? 1 + p.interference.compute_slowdown_with_comm : 1.0;
 }
 
 std::vector<const Sample*> TraceSamples::select(const std::function<bool(OpKind)>& of_kind) const {
@@ -342,7 +347,7 @@ std::vector<const Sample*> TraceSamples::select(const std::function<bool(OpKind)
 // per-collective delay), so a few fixed-point steps (each moves t by less than the delay's share).
 double TraceSamples::interference_free(const Sample& s) const {
   const InterferenceProfile& i = base.interference;
-  if (!collective(s.op.kind)) return s.dur - s.overlap * (1 - i.compute_rate());
+  if (!collective(s.op.kind)) return (s.dur - s.overlap * (1 - i.compute_rate())) / compute_stretch(base);
   double t = s.dur;
   for (int step = 0; step < 8; ++step) t = s.dur - s.overlap * (1 - i.comm_rate(std::max(t, 1e-3)));
   return t;
@@ -351,10 +356,11 @@ double TraceSamples::interference_free(const Sample& s) const {
 SerialCost TraceSamples::serial_cost(const CostModel& cm, double compute_stall) const {
   SerialCost out;
   const double sync = cm.sync_us(tp, devices_per_node);
+  const double stretch = (1 + compute_stall) * compute_stretch(cm.profile());
   for (const Sample& s : samples) {
     const bool comm = collective(s.op.kind);
     const double us = cm.op_us(s.op, tp, devices_per_node);
-    out.us += comm ? (s.aligned ? std::max(0.0, us - sync) : us) : us * (1 + compute_stall);
+    out.us += comm ? (s.aligned ? std::max(0.0, us - sync) : us) : us * stretch;
     out.overlapped_us += s.overlap;
     out.collectives += comm;
     out.skewed_collectives += comm && !s.aligned;

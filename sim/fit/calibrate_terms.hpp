@@ -60,6 +60,7 @@ struct TraceSamples {
   int devices_per_node = 1;
   DType dtype = DType::BF16;
   std::vector<Sample> samples;
+  bool communicates = false;  // the trace has a collective
 
   TraceSamples(const Profile& base_profile, const TraceFile& trace, int tp_group);
   TraceSamples(const TraceSamples&) = delete;
@@ -68,9 +69,13 @@ struct TraceSamples {
   // Base-cost samples of the kinds `of_kind` accepts: ops that did not overlap the other stream (or all of
   // them, corrected by the old interference, when too few ran alone).
   std::vector<const Sample*> select(const std::function<bool(OpKind)>& of_kind) const;
-  // A sample's duration without the old profile's interference over its measured overlap.
+  // A sample's duration without the old profile's interference over its measured overlap (a compute op's,
+  // in a trace with collectives, without the old compute_slowdown_with_comm either).
   double interference_free(const Sample& s) const;
-  // The samples costed by cm one after another, compute ops stretched by compute_stall.
+  // What p stretches this trace's compute ops by beyond their costs and stall: 1 + its
+  // compute_slowdown_with_comm where the trace communicates, else 1.
+  double compute_stretch(const Profile& p) const;
+  // The samples costed by cm one after another, compute ops stretched by compute_stall and compute_stretch.
   SerialCost serial_cost(const CostModel& cm, double compute_stall) const;
 };
 
@@ -83,6 +88,10 @@ void fit_memory_per_code(const TraceSamples& in, Profile& p, std::string& report
 void fit_memory_rows(const TraceSamples& in, Profile& p, std::string& report);
 // GEMM and attention scale against `cm`: the costs after the memory fit, before either of them.
 void fit_gemm_scales(const TraceSamples& in, const CostModel& cm, Profile& p, std::string& report);
+// interference.compute_slowdown_with_comm from a trace with collectives (megatron-sync): its compute ops'
+// measured time over their costs in `p` (fitted on no-comm), less one, within [0, kMaxCommComputeSlowdown].
+// BadInput on a trace without collectives.
+void fit_compute_with_comm(const TraceSamples& in, Profile& p, std::string& report);
 void fit_attention_scales(const TraceSamples& in, const CostModel& cm, Profile& p, std::string& report);
 // A collective kind's curves (AllReduce, AllGather, ReduceScatter); nothing when the trace has none of it.
 void fit_collective(const TraceSamples& in, OpKind kind, Profile& p, std::string& report);

@@ -1,8 +1,9 @@
 // calibrate_iteration_test.cpp: the fits to a trace's iteration time, `--fit sync_iteration` (the arrival
-// skew) and `--fit stall` (the compute stream's stall). A trace predicted by the simulator with a known skew
-// or stall is calibrated from a profile with another: the fit must recover it and then predict the iteration
-// again. Traces they cannot fit (streams that overlap, collectives in a stall fit, no iteration time) are
-// refused.
+// skew) and `--fit stall` (the compute stream's stall), and `--fit comm_compute` (the compute's slowdown in a
+// communicating iteration). A trace predicted by the simulator with a known skew, stall or slowdown is
+// calibrated from a profile with another: the fit must recover it and then predict the iteration again.
+// Traces they cannot fit (streams that overlap, collectives in a stall fit, none in a slowdown fit, no
+// iteration time) are refused.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -152,6 +153,29 @@ TEST(CalibrateStallToIteration, RefusesWhatItCannotFit) {
   expect_refused(gpu, predicted(with_stall(0.1), "no-comm").trace, "stall", "gpu section");
   EXPECT_FALSE(parse_calibration_scope("all").stall);
   EXPECT_TRUE(parse_calibration_scope("gemm,stall").stall);
+}
+
+// megatron-sync predicted with its compute 6 % slower than no-comm's same ops gives the slowdown back from a
+// profile without one and from one with another, and its iteration again; no-comm's trace, which has no
+// collective to tell it by, is refused, as is a gpu profile.
+TEST(CalibrateCommCompute, RecoversTheComputesSlowdownInACommunicatingIteration) {
+  Profile truth = with_stall(0.1);
+  truth.interference.compute_slowdown_with_comm = 0.06;
+  const Predicted sync = predicted(truth, "megatron-sync");
+  for (double start : {0.0, 0.3}) {
+    Profile base = with_stall(0.1);
+    base.interference.compute_slowdown_with_comm = start;
+    const CalibrationResult r =
+        calibrate_profile(base, sync.trace, 0, parse_calibration_scope("comm_compute"));
+    EXPECT_NEAR(r.profile.interference.compute_slowdown_with_comm, 0.06, 1e-6) << start;
+    EXPECT_NE(r.report.find("compute slowdown in a communicating iteration"), std::string::npos) << r.report;
+    EXPECT_NEAR(simulate(sync.schedule, CostModel(r.profile)).iteration_us, sync.iteration_us,
+                1e-6 * sync.iteration_us);
+  }
+  expect_refused(with_stall(0.1), predicted(truth, "no-comm").trace, "comm_compute",
+                 "needs a trace with collectives");
+  expect_refused(load_profile(resolve_profile_path("dgx-h100")), sync.trace, "comm_compute", "gpu section");
+  EXPECT_FALSE(parse_calibration_scope("all").comm_compute);
 }
 
 }  // namespace

@@ -61,6 +61,7 @@ TEST(OpCostCache, EqualsTheCostModelWithACpuProfilesDelayStallAndAttentionPerCod
   Profile p = load_profile((std::filesystem::path(DOMINO_SOURCE_DIR) / "profiles" / "cpu-dev.yaml").string());
   p.interference.comm_delay_during_compute_us = 800;
   p.interference.compute_stall_share = 0.1;
+  p.interference.compute_slowdown_with_comm = 0.05;
   p.interference.comm_start_wait_us = 1500;  // the event loop's hold reaches the cached costs too
   p.interference.comm_start_wait_decay_us = 4000;
   p.interference.comm_resume_wait_us = 600;

@@ -99,7 +99,8 @@ TEST(ProfileIo, OptionalInterferenceTermsAreOmittedAtZeroAndRoundTrip) {
       {"compute_stall_share", &InterferenceProfile::compute_stall_share},
       {"comm_start_wait_us", &InterferenceProfile::comm_start_wait_us},
       {"comm_start_wait_decay_us", &InterferenceProfile::comm_start_wait_decay_us},
-      {"comm_resume_wait_us", &InterferenceProfile::comm_resume_wait_us}};
+      {"comm_resume_wait_us", &InterferenceProfile::comm_resume_wait_us},
+      {"compute_slowdown_with_comm", &InterferenceProfile::compute_slowdown_with_comm}};
   for (const auto& [key, field] : terms) {
     Profile p = load_profile((kShipped / "cpu-dev.yaml").string());
     EXPECT_EQ(p.interference.*field, 0) << key;
@@ -133,6 +134,9 @@ TEST(ProfileIo, AColumnChunksPerRowTermIsOmittedAtZeroAndRoundTrips) {
 TEST(ProfileIo, AStallShareBeyondItsBoundOrWithAGpuSectionIsRefused) {
   Profile flat = load_profile((kShipped / "cpu-dev.yaml").string());
   flat.interference.compute_stall_share = kMaxComputeStallShare * 1.5;
+  EXPECT_THROW(validate_profile(flat), Error);
+  flat.interference.compute_stall_share = 0;
+  flat.interference.compute_slowdown_with_comm = kMaxCommComputeSlowdown * 1.5;
   EXPECT_THROW(validate_profile(flat), Error);
   Profile gpu = load_profile((kShipped / "dgx-h100.yaml").string());
   ASSERT_TRUE(gpu.gpu.has_value());

@@ -222,6 +222,37 @@ TEST(Simulator, TheComputeStallHoldsTheStreamAfterEachComputeOpNotTheCollectives
   EXPECT_NEAR(r.compute_us, 85, 1e-9);  // the stream is held for the stalls too
 }
 
+// A communicating iteration's compute runs slower throughout (flat profiles): every compute op of a
+// schedule with a collective to time is stretched, its span too, beside a collective or not; a schedule
+// without one (no-comm, or communication off) keeps its ops' own times.
+TEST(Simulator, ComputeOfACommunicatingScheduleRunsSlowerThroughout) {
+  Profile p = unit_profile();
+  p.interference.compute_slowdown_with_comm = 0.1;
+  {
+    Toy t;
+    const int32_t a = t.compute(40);
+    const int32_t ar = t.comm(60, {a});
+    const int32_t b = t.compute(20, {ar});
+    const SimResult r = simulate(t.s, CostModel(p));
+    EXPECT_NEAR(span_of(r, a).end_us, 44, 1e-9);
+    EXPECT_NEAR(span_of(r, ar).end_us, 104, 1e-9);  // the collective keeps its time
+    EXPECT_NEAR(span_of(r, b).end_us, 126, 1e-9);
+  }
+  {
+    Toy t;
+    const int32_t a = t.compute(40);
+    t.compute(20, {a});
+    EXPECT_NEAR(simulate(t.s, CostModel(p)).iteration_us, 60, 1e-9);
+  }
+  {
+    Toy t;
+    const int32_t a = t.compute(40);
+    t.comm(60, {a});
+    t.s.plan.comm_enabled = false;
+    EXPECT_NEAR(simulate(t.s, CostModel(p)).iteration_us, 40, 1e-9);
+  }
+}
+
 TEST(Simulator, CrossStreamDepsAreHonoured) {
   Toy t;
   const int32_t a = t.compute(10);
