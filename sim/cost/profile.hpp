@@ -196,12 +196,12 @@ struct CollectiveProfile {
 // op's own time); a collective beside it moves at its own speed for the stall's share of that time
 // (comm_rate_beside_held_op). A stall share above this (the stream idle ten times as long as it computes)
 // describes no machine to predict.
+constexpr double kMaxComputeStallShare = 10;
 // compute_slowdown_with_comm: a CPU rank's compute ops run this much slower throughout an iteration in which
 // its ranks communicate, beside a collective or not (on two CPU ranks megatron-sync's ops, none beside a
-// collective, took 1-4 % longer than no-comm's same ops in the same launch: the communication threads'
-// wake-ups and the ranks' compute in lockstep). The simulator stretches every compute op of a schedule with a
-// collective to time by it; at most kMaxCommComputeSlowdown.
-constexpr double kMaxComputeStallShare = 10;
+// collective, took 1-4 % longer than no-comm's same ops in the same launch; the communication threads'
+// wake-ups and the ranks' compute in lockstep are the likely causes, not told apart). The simulator stretches
+// every compute op of a schedule with a collective to time by it; at most this.
 constexpr double kMaxCommComputeSlowdown = 1;
 struct InterferenceProfile;
 // The flat interference terms a profile may leave out (0 when it does), by their key: the reader, the writer

@@ -264,8 +264,10 @@ OpCosts op_costs(const Schedule& schedule, const CostModel& cost, const SimOptio
 
 void add_compute_stall(const Schedule& schedule, const CostModel& cost, std::vector<double>& duration) {
   const InterferenceProfile& flat = cost.profile().interference;
+  // Whether a collective takes time, looked up only where the profile slows such an iteration's compute: the
+  // tuner costs tens of thousands of schedules.
   bool communicates = false;
-  for (size_t i = 0; i < duration.size() && !communicates; ++i)
+  for (size_t i = 0; flat.compute_slowdown_with_comm > 0 && i < duration.size() && !communicates; ++i)
     communicates = collective(schedule.ops[i].kind) && duration[i] > 0;
   const double stretch =
       (1 + flat.compute_stall_share) * (communicates ? 1 + flat.compute_slowdown_with_comm : 1);
