@@ -41,6 +41,12 @@ class Interference {
 
   // Rates of the compute-stream op and the comm-stream op running together.
   Rates rates(int32_t compute_op, int32_t comm_op) const;
+  // Of the time a comm-stream op spends beside compute, the share its per-collective delay takes (flat
+  // profiles with comm_delay_during_compute_us; else 0): what it would move in that time at the rate without
+  // the delay, it moves in (1 - share) of it.
+  double delay_share(int32_t comm_op) const {
+    return comm_rate_.empty() ? 0.0 : 1.0 - comm_rate_[size_t(comm_op)] / flat_[1];
+  }
 
  private:
   enum class Contends : uint8_t { Nothing, Sms, Hbm, Collective };

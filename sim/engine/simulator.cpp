@@ -98,16 +98,19 @@ class Events {
   // starts when that one ends, on the last rank too, and pays only what of the wait is left.
   double comm_work(int32_t op, double now) {
     comm_wait_ = 0;
+    comm_delay_ = 0;
     if (!arrival_wait_ || !(arrival_wait_[op] > 0)) return duration_[op];
     const int32_t after = wait_[op];  // compute ops finished before it may start
     const double ready = after > 0 ? compute_end_[size_t(after - 1)] : 0;
     comm_wait_ = std::clamp(ready + arrival_wait_[op] - now, 0.0, arrival_wait_[op]);
     return duration_[op] - arrival_wait_[op] + comm_wait_;
   }
-  // A finished op's span; a communication op's with the wait it paid.
+  // A finished op's span; a communication op's with the wait it paid: for the last rank, and beside compute
+  // its delay, the time its peer's compute, slowed by the communication threads, arrives later (measured on
+  // CPU ranks, a collective beside compute moves at its own speed once the last rank arrives).
   void record(int32_t op, double start, double end, bool comm) {
     OpSpan span{op, 0, start, end, {}};
-    if (comm) span.arrival_wait_us = comm_wait_;
+    if (comm) span.arrival_wait_us = comm_wait_ + comm_delay_;
     r_.timeline.spans.push_back(span);
   }
   void finish(Lane& s) {
@@ -189,6 +192,7 @@ class Events {
     r_.compute_us += dt;
     r_.comm_us += dt;
     now_ += dt;
+    if constexpr (kRecord) comm_delay_ += dt * interference_.delay_share(m_.running);
     Lane* lanes[kNumStreams] = {&c_, &m_};
     for (int s = 0; s < kNumStreams; ++s) {
       Lane& lane = *lanes[s];
@@ -203,6 +207,7 @@ class Events {
   const double* arrival_wait_;       // per op, the wait for the last rank its duration holds; null: none
   std::vector<double> compute_end_;  // with arrival_wait_: when each compute op ended, in program order
   double comm_wait_ = 0;             // of the communication op running: the wait it pays
+  double comm_delay_ = 0;            // and, recording, what of its time beside compute its delay took
   const Interference& interference_;
   SimResult& r_;
   Lane c_, m_;
@@ -325,13 +330,11 @@ SimResult simulate(const SimProgram& program, const OpCosts& costs, const SimOpt
         if (schedule.ops[size_t(s.op)].stream == Stream::Compute)
           s.end_us =
               s.start_us + costs.duration[size_t(s.op)] / (1 + costs.flat_interference.compute_stall_share);
-    // A collective's span holds the wait for the last rank that the skew charged it, as the event loop paid
-    // it: recorded, so that domino-compare can score the transfer and the wait apart.
+    // A collective's span holds the wait for the last rank that the skew and the delay beside compute charged
+    // it, as the event loop paid it: recorded, so that domino-compare can score the transfer and the wait
+    // apart.
     for (OpSpan& s : tl.spans)
-      if (!collective(schedule.ops[size_t(s.op)].kind))
-        s.arrival_wait_us = -1;
-      else if (wait.empty())
-        s.arrival_wait_us = 0;
+      if (!collective(schedule.ops[size_t(s.op)].kind)) s.arrival_wait_us = -1;
     tl.iteration_us = result.iteration_us;
     tl.peak_memory_bytes = {result.peak_memory_bytes};
   }

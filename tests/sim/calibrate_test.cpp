@@ -519,9 +519,11 @@ TEST(ProfilerCalibrate, TheChunksPerRowTermKeepsTheirTotalTimeAndGoesToTheFirstC
       calibrate_profile(wrong, older, 0, parse_calibration_scope("memory_rows")).profile;
   EXPECT_NEAR(from_older.memory.per_code.at("ResidualAdd").chunk_row_us, 0.05, 1e-6);
   const CostModel cm(fitted.profile);
-  for (const Op& op : build_schedule(model, plan).ops)
-    if (op.code == OpCode::ResidualAdd && op.chunk >= 0)
+  for (const Op& op : build_schedule(model, plan).ops) {
+    if (op.code == OpCode::ResidualAdd && op.chunk >= 0) {
       EXPECT_NEAR(cm.op_us(op, model.tp, 8) - CostModel(truth).op_us(op, model.tp, 8), 0, 1e-9) << op_id(op);
+    }
+  }
 }
 
 // A trace simulated with a known delay beside compute gives the delay back from its collectives (the median

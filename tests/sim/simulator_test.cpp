@@ -139,7 +139,7 @@ TEST(Simulator, InterferenceSpansSeveralOpsOnTheOtherStream) {
 
 // A CPU collective's delay beside compute (flat profiles): wholly beside compute it takes T (1 + s) + delay,
 // partly beside it the delay in proportion to the overlap; the compute op beside it is slowed only while the
-// collective transfers.
+// collective transfers. The span records the delay it paid as its wait, apart from its transfer.
 TEST(Simulator, ACollectiveBesideComputeLosesItsDelayInProportionToTheOverlap) {
   Profile p = unit_profile(0, 0.5);
   p.interference.comm_delay_during_compute_us = 30;
@@ -149,19 +149,26 @@ TEST(Simulator, ACollectiveBesideComputeLosesItsDelayInProportionToTheOverlap) {
     const int32_t ar = t.comm(60);
     const SimResult r = simulate(t.s, CostModel(p));
     EXPECT_NEAR(span_of(r, ar).end_us, 60 * 1.5 + 30, 1e-9);
+    EXPECT_NEAR(span_of(r, ar).arrival_wait_us, 30, 1e-9);
     EXPECT_NEAR(span_of(r, c).end_us, 200, 1e-9);
+    EXPECT_LT(span_of(r, c).arrival_wait_us, 0);  // a compute op has no wait
   }
   {
     Toy t;
     t.compute(40);
     const int32_t ar = t.comm(60);
-    // Rate 1 / (1 + 0.5 + 30 / 60) = 0.5: 20 us of its work beside the compute op, the other 40 alone.
-    EXPECT_NEAR(span_of(simulate(t.s, CostModel(p)), ar).end_us, 80, 1e-9);
+    // Rate 1 / (1 + 0.5 + 30 / 60) = 0.5: 20 us of its work beside the compute op, the other 40 alone; of
+    // the 40 us beside it, a quarter is the delay (at 1 / 1.5 without it the 20 us take 30).
+    const SimResult r = simulate(t.s, CostModel(p));
+    EXPECT_NEAR(span_of(r, ar).end_us, 80, 1e-9);
+    EXPECT_NEAR(span_of(r, ar).arrival_wait_us, 10, 1e-9);
   }
   {
     Toy t;  // a collective alone pays nothing
     const int32_t ar = t.comm(60);
-    EXPECT_NEAR(span_of(simulate(t.s, CostModel(p)), ar).end_us, 60, 1e-9);
+    const SimResult r = simulate(t.s, CostModel(p));
+    EXPECT_NEAR(span_of(r, ar).end_us, 60, 1e-9);
+    EXPECT_EQ(span_of(r, ar).arrival_wait_us, 0);
   }
   {
     // The compute slowdown applies for the collective's transfer, 90 of its 120 us, not for the delay: the
