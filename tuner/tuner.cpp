@@ -15,6 +15,9 @@
 namespace domino {
 namespace {
 
+// Predicted gains within this (percent) are ties: far above the rounding of one simulation's sums.
+constexpr double kTiePct = 1e-7;
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -173,9 +176,11 @@ void pick_top(const std::vector<EvaluatedPlan>& pool, int top_k, TpTuning& out) 
 
 // --min-gain: the fastest named strategy that fits and communicates (of the kinds searched) heads `top`
 // unless the search's best is predicted at least min_gain_pct faster: a gain within the model's error is no
-// reason to leave a strategy people know. The search's plans stay listed after it.
+// reason to leave a strategy people know. Without a margin it still heads `top` where the search's best is
+// predicted to take the very same time (a per-layer variant the model cannot tell from it). The search's
+// plans stay listed after it.
 void keep_strategy_within_margin(TpTuning& out, double min_gain_pct, int top_k) {
-  if (!(min_gain_pct > 0) || out.top.empty()) return;
+  if (out.top.empty()) return;
   const EvaluatedPlan* fastest = nullptr;
   for (const EvaluatedPlan& b : out.baselines) {
     const bool searched_kind = b.plan.sequence_parallel ? out.sp_searched : out.searched;
@@ -186,10 +191,13 @@ void keep_strategy_within_margin(TpTuning& out, double min_gain_pct, int top_k) 
   if (!fastest) return;
   const EvaluatedPlan& best = out.top.front();
   const double gain_pct = 100 * (fastest->figures.iteration_us / best.figures.iteration_us - 1);
-  if (gain_pct >= min_gain_pct) return;
+  const bool tie = std::abs(gain_pct) <= kTiePct;
+  if (!tie && (!(min_gain_pct > 0) || gain_pct >= min_gain_pct)) return;
   if (!same_plan(best.plan, fastest->plan))
-    out.kept_strategy_note = fmt::format("{} kept: {} is predicted {:.1f}% faster, under --min-gain {:g}%",
-                                         fastest->label, best.label, gain_pct, min_gain_pct);
+    out.kept_strategy_note =
+        tie ? fmt::format("{} kept: {} is predicted to take the same time", fastest->label, best.label)
+            : fmt::format("{} kept: {} is predicted {:.1f}% faster, under --min-gain {:g}%", fastest->label,
+                          best.label, gain_pct, min_gain_pct);
   EvaluatedPlan kept = *fastest;
   std::erase_if(out.top, [&](const EvaluatedPlan& t) { return same_plan(t.plan, kept.plan); });
   out.top.insert(out.top.begin(), std::move(kept));

@@ -188,6 +188,32 @@ TEST(Tuner, MinGainKeepsTheFastestNamedStrategyWithinTheMargin) {
   EXPECT_THROW(tune(m, {}, cost, o), Error);
 }
 
+// Without a margin, a searched plan predicted to take exactly the time of the fastest named strategy does not
+// replace it: on the shipped CPU profile the default model's search finds per-layer variants of
+// megatron-async (an overlap mode that changes nothing at one slice) that tie with it.
+TEST(Tuner, ATieKeepsTheNamedStrategy) {
+  const ModelSpec m = default_model();
+  const CostModel cost = test::shipped_cost("cpu-dev");
+  TuneOptions o = quiet_options();
+  o.sequence_parallel = SpSearch::Off;
+  o.search.include_baselines = false;  // the search's best is then a variant, not the strategy itself
+  const TuneResult r = tune(m, {}, cost, o);
+  const TpTuning& t = r.best_tuning();
+  const EvaluatedPlan* fastest = nullptr;
+  for (const EvaluatedPlan& b : t.baselines)
+    if (b.plan.comm_enabled && (!fastest || b.figures.iteration_us < fastest->figures.iteration_us))
+      fastest = &b;
+  ASSERT_NE(fastest, nullptr);
+  ASSERT_GE(t.top.size(), 2u);
+  const EvaluatedPlan& searched = t.top.at(1);  // the search's first plan after the strategy
+  if (searched.figures.iteration_us != fastest->figures.iteration_us)
+    GTEST_SKIP() << "this profile's search no longer ties a named strategy (" << searched.label << " "
+                 << searched.figures.iteration_us << " us, " << fastest->label << " "
+                 << fastest->figures.iteration_us << " us)";
+  EXPECT_EQ(r.best().label, fastest->label);
+  EXPECT_EQ(r.best().plan.layers, fastest->plan.layers);
+}
+
 TEST(Tuner, SearchesSeveralTpDegreesAndKeepsTheMostTokensPerGpu) {
   const ModelSpec m = default_model();
   const CostModel cost = test::shipped_cost("cpu-dev");
@@ -257,7 +283,7 @@ TEST(TuneCli, WritesPlanTraceAndJsonDeterministically) {
   const CliRun a = run_cli("-o " + dir + "/h4_a.yaml --json " + dir + "/h4_a.json --trace " + dir + "/h4_a.trace.json --top 3");
   ASSERT_EQ(a.code, 0) << a.err;
   EXPECT_NE(a.out.find("megatron-sync"), std::string::npos);
-  EXPECT_NE(a.out.find("tuned #1"), std::string::npos);
+  EXPECT_NE(a.out.find("tuned #"), std::string::npos);
   EXPECT_EQ(a.err, "");  // no progress line when stderr is not a terminal
   const CliRun b = run_cli("-o " + dir + "/h4_b.yaml");
   ASSERT_EQ(b.code, 0) << b.err;
