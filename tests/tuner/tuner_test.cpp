@@ -149,6 +149,15 @@ TEST(Tuner, MemoryLimitBetweenBaselineAndFastestStillBeatsTheBaselines) {
   }
 }
 
+// The fastest named strategy that communicates, or null.
+const EvaluatedPlan* fastest_communicating_strategy(const TpTuning& t) {
+  const EvaluatedPlan* fastest = nullptr;
+  for (const EvaluatedPlan& b : t.baselines)
+    if (b.plan.comm_enabled && (!fastest || b.figures.iteration_us < fastest->figures.iteration_us))
+      fastest = &b;
+  return fastest;
+}
+
 // --min-gain: the search's best stands only when it beats the fastest named strategy by the margin; below it
 // that strategy heads the list, says why, and is the plan written. The margin is read off a first run, so the
 // test holds for whatever the profile predicts.
@@ -159,10 +168,7 @@ TEST(Tuner, MinGainKeepsTheFastestNamedStrategyWithinTheMargin) {
   o.sequence_parallel = SpSearch::Off;
   const TuneResult free_run = tune(m, {}, cost, o);
   const TpTuning& t = free_run.best_tuning();
-  const EvaluatedPlan* fastest = nullptr;
-  for (const EvaluatedPlan& b : t.baselines)
-    if (b.plan.comm_enabled && (!fastest || b.figures.iteration_us < fastest->figures.iteration_us))
-      fastest = &b;
+  const EvaluatedPlan* fastest = fastest_communicating_strategy(t);
   ASSERT_NE(fastest, nullptr);
   const double gain_pct = 100 * (fastest->figures.iteration_us / free_run.best().figures.iteration_us - 1);
   ASSERT_GT(gain_pct, 0.1)
@@ -199,10 +205,7 @@ TEST(Tuner, ATieKeepsTheNamedStrategy) {
   o.search.include_baselines = false;  // the search's best is then a variant, not the strategy itself
   const TuneResult r = tune(m, {}, cost, o);
   const TpTuning& t = r.best_tuning();
-  const EvaluatedPlan* fastest = nullptr;
-  for (const EvaluatedPlan& b : t.baselines)
-    if (b.plan.comm_enabled && (!fastest || b.figures.iteration_us < fastest->figures.iteration_us))
-      fastest = &b;
+  const EvaluatedPlan* fastest = fastest_communicating_strategy(t);
   ASSERT_NE(fastest, nullptr);
   ASSERT_GE(t.top.size(), 2u);
   const EvaluatedPlan& searched = t.top.at(1);  // the search's first plan after the strategy
