@@ -195,14 +195,15 @@ TEST(Tuner, MinGainKeepsTheFastestNamedStrategyWithinTheMargin) {
 }
 
 // Without a margin, a searched plan predicted to take exactly the time of the fastest named strategy does not
-// replace it: on the shipped CPU profile the default model's search finds per-layer variants of
-// megatron-async (an overlap mode that changes nothing at one slice) that tie with it.
+// replace it: the strategy heads the answer under its own name. On the shipped CPU profile the default
+// model's search ties megatron-async (its own plans include per-layer variants with an overlap mode that
+// changes nothing at one slice).
 TEST(Tuner, ATieKeepsTheNamedStrategy) {
   const ModelSpec m = default_model();
   const CostModel cost = test::shipped_cost("cpu-dev");
   TuneOptions o = quiet_options();
   o.sequence_parallel = SpSearch::Off;
-  o.search.include_baselines = false;  // the search's best is then a variant, not the strategy itself
+  o.search.include_baselines = false;  // the strategies are no candidates: the search's answer is its own
   const TuneResult r = tune(m, {}, cost, o);
   const TpTuning& t = r.best_tuning();
   const EvaluatedPlan* fastest = fastest_communicating_strategy(t);
