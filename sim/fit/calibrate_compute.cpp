@@ -261,9 +261,8 @@ void fit_compute_with_comm(const TraceSamples& in, Profile& p, std::string& repo
     throw_bad_input("--fit comm_compute: the trace's compute ops cost nothing in the profile");
   const double slowdown = std::clamp(measured / predicted - 1, 0.0, kMaxCommComputeSlowdown);
   report += fmt::format(
-      "compute slowdown in a communicating iteration ({} compute ops, {:.1f} ms measured, {:.1f} ms of "
-      "costs): "
-      "{:.3g} -> {:.3g}\n",
+      "compute slowdown in a communicating iteration ({} compute ops, {:.1f} ms measured, "
+      "{:.1f} ms of costs): {:.3g} -> {:.3g}\n",
       compute.size(), measured / 1e3, predicted / 1e3, p.interference.compute_slowdown_with_comm, slowdown);
   p.interference.compute_slowdown_with_comm = slowdown;
 }
