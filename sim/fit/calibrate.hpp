@@ -53,10 +53,10 @@ struct CalibrationScope {
   // (after every other part). Only when named: it needs a trace of an overlapped named strategy (its schedule
   // is rebuilt from the trace's header), and a flat profile.
   bool interference_iteration = false;
-  // One bus-bandwidth scale for every collective kind of the group's level, from the trace's collectives as
-  // they transferred in training (the rank that waited least, the median over the timed iterations), the
-  // latencies held. Only when named: it needs a trace of every timed iteration with collectives
-  // (megatron-sync).
+  // What training adds to every collective kind of the group's level over the probe, a time per collective
+  // and a time per byte a rank moves, from the trace's collectives as they transferred in training (the rank
+  // that waited least, the median over the timed iterations). Only when named: it needs a trace of every
+  // timed iteration with collectives (megatron-sync).
   bool transfer = false;
   // The compute's slowdown in an iteration whose ranks communicate (interference.compute_slowdown_with_comm),
   // from the compute ops of a trace with collectives none of whose compute ran beside one (megatron-sync)

@@ -136,7 +136,8 @@ void fit_comm_start(const TraceFile& trace, const std::vector<std::vector<TraceE
 struct CollectiveRun {
   double dur = 0, overlap = 0;
 };
-// One bus-bandwidth scale for every collective kind of the group's level (calibrate_transfer.cpp).
+// What training adds to every collective kind of the group's level over the probe: a time per collective
+// and per byte a rank moves (calibrate_transfer.cpp).
 void fit_transfer_bandwidth(const TraceSamples& in, const std::vector<std::vector<TraceEvent>>& iterations,
                             Profile& p, std::string& report);
 // A level's curves of one collective kind as one value (the AllReduce's live in the level's own fields);

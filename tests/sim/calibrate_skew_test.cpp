@@ -130,45 +130,6 @@ TEST(CalibrateArrivalSkew, SyncAloneIsTheMedianIterationsSkewWhereTheTraceHoldsE
   EXPECT_NEAR(fit_sync(trace, 0, "sync_growth").profile.intra_node.sync_us, 100, 1e-6);
 }
 
-// `--fit transfer`: the late rank's AllReduce span (500 us: it waited for no one) in each of seven timed
-// iterations is the transfer. One scale of the bus bandwidth makes the cost model's AllReduce of 4e5 bytes
-// transfer in 500 us, its latency held, and scales the AllGather's and ReduceScatter's curves alike: the
-// trace holds none of them, and the scale stands for the link.
-TEST(CalibrateTransfer, OneBandwidthScaleFromTheTransfersForEveryKind) {
-  const auto wait = [](double) { return 200.0; };
-  TraceFile trace = drifting_trace(kCompute, wait);
-  nlohmann::json spans = nlohmann::json::array();
-  for (int i = 0; i < 7; ++i) {
-    nlohmann::json one = nlohmann::json::array();
-    for (const TraceEvent& e : trace.events)
-      one.push_back({e.rank, e.args["op"], e.start_us, e.start_us + e.dur_us});
-    spans.push_back(one);
-  }
-  trace.meta["iteration_spans"] = spans;
-  Profile base = test::calibration_profile("base");
-  base.intra_node.sync_us = 50;
-  base.intra_node.allgather = AlgorithmCurves{CollectiveCurve{40.0, 3.0, {}}};
-  base.intra_node.reduce_scatter = AlgorithmCurves{CollectiveCurve{45.0, 2.0, {}}};
-  const CalibrationResult r = calibrate_profile(base, trace, 0, parse_calibration_scope("transfer"));
-  const CostModel fitted(r.profile);
-  EXPECT_NEAR(fitted.collective_cost(OpKind::AllReduce, 4e5, 2, 4).us - 50, 500, 1e-6) << r.report;
-  const double factor = r.profile.intra_node.bus_bandwidth_gbps / base.intra_node.bus_bandwidth_gbps;
-  EXPECT_LT(factor, 1);  // 4e5 bytes at 1.2 GB/s bus bandwidth take 333 us beside 60 us latency, not 440
-  EXPECT_NEAR(r.profile.intra_node.allgather->ring.bus_bandwidth_gbps, 3.0 * factor, 1e-12);
-  EXPECT_NEAR(r.profile.intra_node.reduce_scatter->ring.bus_bandwidth_gbps, 2.0 * factor, 1e-12);
-  EXPECT_EQ(r.profile.intra_node.latency_us, 60.0);
-  EXPECT_EQ(r.profile.intra_node.sync_us, 50.0);
-  EXPECT_NE(r.report.find("transfer (8 allreduce ops, median over 7 iterations)"), std::string::npos)
-      << r.report;
-  // Four timed iterations are too few for a collective's median transfer: nothing is fitted.
-  spans.erase(spans.begin(), spans.begin() + 3);
-  trace.meta["iteration_spans"] = spans;
-  const CalibrationResult few = calibrate_profile(base, trace, 0, parse_calibration_scope("transfer"));
-  EXPECT_EQ(few.profile.intra_node.bus_bandwidth_gbps, base.intra_node.bus_bandwidth_gbps);
-  EXPECT_NE(few.report.find("transfer: not fitted"), std::string::npos) << few.report;
-  EXPECT_FALSE(parse_calibration_scope("all").transfer);
-}
-
 TEST(CalibrateArrivalSkew, GrowthIsFittedOnlyWhenNamed) {
   EXPECT_FALSE(parse_calibration_scope("all").sync_growth);
   EXPECT_FALSE(CalibrationScope{}.sync_growth);
