@@ -137,7 +137,7 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
       (scope.sync && !scope.sync_iteration) || scope.comm_delay || scope.comm_start || scope.transfer;
   const std::vector<std::vector<TraceEvent>> iterations =
       pooled ? every_iteration(trace) : std::vector<std::vector<TraceEvent>>{};
-  if (scope.transfer) fit_transfer_bandwidth(in, iterations, p, report);
+  if (scope.transfer) fit_transfer_terms(in, iterations, p, report);
   if (scope.sync_iteration)
     fit_skew_to_iteration(in, measured_iteration_us(trace, "sync_iteration"), scope.sync_growth, p, report);
   else if (scope.sync)

@@ -138,8 +138,8 @@ struct CollectiveRun {
 };
 // What training adds to every collective kind of the group's level over the probe: a time per collective
 // and per byte a rank moves (calibrate_transfer.cpp).
-void fit_transfer_bandwidth(const TraceSamples& in, const std::vector<std::vector<TraceEvent>>& iterations,
-                            Profile& p, std::string& report);
+void fit_transfer_terms(const TraceSamples& in, const std::vector<std::vector<TraceEvent>>& iterations,
+                        Profile& p, std::string& report);
 // A level's curves of one collective kind as one value (the AllReduce's live in the level's own fields);
 // nullopt when the level has none for the kind. set_kind_curves writes them back.
 std::optional<AlgorithmCurves> kind_curves(const CollectiveProfile& c, OpKind kind);

@@ -2,12 +2,13 @@
 // probe, from the collectives' transfers as training ran them: a time per byte each rank moves, for every
 // kind, and a time per collective, the larger of the two, for the kinds the trace holds. Over loopback a
 // collective transfers more slowly between compute ops than in the probe (cpu-gpt's 1.5 MiB AllReduce at a
-// quarter of the probe's bus bandwidth): the kernel's socket copies out of cache, per byte sent or received
+// quarter to two fifths of the probe's bus bandwidth): the kernel's copies of each byte sent or received,
 // whichever algorithm moves it. In training the AllReduce, AllGather and ReduceScatter moved their bytes
-// within 20 % of one rate where the probe had them 2.7x apart, so the time per byte fitted on one kind stands
-// for the transport and is added to every kind's curves, not scaled into them. The time per collective (a
-// small AllReduce's 110-200 us over the probe, hidden by a big one's bytes) is the algorithm's own: it goes
-// to the kinds it was measured on (docs/fidelity.md).
+// within 1.1-1.5x of one another, where the probe had them 1.5-2.7x apart and in another order each day, so
+// the time per byte fitted on one kind stands for the transport and is added to every kind's curves, not
+// scaled into them. The time per collective (a small AllReduce's 110-200 us over the probe, which a big one's
+// bytes hide) is the algorithm's own: the AllGathers of 384 KiB took 11-31 us beyond the time per byte. It
+// goes to the kinds it was measured on (docs/fidelity.md, "A time per byte for every kind").
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -39,10 +40,10 @@ struct Excess {
   double traffic = 0, extra_us = 0, weight = 0;
 };
 
-// What training adds to a collective that moves `traffic` bytes per rank: at least a time per collective (a
-// small message's wake-ups and hand-offs), beyond which a time per byte (the copies), the larger of the two:
-// a big message's bytes hide the fixed part (over loopback a 1.5 KiB AllReduce took 140 us over the probe, a
-// 1.5 MiB one 650, its ReduceScatter half 235-315; docs/fidelity.md).
+// What training adds to a collective that moves `traffic` bytes per rank: a time per collective (a small
+// message's wake-ups and hand-offs) or a time per byte (the copies), the larger: a big message's bytes hide
+// the fixed part (over loopback 1.5-8 KiB AllReduces took 110-200 us over the probe, a 1.5 MiB one 650 us,
+// 0.4 ns per byte).
 struct TransferTerms {
   double per_collective_us = 0, per_byte_us = 0;
   // Without a fixed part the time per byte may be negative (training moved bytes faster than the probe).
@@ -128,8 +129,8 @@ bool add_terms_to_level(CollectiveProfile& level, int tp, const TransferTerms& t
 
 }  // namespace
 
-void fit_transfer_bandwidth(const TraceSamples& in, const std::vector<std::vector<TraceEvent>>& iterations,
-                            Profile& p, std::string& report) {
+void fit_transfer_terms(const TraceSamples& in, const std::vector<std::vector<TraceEvent>>& iterations,
+                        Profile& p, std::string& report) {
   if (in.tp <= 1) return;
   const std::map<int, std::vector<CollectiveRun>> runs = collective_runs(iterations);
   const CollectiveProfile& old = group_collective(in.base, in.tp);

@@ -20,6 +20,15 @@ inline TraceEvent span(const std::string& id, const std::string& kind, int rank,
   return e;
 }
 
+// An op's span with the executor's args (op index, bytes; no GEMM shape), as the calibration reads them.
+inline TraceEvent op_event(int rank, int stream, int op, const std::string& kind, double start, double dur,
+                           double bytes) {
+  TraceEvent e = span(kind + "." + std::to_string(op), kind, rank, stream, start, dur);
+  e.bytes = bytes;
+  e.args = {{"op", op}, {"m", 0}, {"n", 0}, {"k", 0}, {"flops", 0}, {"bytes", bytes}};
+  return e;
+}
+
 inline TraceFile trace(const std::string& path, std::vector<TraceEvent> events,
                        nlohmann::json meta = nlohmann::json::object()) {
   TraceFile t;

@@ -17,14 +17,6 @@
 namespace domino::prof {
 namespace {
 
-// An op event with the executor's args.
-TraceEvent event(int rank, int stream, int op, const std::string& kind, double start, double dur, double bytes) {
-  TraceEvent e = test::span(kind + "." + std::to_string(op), kind, rank, stream, start, dur);
-  e.bytes = bytes;
-  e.args = {{"op", op}, {"m", 0}, {"n", 0}, {"k", 0}, {"flops", 0}, {"bytes", bytes}};
-  return e;
-}
-
 // Rounds of: compute of c_i us on both ranks (rank 1 runs it 2 wait(c_i) slower), then an AllReduce of 500 us
 // that rank 0 reaches first and waits 2 wait(c_i) in; both leave it together. The median of two ranks is
 // halfway between them, so the last rank arrives wait(c_i) after it: the skew the fits are to recover.
@@ -36,11 +28,11 @@ TraceFile drifting_trace(const std::vector<double>& compute_us, const std::funct
   int op = 0;
   for (double c : compute_us) {
     const double s = 2 * wait(c), own = 500;
-    trace.events.push_back(event(0, 0, op, "elementwise", now, c, 1e6));
-    trace.events.push_back(event(1, 0, op, "elementwise", now, c + s, 1e6));
+    trace.events.push_back(test::op_event(0, 0, op, "elementwise", now, c, 1e6));
+    trace.events.push_back(test::op_event(1, 0, op, "elementwise", now, c + s, 1e6));
     ++op;
-    trace.events.push_back(event(0, 1, op, "allreduce", now + c, own + s, 4e5));
-    trace.events.push_back(event(1, 1, op, "allreduce", now + c + s, own, 4e5));
+    trace.events.push_back(test::op_event(0, 1, op, "allreduce", now + c, own + s, 4e5));
+    trace.events.push_back(test::op_event(1, 1, op, "allreduce", now + c + s, own, 4e5));
     ++op;
     now += c + s + own;
   }
@@ -181,7 +173,7 @@ TraceFile trace_with_queued_collectives(const std::vector<double>& compute_us, d
     }
     const double end = trace.events[i + 2].start_us + trace.events[i + 2].dur_us;
     for (int rank : {0, 1}) {
-      TraceEvent e = event(rank, 1, queued, "allreduce", end, 300, 4e5);
+      TraceEvent e = test::op_event(rank, 1, queued, "allreduce", end, 300, 4e5);
       e.args["deps"] = {compute};
       events.push_back(e);
     }

@@ -21,14 +21,6 @@ struct Message {
   double bytes = 0, transfer_us = 0;
 };
 
-TraceEvent event(int rank, int stream, int op, const std::string& kind, double start, double dur,
-                 double bytes) {
-  TraceEvent e = test::span(kind + "." + std::to_string(op), kind, rank, stream, start, dur);
-  e.bytes = bytes;
-  e.args = {{"op", op}, {"m", 0}, {"n", 0}, {"k", 0}, {"flops", 0}, {"bytes", bytes}};
-  return e;
-}
-
 // Per message: 1 ms of compute (rank 1's 200 us longer), then the AllReduce, which rank 0 enters 200 us early
 // and both leave together; `iterations` timed iterations alike.
 TraceFile allreduce_trace(const std::vector<Message>& messages, int iterations) {
@@ -38,11 +30,13 @@ TraceFile allreduce_trace(const std::vector<Message>& messages, int iterations) 
   double now = 0;
   int op = 0;
   for (const Message& m : messages) {
-    trace.events.push_back(event(0, 0, op, "elementwise", now, 1000, 1e6));
-    trace.events.push_back(event(1, 0, op, "elementwise", now, 1000 + kEarly, 1e6));
+    trace.events.push_back(test::op_event(0, 0, op, "elementwise", now, 1000, 1e6));
+    trace.events.push_back(test::op_event(1, 0, op, "elementwise", now, 1000 + kEarly, 1e6));
     ++op;
-    trace.events.push_back(event(0, 1, op, "allreduce", now + 1000, kEarly + m.transfer_us, m.bytes));
-    trace.events.push_back(event(1, 1, op, "allreduce", now + 1000 + kEarly, m.transfer_us, m.bytes));
+    trace.events.push_back(
+        test::op_event(0, 1, op, "allreduce", now + 1000, kEarly + m.transfer_us, m.bytes));
+    trace.events.push_back(
+        test::op_event(1, 1, op, "allreduce", now + 1000 + kEarly, m.transfer_us, m.bytes));
     ++op;
     now += 1000 + kEarly + m.transfer_us;
   }
