@@ -25,6 +25,7 @@ constexpr int kMinCollectives = 3;
 // The time per collective is told from the time per byte only where the messages' traffic spans this factor.
 constexpr double kSpanForTwoTerms = 4;
 constexpr double kTabulateUpTo = 4294967296;  // 4 GiB
+constexpr OpKind kKinds[] = {OpKind::AllReduce, OpKind::AllGather, OpKind::ReduceScatter};
 
 // The latency the base profile charges a collective of `kind` that ran `algorithm`.
 double curve_latency(const CollectiveProfile& level, OpKind kind, const std::string& algorithm) {
@@ -54,8 +55,10 @@ struct TransferTerms {
 
 double squared_error(const std::vector<Excess>& xs, const TransferTerms& t) {
   double sum = 0;
-  for (const Excess& e : xs)
-    sum += e.weight * (e.extra_us - t.extra_us(e.traffic)) * (e.extra_us - t.extra_us(e.traffic));
+  for (const Excess& e : xs) {
+    const double miss = e.extra_us - t.extra_us(e.traffic);
+    sum += e.weight * miss * miss;
+  }
   return sum;
 }
 
@@ -116,7 +119,7 @@ bool add_terms(CollectiveCurve& curve, OpKind kind, int tp, const TransferTerms&
 bool add_terms_to_level(CollectiveProfile& level, int tp, const TransferTerms& terms,
                         const std::set<OpKind>& measured) {
   CollectiveProfile changed = level;
-  for (OpKind kind : {OpKind::AllReduce, OpKind::AllGather, OpKind::ReduceScatter}) {
+  for (OpKind kind : kKinds) {
     std::optional<AlgorithmCurves> c = kind_curves(changed, kind);
     if (!c) continue;
     const TransferTerms own = measured.contains(kind) ? terms : TransferTerms{0, terms.per_byte_us};
@@ -160,7 +163,7 @@ void fit_transfer_terms(const TraceSamples& in, const std::vector<std::vector<Tr
   }
   const TransferTerms terms = fit_terms(excess);
   std::string from, others;
-  for (OpKind k : {OpKind::AllReduce, OpKind::AllGather, OpKind::ReduceScatter}) {
+  for (OpKind k : kKinds) {
     std::string& list = kinds.contains(k) ? from : others;
     list += std::string(list.empty() ? "" : ", ") + to_string(k);
   }

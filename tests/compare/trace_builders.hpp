@@ -29,6 +29,13 @@ inline TraceEvent op_event(int rank, int stream, int op, const std::string& kind
   return e;
 }
 
+// One timed iteration of `events` as a measured trace's domino.iteration_spans row: [rank, op, start, end].
+inline nlohmann::json iteration_spans_of(const std::vector<TraceEvent>& events) {
+  nlohmann::json one = nlohmann::json::array();
+  for (const TraceEvent& e : events) one.push_back({e.rank, e.args["op"], e.start_us, e.start_us + e.dur_us});
+  return one;
+}
+
 inline TraceFile trace(const std::string& path, std::vector<TraceEvent> events,
                        nlohmann::json meta = nlohmann::json::object()) {
   TraceFile t;

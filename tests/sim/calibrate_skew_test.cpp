@@ -97,12 +97,8 @@ TEST(CalibrateArrivalSkew, SyncAloneTakesTheMeanEvenWhereTheSkewGrows) {
 TEST(CalibrateArrivalSkew, SyncAloneIsTheMedianIterationsSkewWhereTheTraceHoldsEveryIteration) {
   TraceFile trace = drifting_trace(kCompute, [](double) { return 100.0; });
   nlohmann::json spans = nlohmann::json::array();
-  for (double w : {0.0, 0.0, 200.0, 1000.0, 50.0, 400.0, 300.0}) {
-    nlohmann::json one = nlohmann::json::array();
-    for (const TraceEvent& e : drifting_trace(kCompute, [w](double) { return w; }).events)
-      one.push_back({e.rank, e.args["op"], e.start_us, e.start_us + e.dur_us});
-    spans.push_back(one);
-  }
+  for (double w : {0.0, 0.0, 200.0, 1000.0, 50.0, 400.0, 300.0})
+    spans.push_back(test::iteration_spans_of(drifting_trace(kCompute, [w](double) { return w; }).events));
   trace.meta["iteration_spans"] = spans;
   const CalibrationResult r = fit_sync(trace, 0.3, "sync");
   EXPECT_NEAR(r.profile.intra_node.sync_us, 200, 1e-6);

@@ -40,14 +40,8 @@ TraceFile allreduce_trace(const std::vector<Message>& messages, int iterations) 
     ++op;
     now += 1000 + kEarly + m.transfer_us;
   }
-  nlohmann::json spans = nlohmann::json::array();
-  for (int i = 0; i < iterations; ++i) {
-    nlohmann::json one = nlohmann::json::array();
-    for (const TraceEvent& e : trace.events)
-      one.push_back({e.rank, e.args["op"], e.start_us, e.start_us + e.dur_us});
-    spans.push_back(one);
-  }
-  trace.meta["iteration_spans"] = spans;
+  trace.meta["iteration_spans"] =
+      nlohmann::json(std::vector<nlohmann::json>(size_t(iterations), test::iteration_spans_of(trace.events)));
   return trace;
 }
 
