@@ -17,6 +17,11 @@ namespace domino {
 enum class SpSearch { Auto, On, Off };
 SpSearch parse_sp_search(const std::string& word);
 
+// domino-tune's --min-gain when none is given (percent): the plan-to-plan error the cost model has shown on
+// measured launches (in-launch speedups over megatron-async within 1.4-2.2 points), below which a searched
+// plan's predicted lead over a named strategy is no evidence of a real one (docs/tuner.md).
+inline constexpr double kDefaultMinGainPct = 2;
+
 struct TuneOptions {
   SearchOptions search;
   SpSearch sequence_parallel = SpSearch::Auto;

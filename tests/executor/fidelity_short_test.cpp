@@ -484,6 +484,43 @@ TEST_F(FidelitySweep, OpErrorByKindAndWaitsByPhaseOverTheScoredPlans) {
       << slurp(dir / "fidelity.md");
 }
 
+// The exposed communication of both sides comes from domino-compare (one accounting over the two traces),
+// not from the simulator's summary, which write_rows sets to 0 for every plan.
+TEST_F(FidelitySweep, TableTakesBothSidesOfTheExposedCommunicationFromTheCompare) {
+  const fs::path cfg = dir / "cfg";
+  write_rows(cfg, {{"megatron-sync", 100000, {{100000}}},
+                   {"domino-ds", 100000, {{100000}}},
+                   {"tuned", 100000, {{100000}}}});
+  // (predicted, measured) exposed communication per plan, us; the tuned plan's compare has no predicted side.
+  const std::vector<std::pair<double, double>> exposed = {{30000, 40000}, {10000, 4000}, {-1, 7000}};
+  std::ofstream tsv(cfg / "rows.tsv");
+  int k = 0;
+  for (const char* plan : {"megatron-sync", "domino-ds", "tuned"}) {
+    const fs::path cmp = cfg / (std::string(plan) + ".compare.json");
+    nlohmann::json sides = {{"measured", exposed[size_t(k)].second}};
+    if (exposed[size_t(k)].first >= 0) sides["predicted"] = exposed[size_t(k)].first;
+    std::ofstream(cmp) << nlohmann::json{{"op_error_median_pct", 1}, {"exposed_comm_us", sides}}.dump();
+    tsv << plan << '\t' << (cfg / (std::string(plan) + ".pred.json")).string() << '\t'
+        << (cfg / (std::string(plan) + ".json")).string() << '\t' << cmp.string() << "\tok\n";
+    ++k;
+  }
+  tsv.close();
+  const auto config = table();
+  EXPECT_DOUBLE_EQ(config["rows"][0]["predicted_exposed_comm_ms"].get<double>(), 30);
+  EXPECT_DOUBLE_EQ(config["rows"][1]["predicted_exposed_comm_ms"].get<double>(), 10);
+  EXPECT_FALSE(config["rows"][2].contains("predicted_exposed_comm_ms")) << config["rows"][2].dump();
+  // The two plans with both sides: means (30 + 10) / 2 and (40 + 4) / 2, |30 - 40| and |10 - 4| apart.
+  const auto fig = config["figures"]["exposed_comm"];
+  EXPECT_EQ(fig["plans"], 2);
+  EXPECT_DOUBLE_EQ(fig["predicted_mean_ms"].get<double>(), 20);
+  EXPECT_DOUBLE_EQ(fig["measured_mean_ms"].get<double>(), 22);
+  EXPECT_DOUBLE_EQ(fig["mean_abs_error_ms"].get<double>(), 8);
+  const std::string md = slurp(dir / "fidelity.md");
+  EXPECT_NE(md.find("| n/a / 7.0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("20.0 ms predicted against 22.0 measured, 8.0 ms apart per plan"), std::string::npos)
+      << md;
+}
+
 // Several calibration plans (compute on no-comm, the arrival skew on megatron-sync): none of them scored.
 TEST_F(FidelitySweep, TableLeavesEveryListedCalibrationPlanUnscored) {
   const fs::path cfg = dir / "cfg";

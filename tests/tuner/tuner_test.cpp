@@ -301,6 +301,39 @@ TEST(TuneCli, WritesPlanTraceAndJsonDeterministically) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/h4_a.trace.json"));
 }
 
+// Without --min-gain the command line keeps the fastest named strategy unless the search's best leads it by
+// kDefaultMinGainPct; --min-gain 0 gives the library's answer. Which of the two the default model's search
+// gets on this profile is read off the library, so the test holds for whatever the profile predicts.
+TEST(TuneCli, DefaultMarginKeepsTheStrategyUnlessTheSearchLeadsByIt) {
+  if (!have_cli()) GTEST_SKIP() << "domino-tune not built";
+  TuneOptions o = quiet_options();
+  const TuneResult free_run = tune(default_model(), {}, test::shipped_cost("cpu-dev-2gbps"), o);
+  const EvaluatedPlan* fastest = fastest_communicating_strategy(free_run.best_tuning());
+  ASSERT_NE(fastest, nullptr);
+  const double gain_pct = 100 * (fastest->figures.iteration_us / free_run.best().figures.iteration_us - 1);
+
+  const TempDir dir("domino-tune-cli-margin");
+  const auto summary = [&](const std::string& flags) {
+    const std::string json = dir.path() + "/margin.json";
+    const CliRun r = run_cli("--profile cpu-dev-2gbps --quiet --json " + json + " " + flags);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(std::ifstream(json));
+  };
+  const nlohmann::json by_default = summary("");
+  EXPECT_DOUBLE_EQ(by_default["min_gain_pct"].get<double>(), kDefaultMinGainPct);
+  if (gain_pct < kDefaultMinGainPct) {
+    EXPECT_EQ(by_default["best"]["label"], fastest->label) << "gain " << gain_pct << " %";
+  } else {
+    EXPECT_EQ(by_default["best"]["label"], free_run.best().label) << "gain " << gain_pct << " %";
+    EXPECT_TRUE(by_default["kept_strategy"].is_null()) << by_default["kept_strategy"];
+  }
+
+  const nlohmann::json raw = summary("--min-gain 0");
+  EXPECT_DOUBLE_EQ(raw["min_gain_pct"].get<double>(), 0);
+  EXPECT_EQ(raw["best"]["label"], free_run.best().label);
+  EXPECT_EQ(raw["kept_strategy"].is_string(), !free_run.best_tuning().kept_strategy_note.empty());
+}
+
 TEST(TuneCli, BadInputExitsWithTwoAndSaysWhy) {
   if (!have_cli()) GTEST_SKIP() << "domino-tune not built";
   CliRun r = run_cli("--micro-batch 1 --splits batch");
