@@ -175,31 +175,48 @@ void pick_top(const std::vector<EvaluatedPlan>& pool, int top_k, TpTuning& out) 
   }
 }
 
-// --min-gain: the fastest named strategy that fits and communicates (of the kinds searched) heads `top`
-// unless the search's best is predicted at least min_gain_pct faster: a gain within the model's error is no
-// reason to leave a strategy people know. Without a margin it still heads `top` where the search's best is
-// predicted to take the very same time (a per-layer variant the model cannot tell from it). The search's
-// plans stay listed after it.
-void keep_strategy_within_margin(TpTuning& out, double min_gain_pct, int top_k) {
-  if (out.top.empty()) return;
+// --min-gain: an answer departs from what people run only for a predicted gain above the margin, a gain
+// within the model's error being no reason to leave a known plan. Megatron-LM's default (megatron-async)
+// heads `top` unless the best plan is predicted at least min_gain_pct faster than it; then the fastest named
+// strategy that fits and communicates (of the kinds searched) does, unless the search's best beats that one
+// by the margin too. Without a margin a named strategy still heads `top` where the search's best is predicted
+// to take the very same time (a per-layer variant the model cannot tell from it). The search's plans stay
+// listed after it.
+const EvaluatedPlan* strategy_to_keep(const TpTuning& out, double min_gain_pct, double& gain_pct, bool& tie) {
   const EvaluatedPlan* fastest = nullptr;
+  const EvaluatedPlan* megatron = nullptr;
   for (const EvaluatedPlan& b : out.baselines) {
     const bool searched_kind = b.plan.sequence_parallel ? out.sp_searched : out.searched;
-    if (b.fits && b.plan.comm_enabled && searched_kind &&
-        (!fastest || b.figures.iteration_us < fastest->figures.iteration_us))
-      fastest = &b;
+    if (!b.fits || !b.plan.comm_enabled || !searched_kind) continue;
+    if (!fastest || b.figures.iteration_us < fastest->figures.iteration_us) fastest = &b;
+    if (b.label == "megatron-async") megatron = &b;
   }
-  if (!fastest) return;
+  const double best_us = out.top.front().figures.iteration_us;
+  const auto lead_pct = [&](const EvaluatedPlan* p) { return 100 * (p->figures.iteration_us / best_us - 1); };
+  tie = false;
+  if (megatron && min_gain_pct > 0 && lead_pct(megatron) < min_gain_pct) {
+    gain_pct = lead_pct(megatron);
+    return megatron;
+  }
+  if (!fastest) return nullptr;
+  gain_pct = lead_pct(fastest);
+  tie = std::abs(gain_pct) <= kTiePct;
+  return tie || (min_gain_pct > 0 && gain_pct < min_gain_pct) ? fastest : nullptr;
+}
+
+void keep_strategy_within_margin(TpTuning& out, double min_gain_pct, int top_k) {
+  if (out.top.empty()) return;
+  double gain_pct = 0;
+  bool tie = false;
+  const EvaluatedPlan* keep = strategy_to_keep(out, min_gain_pct, gain_pct, tie);
+  if (!keep) return;
   const EvaluatedPlan& best = out.top.front();
-  const double gain_pct = 100 * (fastest->figures.iteration_us / best.figures.iteration_us - 1);
-  const bool tie = std::abs(gain_pct) <= kTiePct;
-  if (!tie && (!(min_gain_pct > 0) || gain_pct >= min_gain_pct)) return;
-  if (!same_plan(best.plan, fastest->plan))
+  if (!same_plan(best.plan, keep->plan))
     out.kept_strategy_note =
-        tie ? fmt::format("{} kept: {} is predicted to take the same time", fastest->label, best.label)
-            : fmt::format("{} kept: {} is predicted {:.1f}% faster, under --min-gain {:g}%", fastest->label,
+        tie ? fmt::format("{} kept: {} is predicted to take the same time", keep->label, best.label)
+            : fmt::format("{} kept: {} is predicted {:.1f}% faster, under --min-gain {:g}%", keep->label,
                           best.label, gain_pct, min_gain_pct);
-  EvaluatedPlan kept = *fastest;
+  EvaluatedPlan kept = *keep;
   std::erase_if(out.top, [&](const EvaluatedPlan& t) { return same_plan(t.plan, kept.plan); });
   out.top.insert(out.top.begin(), std::move(kept));
   if (int(out.top.size()) > top_k) out.top.resize(size_t(top_k));

@@ -18,8 +18,8 @@ enum class SpSearch { Auto, On, Off };
 SpSearch parse_sp_search(const std::string& word);
 
 // domino-tune's --min-gain when none is given (percent): the plan-to-plan error the cost model has shown on
-// measured launches (in-launch speedups over megatron-async within 1.4-2.2 points), below which a searched
-// plan's predicted lead over a named strategy is no evidence of a real one (docs/tuner.md).
+// measured launches (its in-launch speedups over megatron-async off by 1.4-2.2 points on average), below
+// which a predicted lead over a known plan is no evidence of a real one (docs/tuner.md).
 inline constexpr double kDefaultMinGainPct = 2;
 
 struct TuneOptions {
@@ -28,8 +28,9 @@ struct TuneOptions {
   SearchTuning tuning;
   int top_k = 5;              // tuned plans reported
   double mem_limit_gib = 0;   // peak memory per device; 0: no limit
-  // The fastest named strategy stays the answer unless the search's best is predicted at least this many
-  // percent faster (a margin for the cost model's error on the machine at hand); 0: the fastest plan wins.
+  // A margin for the cost model's error on the machine at hand (percent): megatron-async stays the answer
+  // unless the best plan is predicted at least this much faster, then the fastest named strategy unless the
+  // search's best is; 0: the fastest plan wins (a searched plan that ties a named strategy excepted).
   double min_gain_pct = 0;
   bool progress = true;       // progress line on stderr (only when it is a terminal)
   // true: when no plan fits mem_limit_gib, tune returns with best_tp -1 (each TpTuning's smallest says what

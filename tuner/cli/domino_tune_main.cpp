@@ -129,9 +129,10 @@ int main(int argc, char** argv) {
     domino::add_training_options(app, training_args);
     app.add_option(
            "--min-gain", options.min_gain_pct,
-           "keep the fastest named strategy (megatron-async, ...) unless the best searched plan is predicted "
-           "at least this many percent faster: a margin for the cost model's error (default 2; 0 takes the "
-           "search's best)")
+           "keep megatron-async unless the best plan is predicted at least this many percent faster, then "
+           "the "
+           "fastest named strategy unless the best searched plan is: a margin for the cost model's error "
+           "(default 2; 0 takes the search's best)")
         ->check(domino::number_at_least(0, true));
     app.add_option("--top", options.top_k, "tuned plans to list (default 5)")
         ->check(domino::positive_number());
