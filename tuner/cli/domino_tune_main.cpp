@@ -111,9 +111,9 @@ int main(int argc, char** argv) {
     std::string orders_arg = "deep,deepspeed", sp_arg = "auto";
     domino::ModelOverrides overrides;
     domino::TuneOptions options;
-    // The command line's answer departs from a named strategy only for a gain the cost model can claim: the
-    // library's default (0) takes the search's best, whose predicted lead over the strategies is biased
-    // upward by the search itself (docs/tuner.md).
+    // The command line's answer departs from a known plan only for a gain the cost model can claim: the
+    // library's default (0) takes the search's best, whose predicted lead is biased upward by the search
+    // itself (docs/tuner.md).
     options.min_gain_pct = domino::kDefaultMinGainPct;
     domino::TrainingArgs training_args;
     bool quiet = false;
@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
            "keep megatron-async unless the best plan is predicted at least this many percent faster, then "
            "the "
            "fastest named strategy unless the best searched plan is: a margin for the cost model's error "
-           "(default 2; 0 takes the search's best)")
+           "(default 2; 0 takes the fastest plan)")
         ->check(domino::number_at_least(0, true));
     app.add_option("--top", options.top_k, "tuned plans to list (default 5)")
         ->check(domino::positive_number());
