@@ -182,41 +182,43 @@ void pick_top(const std::vector<EvaluatedPlan>& pool, int top_k, TpTuning& out) 
 // by the margin too. Without a margin a named strategy still heads `top` where the search's best is predicted
 // to take the very same time (a per-layer variant the model cannot tell from it). The search's plans stay
 // listed after it.
-const EvaluatedPlan* strategy_to_keep(const TpTuning& out, double min_gain_pct, double& gain_pct, bool& tie) {
-  const EvaluatedPlan* fastest = nullptr;
-  const EvaluatedPlan* megatron = nullptr;
-  for (const EvaluatedPlan& b : out.baselines) {
+struct KeptStrategy {
+  const EvaluatedPlan* plan = nullptr;  // null: the search's best stays the answer
+  double gain_pct = 0;                  // how much faster the best plan is predicted
+  bool tie = false;                     // predicted to take the very same time
+};
+
+KeptStrategy strategy_to_keep(const TpTuning& out, double min_gain_pct) {
+  const auto eligible = [&](const EvaluatedPlan& b) {
     const bool searched_kind = b.plan.sequence_parallel ? out.sp_searched : out.searched;
-    if (!b.fits || !b.plan.comm_enabled || !searched_kind) continue;
-    if (!fastest || b.figures.iteration_us < fastest->figures.iteration_us) fastest = &b;
-    if (b.label == "megatron-async") megatron = &b;
-  }
+    return b.fits && b.plan.comm_enabled && searched_kind;
+  };
   const double best_us = out.top.front().figures.iteration_us;
-  const auto lead_pct = [&](const EvaluatedPlan* p) { return 100 * (p->figures.iteration_us / best_us - 1); };
-  tie = false;
-  if (megatron && min_gain_pct > 0 && lead_pct(megatron) < min_gain_pct) {
-    gain_pct = lead_pct(megatron);
-    return megatron;
-  }
-  if (!fastest) return nullptr;
-  gain_pct = lead_pct(fastest);
-  tie = std::abs(gain_pct) <= kTiePct;
-  return tie || (min_gain_pct > 0 && gain_pct < min_gain_pct) ? fastest : nullptr;
+  const auto lead_pct = [&](const EvaluatedPlan& p) { return 100 * (p.figures.iteration_us / best_us - 1); };
+  const EvaluatedPlan* megatron = out.baseline("megatron-async");
+  if (megatron && eligible(*megatron) && min_gain_pct > 0 && lead_pct(*megatron) < min_gain_pct)
+    return {megatron, lead_pct(*megatron), false};
+  const EvaluatedPlan* fastest = nullptr;
+  for (const EvaluatedPlan& b : out.baselines)
+    if (eligible(b) && (!fastest || b.figures.iteration_us < fastest->figures.iteration_us)) fastest = &b;
+  if (!fastest) return {};
+  const double gain_pct = lead_pct(*fastest);
+  const bool tie = std::abs(gain_pct) <= kTiePct;
+  if (!tie && !(min_gain_pct > 0 && gain_pct < min_gain_pct)) return {};
+  return {fastest, gain_pct, tie};
 }
 
 void keep_strategy_within_margin(TpTuning& out, double min_gain_pct, int top_k) {
   if (out.top.empty()) return;
-  double gain_pct = 0;
-  bool tie = false;
-  const EvaluatedPlan* keep = strategy_to_keep(out, min_gain_pct, gain_pct, tie);
-  if (!keep) return;
+  const KeptStrategy keep = strategy_to_keep(out, min_gain_pct);
+  if (!keep.plan) return;
   const EvaluatedPlan& best = out.top.front();
-  if (!same_plan(best.plan, keep->plan))
+  if (!same_plan(best.plan, keep.plan->plan))
     out.kept_strategy_note =
-        tie ? fmt::format("{} kept: {} is predicted to take the same time", keep->label, best.label)
-            : fmt::format("{} kept: {} is predicted {:.1f}% faster, under --min-gain {:g}%", keep->label,
-                          best.label, gain_pct, min_gain_pct);
-  EvaluatedPlan kept = *keep;
+        keep.tie ? fmt::format("{} kept: {} is predicted to take the same time", keep.plan->label, best.label)
+                 : fmt::format("{} kept: {} is predicted {:.1f}% faster, under --min-gain {:g}%",
+                               keep.plan->label, best.label, keep.gain_pct, min_gain_pct);
+  EvaluatedPlan kept = *keep.plan;
   std::erase_if(out.top, [&](const EvaluatedPlan& t) { return same_plan(t.plan, kept.plan); });
   out.top.insert(out.top.begin(), std::move(kept));
   if (int(out.top.size()) > top_k) out.top.resize(size_t(top_k));

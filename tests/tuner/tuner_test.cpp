@@ -158,12 +158,6 @@ const EvaluatedPlan* fastest_communicating_strategy(const TpTuning& t) {
   return fastest;
 }
 
-const EvaluatedPlan* named_strategy(const TpTuning& t, const std::string& label) {
-  for (const EvaluatedPlan& b : t.baselines)
-    if (b.label == label) return &b;
-  return nullptr;
-}
-
 // --min-gain: the search's best stands only when it beats the fastest named strategy by the margin; below it
 // that strategy heads the list, says why, and is the plan written; below megatron-async's lag,
 // megatron-async. The margin is read off a first run, so the test holds for whatever the profile predicts.
@@ -197,7 +191,7 @@ TEST(Tuner, MinGainKeepsTheFastestNamedStrategyWithinTheMargin) {
   EXPECT_TRUE(summary_json(kept, o)["kept_strategy"].is_string());
 
   // A margin above megatron-async's lag behind the best: Megatron-LM's default is the answer.
-  const EvaluatedPlan* megatron = named_strategy(t, "megatron-async");
+  const EvaluatedPlan* megatron = t.baseline("megatron-async");
   ASSERT_NE(megatron, nullptr);
   const double megatron_lag_pct =
       100 * (megatron->figures.iteration_us / free_run.best().figures.iteration_us - 1);
@@ -341,7 +335,7 @@ TEST(TuneCli, DefaultMarginKeepsAStrategyUnlessTheBestLeadsItByTheMargin) {
   };
   const nlohmann::json by_default = summary("");
   EXPECT_DOUBLE_EQ(by_default["min_gain_pct"].get<double>(), kDefaultMinGainPct);
-  const EvaluatedPlan* megatron = named_strategy(free_run.best_tuning(), "megatron-async");
+  const EvaluatedPlan* megatron = free_run.best_tuning().baseline("megatron-async");
   ASSERT_NE(megatron, nullptr);
   const double megatron_lag_pct =
       100 * (megatron->figures.iteration_us / free_run.best().figures.iteration_us - 1);
