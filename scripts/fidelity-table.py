@@ -11,7 +11,9 @@
       speedup over megatron-async (or the first plan), round by round, against the predicted one, and, where the launch ran comm-off runs (NAME+no-comm, not scored), each
       plan's slicing and communication costs (fidelity_comm_cost.py); and, when each plan was measured in two
       or more separate files (earlier sweeps), each file's means against the others'. A plan's measured time is
-      its mean over the timed iterations (training's throughput is tokens per mean iteration).
+      its mean over the timed iterations (training's throughput is tokens per mean iteration). Where the tuner's
+      pick has a measured plan's very schedule, the iteration-time figures count that schedule once
+      (fidelity_twin.py).
 """
 import json
 import math
@@ -22,17 +24,10 @@ import sys
 from fidelity_comm_cost import comm_cost, comm_cost_lines, is_comm_off_run
 from fidelity_noise import noise_outlook
 from fidelity_stats import kendall_tau_b, mean, median, percentile, waits_by_phase
+from fidelity_twin import load_json, one_row_per_schedule, twin_gap
 
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 1  # fixed: the same measurements always give the same intervals
-
-
-def load_json(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
 
 
 def read_config(out_dir, config):
@@ -97,20 +92,15 @@ def repeatability(ok):
     return {"rounds": n_rounds, "mape_pct": mape, "kendall_tau": tau}
 
 
-def scores(ok, measured_ms, twin=None):
-    """MAPE, tau and the tuner's regret of the predictions against one set of measured times (one per row).
-    twin: a scored plan with the tuner's pick's very schedule; the regret then takes the mean of the two runs'
-    times as the time of both, so that the gap between two runs of one schedule is not counted as regret."""
+def scores(ok, measured_ms, pick="tuned"):
+    """MAPE, tau and the tuner's regret of the predictions against one set of measured times (one per row);
+    pick: the row that stands for the tuner's pick (its schedule twin's, when the two are one row)."""
     pred = [r["predicted_ms"] for r in ok]
     out = {"mape_pct": 100.0 * sum(abs(p - m) / m for p, m in zip(pred, measured_ms)) / len(ok),
            "kendall_tau": kendall_tau_b(pred, measured_ms)}
     # Regret against the best plan that really trains: no-comm skips the AllReduces, it is only a bound.
     real = [(r, m) for r, m in zip(ok, measured_ms) if r["plan"] != "no-comm"]
-    one_schedule = ("tuned", twin)
-    pair = [m for r, m in real if r["plan"] in one_schedule] if twin else []
-    if len(pair) == 2:
-        real = [(r, sum(pair) / 2 if r["plan"] in one_schedule else m) for r, m in real]
-    tuned = [m for r, m in real if r["plan"] == "tuned"]
+    tuned = [m for r, m in real if r["plan"] == pick]
     if tuned and real:
         best_row, best_ms = min(real, key=lambda rm: rm[1])
         out["regret_pct"] = 100.0 * (tuned[0] / best_ms - 1.0)
@@ -118,55 +108,17 @@ def scores(ok, measured_ms, twin=None):
     return out
 
 
-def bootstrap(ok, twin=None, resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SEED):
+def bootstrap(ok, pick="tuned", resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SEED):
     """95 % intervals of MAPE, tau and regret: each plan's iterations resampled with replacement (its mean
     recomputed), the predictions held fixed; the 2.5th and 97.5th percentiles over the resamples."""
     rng = random.Random(seed)
     drawn = {"mape_pct": [], "kendall_tau": [], "regret_pct": []}
     for _ in range(resamples):
         meas = [mean([rng.choice(r["measured_samples_ms"]) for _ in r["measured_samples_ms"]]) for r in ok]
-        for key, value in scores(ok, meas, twin).items():
+        for key, value in scores(ok, meas, pick).items():
             if key in drawn and value is not None:
                 drawn[key].append(value)
     return {key: [percentile(v, 2.5), percentile(v, 97.5)] for key, v in drawn.items() if v}
-
-
-def predicted_ops(row):
-    """The ops of a row's predicted trace (name, rank, stream, start, duration), or None without the trace."""
-    trace = load_json(row["pred_trace"]) if row.get("pred_trace") else None
-    if not isinstance(trace, dict):
-        return None
-    return [(e.get("name"), e.get("pid"), e.get("tid"), e.get("ts"), e.get("dur"))
-            for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
-
-
-def schedule_twin(rows):
-    """(the tuner's pick, the measured plan whose predicted schedule is the pick's op for op), or None: the tuner
-    often picks a named strategy's plan, and then the launch ran one schedule twice, their gap the measurement's."""
-    tuned = next((r for r in rows if r["plan"] == "tuned" and "error_pct" in r), None)
-    ops = predicted_ops(tuned) if tuned else None
-    if not ops:
-        return None
-    for r in rows:
-        if r is not tuned and "error_pct" in r and r["predicted_ms"] == tuned["predicted_ms"] \
-                and predicted_ops(r) == ops:
-            return tuned, r
-    return None
-
-
-def twin_gap(rows, ok):
-    """The tuner's pick against its schedule twin: the gap of their mean times and, per interleaved round, the
-    median and p10-p90 of the pick's time over the twin's."""
-    pair = schedule_twin(rows)
-    if pair is None:
-        return None
-    tuned, twin = pair
-    rounds = min(len(tuned["measured_samples_ms"]), len(twin["measured_samples_ms"]))
-    per_round = [a / b for a, b in zip(tuned["measured_samples_ms"][:rounds], twin["measured_samples_ms"][:rounds])]
-    return {"plan": twin["plan"], "scored": any(r is twin for r in ok),
-            "gap_pct": 100.0 * (tuned["measured_ms"] / twin["measured_ms"] - 1.0),
-            "round_ratio": {"median": median(per_round), "p10": percentile(per_round, 10),
-                            "p90": percentile(per_round, 90)}}
 
 
 def split_half(ok):
@@ -285,16 +237,25 @@ def rank_speeds(rows):
             "slowest_rank_mostly": mostly, "slowest_rank_share": slowest.count(mostly) / len(slowest)}
 
 
+def median_interval(values, resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SEED):
+    """95 % interval of the median of `values`: the values resampled with replacement, the 2.5th and 97.5th
+    percentiles of the resamples' medians."""
+    rng = random.Random(seed)
+    medians = [median([rng.choice(values) for _ in values]) for _ in range(resamples)]
+    return [percentile(medians, 2.5), percentile(medians, 97.5)]
+
+
 def op_error_by_kind(rows):
     # Per op kind over the scored plans: the median of each plan's median per-op duration error (domino-compare,
-    # each measured op its median over the iterations), and of the measured spread of that kind's ops.
+    # each measured op its median over the iterations) with its interval over the plans (how far the figure
+    # would move on another draw of plans like these), and the median of the measured spread of that kind's ops.
     errors, spreads = {}, {}
     for r in rows:
         for kind, pct in (r.get("by_kind") or {}).items():
             errors.setdefault(kind, []).append(pct)
         for kind, pct in (r.get("by_kind_spread") or {}).items():
             spreads.setdefault(kind, []).append(pct)
-    return {k: {"median_pct": median(v), "plans": len(v),
+    return {k: {"median_pct": median(v), "plans": len(v), "interval_95": median_interval(v),
                 "spread_pct": median(spreads[k]) if spreads.get(k) else None} for k, v in sorted(errors.items())}
 
 
@@ -322,20 +283,22 @@ def figures(rows, calibrated_on=None, interleaved=False):
         out["not_scored"] = calibrated_on
     if not ok:
         return out
-    rep = repeatability(ok)
-    if rep:
-        out["repeatability"] = rep
     twin = twin_gap(rows, ok)
     if twin:
         out["tuned_twin"] = twin
-    pooled = twin["plan"] if twin and twin["scored"] else None
-    out.update(scores(ok, [r["measured_ms"] for r in ok], pooled))
-    out["interval_95"] = bootstrap(ok, pooled)
+    # One schedule run twice counts once in the iteration-time figures; the per-op and per-trace ones (op
+    # errors, waits, exposed communication, comm cost) keep both runs, each a measurement of its ops.
+    distinct, pick = one_row_per_schedule(ok, twin["plan"] if twin and twin["scored"] else None)
+    rep = repeatability(distinct)
+    if rep:
+        out["repeatability"] = rep
+    out.update(scores(distinct, [r["measured_ms"] for r in distinct], pick))
+    out["interval_95"] = bootstrap(distinct, pick)
     if interleaved:
-        half = split_half(ok)
+        half = split_half(distinct)
         if half:
             out["split_half"] = half
-        ratio = speedups(ok)
+        ratio = speedups(distinct)
         if ratio:
             out["speedup"] = ratio
         # The bound is measured even where its run calibrated the profile (and is not scored).
@@ -357,7 +320,7 @@ def figures(rows, calibrated_on=None, interleaved=False):
     exposed = exposed_comm_error(ok)
     if exposed:
         out["exposed_comm"] = exposed
-    real = [r for r in ok if r["plan"] != "no-comm"]
+    real = [r for r in distinct if r["plan"] != "no-comm"]
     out["best_predicted_plan"] = min(real, key=lambda r: r["predicted_ms"])["plan"] if real else None
     if real:
         # The profile's own pick among the measured plans: its measured time against the best measured, which
@@ -475,15 +438,17 @@ def markdown(config, rows, meta, fig):
         lines += [f"The tuner's pick is {twin['plan']}'s schedule op for op: measured twice in this launch, the two "
                   f"means are {twin['gap_pct']:+.1f} % apart (per round {ratio['median']:.3f}, p10-p90 "
                   f"{ratio['p10']:.3f}-{ratio['p90']:.3f}), the measurement's own noise" +
-                  ("; the regret takes the mean of the two as the time of both" if twin["scored"] else ""), ""]
+                  ("; MAPE, tau, regret, the split-half and the speedups count the one schedule once, at the mean "
+                   "of its two runs round by round" if twin["scored"] else ""), ""]
     lines += uncertainty_lines(fig)
     kinds = fig.get("op_error_by_kind")
     if kinds:
         lines += ["Per-op duration error by kind, the median over the scored plans of each plan's median (goal: GEMM "
-                  "<= 10 %, every other kind <= 15 %), with the measured ops' spread over the iterations (half their "
-                  "p10-p90 width over the median): " +
-                  ", ".join(f"{k} {v['median_pct']:.1f} %" + (f" ({v['spread_pct']:.0f} %)" if v["spread_pct"] is not None
-                                                              else "") for k, v in kinds.items()), ""]
+                  "<= 10 %, every other kind <= 15 %), its 95 % interval (bootstrap over the plans) in brackets, and "
+                  "the measured ops' spread over the iterations (half their p10-p90 width over the median): " +
+                  ", ".join(f"{k} {v['median_pct']:.1f} % [{v['interval_95'][0]:.1f}, {v['interval_95'][1]:.1f}]" +
+                            (f" ({v['spread_pct']:.0f} %)" if v["spread_pct"] is not None else "")
+                            for k, v in kinds.items()), ""]
     waits = fig.get("arrival_wait_by_phase")
     if waits:
         lines += ["The collectives' wait for the last rank, the mean per collective over the scored plans, predicted "

@@ -437,8 +437,9 @@ TEST_F(FidelitySweep, TableLeavesTheCalibrationPlanUnscored) {
   EXPECT_NE(slurp(dir / "fidelity.md").find("no-comm (calibration plan, not scored)"), std::string::npos);
 }
 
-// Per op kind, the median over the scored plans of each plan's median per-op error (domino-compare's by_kind),
-// with the median of the kind's measured spread where the compare figures have one.
+// Per op kind, the median over the scored plans of each plan's median per-op error (domino-compare's
+// by_kind), its bootstrap interval over the plans, and the median of the kind's measured spread where the
+// compare figures have one.
 TEST_F(FidelitySweep, OpErrorByKindAndWaitsByPhaseOverTheScoredPlans) {
   const fs::path cfg = dir / "cfg";
   write_rows(cfg, {{"megatron-sync", 100000, {{100000}}}, {"domino-ds", 100000, {{100000}}}, {"tuned", 100000, {{100000}}}});
@@ -472,7 +473,12 @@ TEST_F(FidelitySweep, OpErrorByKindAndWaitsByPhaseOverTheScoredPlans) {
   EXPECT_EQ(kinds["gemm"]["plans"], 3);
   EXPECT_DOUBLE_EQ(kinds["norm"]["median_pct"].get<double>(), 15);  // 10 and 20
   EXPECT_TRUE(kinds["norm"]["spread_pct"].is_null());
-  EXPECT_NE(slurp(dir / "fidelity.md").find("gemm 9.0 % (30 %)"), std::string::npos) << slurp(dir / "fidelity.md");
+  // Three plans' errors 5, 9, 20: a resample's median is one of them, each about a quarter of the time at the
+  // ends, so the interval spans the plans.
+  EXPECT_DOUBLE_EQ(kinds["gemm"]["interval_95"][0].get<double>(), 5);
+  EXPECT_DOUBLE_EQ(kinds["gemm"]["interval_95"][1].get<double>(), 20);
+  EXPECT_NE(slurp(dir / "fidelity.md").find("gemm 9.0 % [5.0, 20.0] (30 %)"), std::string::npos)
+      << slurp(dir / "fidelity.md");
   // Weighted by each plan's collectives: (1 x 100 + 2 x 200 + 3 x 300) / 6.
   const auto waits = figures["arrival_wait_by_phase"];
   EXPECT_EQ(waits["bwd"]["collectives"], 6);
@@ -711,8 +717,9 @@ TEST_F(FidelitySweep, TableScoresNoRoundsOfSeparateLaunches) {
   EXPECT_TRUE(fig.contains("interval_95")) << fig.dump();
 }
 
-// The tuner's pick with a named plan's very schedule: the two runs' gap is reported, and the regret takes the
-// mean of the two as the time of both; a pick whose predicted ops differ is scored on its own run.
+// The tuner's pick with a named plan's very schedule: the two runs' gap is reported, and the iteration-time
+// figures count the one schedule once, at the mean of its two runs; a pick whose predicted ops differ is
+// scored on its own run.
 TEST_F(FidelitySweep, TablePoolsTheTunedPickWithItsScheduleTwin) {
   const fs::path cfg = dir / "cfg";
   write_interleaved_launch(cfg, {{"megatron-async", 100000, {{100000, 100000, 100000, 100000}}},
@@ -729,7 +736,14 @@ TEST_F(FidelitySweep, TablePoolsTheTunedPickWithItsScheduleTwin) {
   // Both runs count 105 ms; domino-ds's 104 ms is the best measured.
   EXPECT_NEAR(fig["regret_pct"].get<double>(), 100.0 * (105.0 / 104 - 1), 1e-9);
   EXPECT_EQ(fig["best_measured_plan"], "domino-ds");
+  // Two plans, not three: the schedule (100 ms predicted, 105 measured) against domino-ds (120 against 104).
+  // Counted twice, MAPE would be (0 + 16/104 + 10/110) / 3 and tau 0 (one pair tied in the prediction).
+  EXPECT_NEAR(fig["mape_pct"].get<double>(), 100.0 * (5.0 / 105 + 16.0 / 104) / 2, 1e-9) << fig.dump();
+  EXPECT_NEAR(fig["kendall_tau"].get<double>(), -1.0, 1e-12);
+  ASSERT_EQ(fig["speedup"]["plans"].size(), 1u) << fig["speedup"].dump();
+  EXPECT_EQ(fig["speedup"]["plans"][0]["plan"], "domino-ds");
   EXPECT_NE(slurp(dir / "fidelity.md").find("schedule op for op"), std::string::npos);
+  EXPECT_NE(slurp(dir / "fidelity.md").find("count the one schedule once"), std::string::npos);
 
   write_predicted_trace(cfg, "tuned", {60000, 40001});  // one op's predicted time differs: another schedule
   const auto apart = table()["figures"];
