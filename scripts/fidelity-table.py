@@ -24,7 +24,7 @@ import sys
 from fidelity_comm_cost import comm_cost, comm_cost_lines, is_comm_off_run
 from fidelity_noise import noise_outlook
 from fidelity_stats import kendall_tau_b, mean, median, percentile, waits_by_phase
-from fidelity_twin import load_json, one_row_per_schedule, twin_gap
+from fidelity_twin import TUNED, load_json, one_row_per_schedule, twin_gap
 
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 1  # fixed: the same measurements always give the same intervals
@@ -92,7 +92,7 @@ def repeatability(ok):
     return {"rounds": n_rounds, "mape_pct": mape, "kendall_tau": tau}
 
 
-def scores(ok, measured_ms, pick="tuned"):
+def scores(ok, measured_ms, pick=TUNED):
     """MAPE, tau and the tuner's regret of the predictions against one set of measured times (one per row);
     pick: the row that stands for the tuner's pick (its schedule twin's, when the two are one row)."""
     pred = [r["predicted_ms"] for r in ok]
@@ -108,7 +108,7 @@ def scores(ok, measured_ms, pick="tuned"):
     return out
 
 
-def bootstrap(ok, pick="tuned", resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SEED):
+def bootstrap(ok, pick=TUNED, resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SEED):
     """95 % intervals of MAPE, tau and regret: each plan's iterations resampled with replacement (its mean
     recomputed), the predictions held fixed; the 2.5th and 97.5th percentiles over the resamples."""
     rng = random.Random(seed)

@@ -158,6 +158,11 @@ const EvaluatedPlan* fastest_communicating_strategy(const TpTuning& t) {
   return fastest;
 }
 
+// How much longer than the run's best plan `plan` is predicted to take, in percent.
+double behind_best_pct(const TuneResult& run, const EvaluatedPlan& plan) {
+  return 100 * (plan.figures.iteration_us / run.best().figures.iteration_us - 1);
+}
+
 // --min-gain: the search's best stands only when it beats the fastest named strategy by the margin; below it
 // that strategy heads the list, says why, and is the plan written; below megatron-async's lag,
 // megatron-async. The margin is read off a first run, so the test holds for whatever the profile predicts.
@@ -170,7 +175,7 @@ TEST(Tuner, MinGainKeepsTheFastestNamedStrategyWithinTheMargin) {
   const TpTuning& t = free_run.best_tuning();
   const EvaluatedPlan* fastest = fastest_communicating_strategy(t);
   ASSERT_NE(fastest, nullptr);
-  const double gain_pct = 100 * (fastest->figures.iteration_us / free_run.best().figures.iteration_us - 1);
+  const double gain_pct = behind_best_pct(free_run, *fastest);
   ASSERT_GT(gain_pct, 0.1)
       << "the default model's tuned plan must beat its strategies for this test to say anything";
 
@@ -193,8 +198,7 @@ TEST(Tuner, MinGainKeepsTheFastestNamedStrategyWithinTheMargin) {
   // A margin above megatron-async's lag behind the best: Megatron-LM's default is the answer.
   const EvaluatedPlan* megatron = t.baseline("megatron-async");
   ASSERT_NE(megatron, nullptr);
-  const double megatron_lag_pct =
-      100 * (megatron->figures.iteration_us / free_run.best().figures.iteration_us - 1);
+  const double megatron_lag_pct = behind_best_pct(free_run, *megatron);
   ASSERT_GT(megatron_lag_pct, gain_pct * 2) << "megatron-async must lag further than the fastest strategy";
   o.min_gain_pct = std::min(99.0, megatron_lag_pct * 1.5);
   const TuneResult kept_default = tune(m, {}, cost, o);
@@ -324,7 +328,7 @@ TEST(TuneCli, DefaultMarginKeepsAStrategyUnlessTheBestLeadsItByTheMargin) {
   const TuneResult free_run = tune(default_model(), {}, test::shipped_cost("cpu-dev-2gbps"), o);
   const EvaluatedPlan* fastest = fastest_communicating_strategy(free_run.best_tuning());
   ASSERT_NE(fastest, nullptr);
-  const double gain_pct = 100 * (fastest->figures.iteration_us / free_run.best().figures.iteration_us - 1);
+  const double gain_pct = behind_best_pct(free_run, *fastest);
 
   const TempDir dir("domino-tune-cli-margin");
   const auto summary = [&](const std::string& flags) {
@@ -337,8 +341,7 @@ TEST(TuneCli, DefaultMarginKeepsAStrategyUnlessTheBestLeadsItByTheMargin) {
   EXPECT_DOUBLE_EQ(by_default["min_gain_pct"].get<double>(), kDefaultMinGainPct);
   const EvaluatedPlan* megatron = free_run.best_tuning().baseline("megatron-async");
   ASSERT_NE(megatron, nullptr);
-  const double megatron_lag_pct =
-      100 * (megatron->figures.iteration_us / free_run.best().figures.iteration_us - 1);
+  const double megatron_lag_pct = behind_best_pct(free_run, *megatron);
   if (megatron_lag_pct < kDefaultMinGainPct) {
     EXPECT_EQ(by_default["best"]["label"], "megatron-async") << "lag " << megatron_lag_pct << " %";
   } else if (gain_pct < kDefaultMinGainPct) {

@@ -127,12 +127,10 @@ int main(int argc, char** argv) {
     app.add_option("--trace", trace_path, "write the predicted Chrome trace of the best plan");
     app.add_option("--json", json_path, "write the summary as JSON (stable keys)");
     domino::add_training_options(app, training_args);
-    app.add_option(
-           "--min-gain", options.min_gain_pct,
-           "keep megatron-async unless the best plan is predicted at least this many percent faster, then "
-           "the "
-           "fastest named strategy unless the best searched plan is: a margin for the cost model's error "
-           "(default 2; 0 takes the fastest plan)")
+    app.add_option("--min-gain", options.min_gain_pct,
+                   "keep megatron-async unless the best plan is predicted at least this many percent faster, "
+                   "then the fastest named strategy unless the best searched plan is: a margin for the cost "
+                   "model's error (default 2; 0 takes the fastest plan)")
         ->check(domino::number_at_least(0, true));
     app.add_option("--top", options.top_k, "tuned plans to list (default 5)")
         ->check(domino::positive_number());
