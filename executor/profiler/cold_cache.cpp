@@ -1,5 +1,8 @@
-// cold_cache.cpp: the last-level cache size from sysfs and the buffer sets that exceed it (cold_cache.hpp).
+// cold_cache.cpp: the last-level and per-core cache sizes from sysfs, and the buffer sets that exceed the
+// last level (cold_cache.hpp).
 #include "executor/profiler/cold_cache.hpp"
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -30,9 +33,8 @@ int64_t size_bytes(const std::string& text) {
   return 0;
 }
 
-}  // namespace
-
-int64_t last_level_cache_bytes(const std::string& cache_dir) {
+// The largest data cache of `level`, or of the highest level when `level` is 0; 0 when none can be read.
+int64_t data_cache_bytes(const std::string& cache_dir, int level) {
   namespace fs = std::filesystem;
   std::error_code ec;
   int best_level = 0;
@@ -42,12 +44,25 @@ int64_t last_level_cache_bytes(const std::string& cache_dir) {
     if (name.rfind("index", 0) != 0) continue;
     if (first_word(entry.path() / "type") == "Instruction") continue;
     const std::string level_text = first_word(entry.path() / "level");
-    const int level = level_text.empty() ? 0 : std::atoi(level_text.c_str());
+    const int found = level_text.empty() ? 0 : std::atoi(level_text.c_str());
+    if (level > 0 && found != level) continue;
     const int64_t bytes = size_bytes(first_word(entry.path() / "size"));
-    if (bytes > 0 && (level > best_level || (level == best_level && bytes > best)))
-      best_level = level, best = bytes;
+    if (bytes > 0 && (found > best_level || (found == best_level && bytes > best)))
+      best_level = found, best = bytes;
   }
   return best;
+}
+
+}  // namespace
+
+int64_t last_level_cache_bytes(const std::string& cache_dir) { return data_cache_bytes(cache_dir, 0); }
+
+// A VM's sysfs may hold no cache folders (a 2-vCPU AMD EPYC VM's does not); the C library reads the CPU's.
+int64_t core_cache_bytes(int level, const std::string& cache_dir) {
+  const int64_t from_sysfs = data_cache_bytes(cache_dir, level);
+  if (from_sysfs > 0 || level != 2) return from_sysfs;
+  const long from_cpu = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return from_cpu > 0 ? int64_t(from_cpu) : 0;
 }
 
 int64_t probe_cache_bytes() {

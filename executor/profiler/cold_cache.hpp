@@ -13,6 +13,10 @@ namespace domino::prof {
 // (.../cpu0/cache: index*/level, size, type); 0 when it cannot be read.
 int64_t last_level_cache_bytes(const std::string& cache_dir = "/sys/devices/system/cpu/cpu0/cache");
 
+// A core's own data cache of `level` (2: its L2) in bytes, from the same folder (level 2: else from the CPU
+// as the C library reads it); 0 when it cannot be read.
+int64_t core_cache_bytes(int level, const std::string& cache_dir = "/sys/devices/system/cpu/cpu0/cache");
+
 // The cache size the probes are sized against: the machine's, or an assumed 64 MiB where it is unknown.
 int64_t probe_cache_bytes();
 

@@ -8,14 +8,15 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "sim/fit/calibrate.hpp"
-#include "sim/fit/profile_fit.hpp"
 #include "executor/job/backends.hpp"
+#include "executor/profiler/cached_add.hpp"
 #include "executor/profiler/profile_meta.hpp"
 #include "executor/profiler/profile_workload.hpp"
 #include "executor/profiler/rank_fork.hpp"
 #include "executor/profiler/rank_measure.hpp"
 #include "sim/base/error.hpp"
+#include "sim/fit/calibrate.hpp"
+#include "sim/fit/profile_fit.hpp"
 
 namespace domino::prof {
 
@@ -121,6 +122,7 @@ void run_measure(const ProfileOptions& o) {
   in.metadata = machine_metadata(o.backend);
   in.load_average_at_end = load_average();
   FitResult fit = fit_profile(in);
+  if (o.backend == "cpu") fit.summary += add_cached_add_figures(fit.profile);
   take_node_figures(o.base_profile, fit.profile);
   save_profile(fit.profile, o.output);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();

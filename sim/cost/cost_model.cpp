@@ -116,18 +116,21 @@ CostModel::CostModel(Profile profile) : profile_(std::move(profile)) {
   }
   mem_bytes_per_us_ = profile_.memory.bandwidth_gbps * kBytesPerUsPerGbps;
   launch_us_ = profile_.memory.launch_overhead_us;
+  cache_bytes_ = profile_.memory.cache_bytes;
   for (int k = 0; k < kNumOpKinds; ++k) {
     const auto own = profile_.memory.per_kind.find(to_string(static_cast<OpKind>(k)));
-    kind_memory_[k] = own == profile_.memory.per_kind.end()
-                          ? KindMemory{mem_bytes_per_us_, launch_us_}
-                          : KindMemory{own->second.bandwidth_gbps * kBytesPerUsPerGbps,
-                                       own->second.launch_overhead_us, own->second.chunk_row_us};
+    kind_memory_[k] =
+        own == profile_.memory.per_kind.end()
+            ? KindMemory{mem_bytes_per_us_, launch_us_}
+            : KindMemory{own->second.bandwidth_gbps * kBytesPerUsPerGbps, own->second.launch_overhead_us,
+                         own->second.chunk_row_us, own->second.cached_bandwidth_gbps * kBytesPerUsPerGbps};
   }
   for (size_t c = 0; c < code_memory_.size(); ++c) {
     const auto own = profile_.memory.per_code.find(to_string(OpCode(c)));
     if (own != profile_.memory.per_code.end())
-      code_memory_[c] = KindMemory{own->second.bandwidth_gbps * kBytesPerUsPerGbps,
-                                   own->second.launch_overhead_us, own->second.chunk_row_us};
+      code_memory_[c] =
+          KindMemory{own->second.bandwidth_gbps * kBytesPerUsPerGbps, own->second.launch_overhead_us,
+                     own->second.chunk_row_us, own->second.cached_bandwidth_gbps * kBytesPerUsPerGbps};
   }
   fill_collective(intra_, profile_.intra_node, "intra_node");
   if (profile_.inter_node) fill_collective(inter_, *profile_.inter_node, "inter_node");
@@ -263,6 +266,10 @@ double CostModel::memory_us(OpKind kind, double bytes) const {
 double CostModel::memory_us(const Op& op) const {
   const std::optional<KindMemory>& own = code_memory_[static_cast<size_t>(op.code)];
   const KindMemory& m = own ? *own : kind_memory_[static_cast<int>(op.kind)];
+  // Rows a collective has just copied out on this core come from its cache, where they fit (Op::fresh_bytes).
+  if (op.fresh_bytes > 0 && m.cached_bytes_per_us > 0 && op.fresh_from_bytes <= cache_bytes_)
+    return m.launch_us + (op.bytes - op.fresh_bytes) / m.bytes_per_us +
+           op.fresh_bytes / m.cached_bytes_per_us + chunk_rows(op) * m.chunk_row_us;
   return m.launch_us + op.bytes / m.bytes_per_us + chunk_rows(op) * m.chunk_row_us;
 }
 

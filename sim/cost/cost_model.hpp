@@ -169,7 +169,9 @@ class CostModel {
   double mem_bytes_per_us_ = 0;
   struct KindMemory {
     double bytes_per_us = 0, launch_us = 0, chunk_row_us = 0;
+    double cached_bytes_per_us = 0;  // 0: an op's fresh bytes at bytes_per_us
   };
+  double cache_bytes_ = 0;  // memory.cache_bytes
   std::array<KindMemory, kNumOpKinds> kind_memory_{};
   // Per opcode: its own figures (memory.per_code), if it has them.
   std::array<std::optional<KindMemory>, size_t(OpCode::ReduceScatter) + 1> code_memory_{};

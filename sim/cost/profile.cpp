@@ -140,8 +140,8 @@ GemmProfile read_gemm(const std::string& file, const YAML::Node& node, const std
   return g;
 }
 
-// memory.per_kind or memory.per_code: {bandwidth_gbps, launch_overhead_us[, chunk_row_us]} under each of
-// `names` present.
+// memory.per_kind or memory.per_code: {bandwidth_gbps, launch_overhead_us[, chunk_row_us][,
+// cached_bandwidth_gbps]} under each of `names` present.
 std::map<std::string, MemoryCost> read_memory_costs(YamlMap& mem, const std::string& key,
                                                     const std::vector<std::string>& names) {
   std::map<std::string, MemoryCost> out;
@@ -152,7 +152,8 @@ std::map<std::string, MemoryCost> read_memory_costs(YamlMap& mem, const std::str
     if (auto entry = entries.opt_node(name)) {
       YamlMap e(*entry, mem.file(), "profile memory." + key + "." + name);
       out[name] = MemoryCost{positive(e, "bandwidth_gbps"), non_negative(e, "launch_overhead_us"),
-                             e.has("chunk_row_us") ? non_negative(e, "chunk_row_us") : 0.0};
+                             e.has("chunk_row_us") ? non_negative(e, "chunk_row_us") : 0.0,
+                             e.has("cached_bandwidth_gbps") ? non_negative(e, "cached_bandwidth_gbps") : 0.0};
       e.finish();
     }
   }
@@ -168,6 +169,8 @@ void check_memory_costs(const SourceLoc& at, const std::map<std::string, MemoryC
     require_positive(at, "memory." + key + "." + name + ".bandwidth_gbps", c.bandwidth_gbps);
     require_non_negative(at, "memory." + key + "." + name + ".launch_overhead_us", c.launch_overhead_us);
     require_non_negative(at, "memory." + key + "." + name + ".chunk_row_us", c.chunk_row_us);
+    require_non_negative(at, "memory." + key + "." + name + ".cached_bandwidth_gbps",
+                         c.cached_bandwidth_gbps);
   }
 }
 
@@ -272,6 +275,7 @@ Profile read_profile(const YAML::Node& root, const std::string& file) {
   p.memory.launch_overhead_us = non_negative(mem, "launch_overhead_us");
   p.memory.per_kind = read_memory_costs(mem, "per_kind", memory_bound_kinds());
   p.memory.per_code = read_memory_costs(mem, "per_code", memory_bound_codes());
+  if (mem.has("cache_bytes")) p.memory.cache_bytes = non_negative(mem, "cache_bytes");
   mem.finish();
 
   YamlMap attn(m.get_node("attention"), file, "profile attention");
@@ -361,6 +365,7 @@ void validate_profile(const Profile& p) {
   if (!any) throw_bad_input(at, "gemm needs figures for at least one of bf16, fp16, fp32");
   require_positive(at, "memory.bandwidth_gbps", p.memory.bandwidth_gbps);
   require_non_negative(at, "memory.launch_overhead_us", p.memory.launch_overhead_us);
+  require_non_negative(at, "memory.cache_bytes", p.memory.cache_bytes);
   check_memory_costs(at, p.memory.per_kind, "per_kind", memory_bound_kinds(), "a memory-bound op kind");
   check_memory_costs(at, p.memory.per_code, "per_code", memory_bound_codes(), "an opcode of a memory-bound op kind");
   if (p.attention.efficiency.empty()) {

@@ -61,10 +61,13 @@ struct GemmProfile {
 // block's q chunks pays it for the rows of all q, the later chunks their bytes alone: the first chunk's runs
 // fetch on into the rest of each row (residual adds at q = 2 on a 2-vCPU AMD EPYC VM: the second chunk at
 // its bytes' time, the first at its bytes' plus twice the probe's per-row term). 0: none.
+// cached_bandwidth_gbps: the speed of an op's bytes that a collective has just copied out on its core and
+// that fit in MemoryProfile::cache_bytes (Op::fresh_bytes); 0: those bytes at bandwidth_gbps like the rest.
 struct MemoryCost {
   double bandwidth_gbps = 0;  // GB/s (1e9 bytes per second) achievable
   double launch_overhead_us = 0;
   double chunk_row_us = 0;
+  double cached_bandwidth_gbps = 0;
 };
 // The rows a memory-bound op pays chunk_row_us on: on the first of q column chunks (attrs.chunks = q) the m
 // rows of each of the q, none on a later chunk or on whole rows.
@@ -80,6 +83,9 @@ struct MemoryProfile {
   // Optional: one opcode's own figures (key: to_string(OpCode), e.g. "LayerNormFwd"), replacing its kind's.
   // The opcodes of one kind differ by up to 10x in time per byte (a norm's forward against its backward).
   std::map<std::string, MemoryCost> per_code = {};
+  // Optional: the bytes a core keeps in cache of what it has just written (its L2), for the rows a collective
+  // copies out right before a memory-bound op (MemoryCost::cached_bandwidth_gbps); 0: none stays.
+  double cache_bytes = 0;
 };
 
 // The op kinds that are costed as memory-bound (memory.per_kind keys), and their opcodes (per_code keys).

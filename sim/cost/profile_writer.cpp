@@ -125,12 +125,16 @@ std::string profile_to_yaml(const Profile& p) {
   }
   out += fmt::format("memory:\n  bandwidth_gbps: {}\n  launch_overhead_us: {}\n", num(p.memory.bandwidth_gbps),
                      num(p.memory.launch_overhead_us));
+  if (p.memory.cache_bytes > 0) out += fmt::format("  cache_bytes: {}\n", num(p.memory.cache_bytes));
   for (const auto& [key, costs] : {std::pair{"per_kind", &p.memory.per_kind}, std::pair{"per_code", &p.memory.per_code}}) {
     if (!costs->empty()) out += fmt::format("  {}:\n", key);
     for (const auto& [name, c] : *costs)
-      out += fmt::format("    {}: {{bandwidth_gbps: {}, launch_overhead_us: {}{}}}\n", name,
-                         num(c.bandwidth_gbps), num(c.launch_overhead_us),
-                         c.chunk_row_us > 0 ? ", chunk_row_us: " + num(c.chunk_row_us) : std::string());
+      out +=
+          fmt::format("    {}: {{bandwidth_gbps: {}, launch_overhead_us: {}{}{}}}\n", name,
+                      num(c.bandwidth_gbps), num(c.launch_overhead_us),
+                      c.chunk_row_us > 0 ? ", chunk_row_us: " + num(c.chunk_row_us) : std::string(),
+                      c.cached_bandwidth_gbps > 0 ? ", cached_bandwidth_gbps: " + num(c.cached_bandwidth_gbps)
+                                                  : std::string());
   }
   out += "attention:\n";
   if (p.attention.efficiency.empty()) {

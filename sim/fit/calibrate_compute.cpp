@@ -24,6 +24,7 @@ namespace {
 std::optional<MemoryCost> fit_memory(const TraceSamples& in, const std::vector<const Sample*>& mem, MemoryCost old) {
   std::vector<double> x, y;
   for (const Sample* s : mem) {
+    if (s->op.fresh_bytes > 0) continue;  // rows a collective left in cache: another speed (Op::fresh_bytes)
     x.push_back(s->op.bytes / (old.bandwidth_gbps * 1e3));
     y.push_back(in.interference_free(*s) - chunk_rows(s->op) * old.chunk_row_us);
   }
@@ -35,7 +36,7 @@ std::optional<MemoryCost> fit_memory(const TraceSamples& in, const std::vector<c
   if (x.size() >= 2 && xmax > 2 * xmin) f = fit_line(x, y, w);
   if (!f.ok || f.a < 0) f = fit_slope(x, y, w, f.ok && f.a < 0 ? 0 : old.launch_overhead_us);
   if (!f.ok || !(f.b > 0)) return std::nullopt;
-  return MemoryCost{old.bandwidth_gbps / f.b, f.a, old.chunk_row_us * f.b};
+  return MemoryCost{old.bandwidth_gbps / f.b, f.a, old.chunk_row_us * f.b, old.cached_bandwidth_gbps};
 }
 
 std::string memory_line(const std::string& what, size_t n, MemoryCost from, MemoryCost to) {

@@ -299,6 +299,10 @@ struct Op {
   int64_t m = 0, n = 0, k = 0;
   double flops = 0;     // floating-point operations as executed (attention: masked blocks included)
   double bytes = 0;     // bytes read + written (AllReduce: the message size)
+  // Of `bytes`, those in rows a collective copied out of its staging array right before this op on the same
+  // core (schedule_fresh_rows.cpp), and that collective's output bytes: a CPU profile with a cache term reads
+  // them from cache when they fit (MemoryProfile::cache_bytes). 0: none.
+  double fresh_bytes = 0, fresh_from_bytes = 0;
   DType dtype = DType::BF16;
   std::vector<int32_t> deps;  // ops on *other* streams that must finish first (indices, ascending)
 };

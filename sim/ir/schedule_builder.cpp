@@ -247,6 +247,7 @@ Schedule build_schedule(const ModelSpec& model, const Plan& plan, const BuildOpt
   b.run();
   detail::fill_costs(s);
   detail::add_hazard_deps(s);
+  detail::mark_fresh_rows(s);
   return s;
 }
 

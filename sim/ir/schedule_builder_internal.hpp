@@ -303,6 +303,9 @@ void add_hazard_deps(Schedule& s);
 
 // Bytes, FLOPs and shapes of every op from its regions. schedule_costs.cpp.
 void fill_costs(Schedule& s);
+// Op::fresh_bytes and fresh_from_bytes of every memory-bound compute op, from the ops' regions, streams and
+// deps (after add_hazard_deps). schedule_fresh_rows.cpp.
+void mark_fresh_rows(Schedule& s);
 // The optimizer step's bytes in the training precision and its share under ZeRO-1 (optimizer_state.cpp).
 void cost_optimizer_step(const Schedule& s, Op& op);
 

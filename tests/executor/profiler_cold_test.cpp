@@ -46,6 +46,14 @@ TEST(ColdCache, ReadsTheLastLevelFromSysfs) {
   EXPECT_GT(probe_cache_bytes(), 0);                    // then an assumed size
 }
 
+TEST(ColdCache, ReadsACoresL2FromSysfs) {
+  const fs::path dir = fake_cache_dir();
+  EXPECT_EQ(core_cache_bytes(2, dir.string()), int64_t(2048) << 10);
+  EXPECT_EQ(core_cache_bytes(1, dir.string()), int64_t(48) << 10);  // the data cache, not the instructions'
+  EXPECT_EQ(core_cache_bytes(4, dir.string()), 0);
+  fs::remove_all(dir);
+}
+
 TEST(ColdCache, BufferSetsTogetherExceedTheCache) {
   const int64_t cache = int64_t(32) << 20;
   for (int64_t bytes : {int64_t(4096), int64_t(6144), int64_t(100'000), int64_t(1) << 20, int64_t(24) << 20}) {

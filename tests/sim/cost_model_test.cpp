@@ -139,6 +139,30 @@ TEST(CostModel, AMemoryBoundOpOnTheFirstColumnChunkPaysPerRowOfEveryChunk) {
   EXPECT_NEAR(cm.op_us(rope, 8, 8), 2 + 3, 1e-9);  // neither an opcode nor a kind term: the general figures
 }
 
+// Bytes a collective has just copied out (Op::fresh_bytes) run at the opcode's cached bandwidth where that
+// collective's output fits the profile's cache; otherwise, and without a cached bandwidth, at the cold one.
+TEST(CostModel, FreshBytesRunAtTheCachedBandwidthWhereTheirSourceFitsTheCache) {
+  Profile p = toy_profile();
+  p.memory.per_code["ResidualAdd"] = {500, 7, 0, 2000};
+  p.memory.cache_bytes = 1e6;
+  Op add;
+  add.kind = OpKind::Elementwise;
+  add.code = OpCode::ResidualAdd;
+  add.bytes = 3e6;
+  add.fresh_bytes = 2e6;
+  add.fresh_from_bytes = 1e6;
+  EXPECT_NEAR(CostModel(p).op_us(add, 8, 8), 7 + 2 + 1, 1e-9);  // 1 MB cold at 500 GB/s, 2 MB at 2000
+  add.fresh_from_bytes = 1e6 + 1;
+  EXPECT_NEAR(CostModel(p).op_us(add, 8, 8), 7 + 6, 1e-9);  // the source does not fit
+  add.fresh_from_bytes = 1e6;
+  Op norm = add;
+  norm.kind = OpKind::Norm;
+  norm.code = OpCode::LayerNormFwd;
+  EXPECT_NEAR(CostModel(p).op_us(norm, 8, 8), 2 + 3, 1e-9);  // no cached bandwidth: cold
+  p.memory.cache_bytes = 0;
+  EXPECT_NEAR(CostModel(p).op_us(add, 8, 8), 7 + 6, 1e-9);  // no cache term: cold
+}
+
 TEST(CostModel, AttentionRunsAtItsRelativeEfficiency) {
   const CostModel cm(toy_profile());
   Op op;

@@ -119,7 +119,8 @@ Profile field_profile() {
   fp32.peak_tflops = 66;
   p.gemm[static_cast<int>(DType::FP32)] = fp32;
   p.memory.per_kind["norm"] = {500, 0};
-  p.memory.per_code["ResidualAdd"] = {400, 0, 0.05};
+  p.memory.per_code["ResidualAdd"] = {400, 0, 0.05, 1000};
+  p.memory.cache_bytes = 1e6;
   p.gpu = GpuProfile{132, 128, 128, 1.0, 0.0, 0.5, 128, 16, 1000, 1.0};
   return p;
 }
@@ -188,6 +189,10 @@ TEST(OpCostCache, OpsDifferingInAnyFieldTheCostModelReadsGetTheirOwnCosts) {
        [](Op& op) { residual_add(op), op.chunk = 0, op.attrs.chunks = 2; },
        [](Op& op) { op.attrs.chunks = 4; }},
       {"a column chunk's rows", [](Op& op) { residual_add(op), op.chunk = 0; }, [](Op& op) { op.m = 512; }},
+      {"fresh bytes", residual_add, [](Op& op) { op.fresh_bytes = 5e6, op.fresh_from_bytes = 5e5; }},
+      {"the fresh bytes' source",
+       [](Op& op) { residual_add(op), op.fresh_bytes = 5e6, op.fresh_from_bytes = 5e5; },
+       [](Op& op) { op.fresh_from_bytes = 5e6; }},
   };
   const CostModel cm(field_profile());
   OpCostCache cache(cm, 2);
