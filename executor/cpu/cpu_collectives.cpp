@@ -16,11 +16,6 @@
 namespace domino {
 namespace {
 
-bool region_contiguous(const BufferDesc& b, const Region& r) {
-  const bool full_rows = r.c0 == 0 && r.c1 == b.cols;
-  return full_rows && (r.b1 - r.b0 <= 1 || (r.s0 == 0 && r.s1 == b.seq));
-}
-
 std::string rank_prefix(const CpuCollectiveContext& c) { return "rank " + std::to_string(c.ops->rank) + ": "; }
 
 // A ring collective takes `hops` dependent link traversals: the emulated link's latency for each.

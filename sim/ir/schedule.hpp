@@ -212,6 +212,13 @@ struct Region {
   bool operator==(const Region&) const = default;
 };
 
+// Whether `r` is one contiguous run of buffer `b` (whole rows of one batch entry, or of every sequence
+// position): a collective on it runs in place, on any other region through a staging array.
+inline bool region_contiguous(const BufferDesc& b, const Region& r) {
+  const bool full_rows = r.c0 == 0 && r.c1 == b.cols;
+  return full_rows && (r.b1 - r.b0 <= 1 || (r.s0 == 0 && r.s1 == b.seq));
+}
+
 enum class ReduceOp : uint8_t { Sum, Max };
 const char* to_string(ReduceOp r);
 

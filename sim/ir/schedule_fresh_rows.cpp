@@ -29,10 +29,7 @@ const Region* copied_out(const Schedule& s, const Op& c) {
   if (c.n_out < 1 || !c.out[0].valid()) return nullptr;
   if (c.code == OpCode::ReduceScatter || c.code == OpCode::AllGather) return &c.out[0];
   if (c.code != OpCode::AllReduce) return nullptr;
-  const Region& r = c.out[0];
-  const BufferDesc& b = s.buffers[size_t(r.buffer)];
-  const bool contiguous = r.c0 == 0 && r.c1 == b.cols && (r.b1 - r.b0 <= 1 || (r.s0 == 0 && r.s1 == b.seq));
-  return contiguous ? nullptr : &r;
+  return region_contiguous(s.buffers[size_t(c.out[0].buffer)], c.out[0]) ? nullptr : &c.out[0];
 }
 
 double bytes_of(const Schedule& s, const Region& r, int64_t elements) {
