@@ -267,10 +267,11 @@ double CostModel::memory_us(const Op& op) const {
   const std::optional<KindMemory>& own = code_memory_[static_cast<size_t>(op.code)];
   const KindMemory& m = own ? *own : kind_memory_[static_cast<int>(op.kind)];
   // Rows a collective has just copied out on this core come from its cache, where they fit (Op::fresh_bytes).
-  if (op.fresh_bytes > 0 && m.cached_bytes_per_us > 0 && op.fresh_from_bytes <= cache_bytes_)
-    return m.launch_us + (op.bytes - op.fresh_bytes) / m.bytes_per_us +
-           op.fresh_bytes / m.cached_bytes_per_us + chunk_rows(op) * m.chunk_row_us;
-  return m.launch_us + op.bytes / m.bytes_per_us + chunk_rows(op) * m.chunk_row_us;
+  const double cached = op.fresh_bytes > 0 && m.cached_bytes_per_us > 0 && op.fresh_from_bytes <= cache_bytes_
+                            ? op.fresh_bytes
+                            : 0;
+  return m.launch_us + (op.bytes - cached) / m.bytes_per_us +
+         (cached > 0 ? cached / m.cached_bytes_per_us : 0) + chunk_rows(op) * m.chunk_row_us;
 }
 
 double ring_traffic(OpKind kind, double bytes, int ranks) {
