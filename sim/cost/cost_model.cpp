@@ -86,6 +86,12 @@ double CostModel::LogCurve::at(double x) const {
   return y[i - 1] + t * (y[i] - y[i - 1]);
 }
 
+CostModel::KindMemory CostModel::kind_memory_of(const MemoryCost& c) {
+  return KindMemory{c.bandwidth_gbps * kBytesPerUsPerGbps, c.launch_overhead_us, c.chunk_row_us,
+                    c.cached_bandwidth_gbps * kBytesPerUsPerGbps,
+                    c.later_chunk_bandwidth_gbps * kBytesPerUsPerGbps};
+}
+
 CostModel::CostModel(Profile profile) : profile_(std::move(profile)) {
   validate_profile(profile_);
   for (int d = 0; d < kNumDTypes; ++d) {
@@ -119,18 +125,12 @@ CostModel::CostModel(Profile profile) : profile_(std::move(profile)) {
   cache_bytes_ = profile_.memory.cache_bytes;
   for (int k = 0; k < kNumOpKinds; ++k) {
     const auto own = profile_.memory.per_kind.find(to_string(static_cast<OpKind>(k)));
-    kind_memory_[k] =
-        own == profile_.memory.per_kind.end()
-            ? KindMemory{mem_bytes_per_us_, launch_us_}
-            : KindMemory{own->second.bandwidth_gbps * kBytesPerUsPerGbps, own->second.launch_overhead_us,
-                         own->second.chunk_row_us, own->second.cached_bandwidth_gbps * kBytesPerUsPerGbps};
+    kind_memory_[k] = own == profile_.memory.per_kind.end() ? KindMemory{mem_bytes_per_us_, launch_us_}
+                                                            : kind_memory_of(own->second);
   }
   for (size_t c = 0; c < code_memory_.size(); ++c) {
     const auto own = profile_.memory.per_code.find(to_string(OpCode(c)));
-    if (own != profile_.memory.per_code.end())
-      code_memory_[c] =
-          KindMemory{own->second.bandwidth_gbps * kBytesPerUsPerGbps, own->second.launch_overhead_us,
-                     own->second.chunk_row_us, own->second.cached_bandwidth_gbps * kBytesPerUsPerGbps};
+    if (own != profile_.memory.per_code.end()) code_memory_[c] = kind_memory_of(own->second);
   }
   fill_collective(intra_, profile_.intra_node, "intra_node");
   if (profile_.inter_node) fill_collective(inter_, *profile_.inter_node, "inter_node");
@@ -270,7 +270,10 @@ double CostModel::memory_us(const Op& op) const {
   const double cached = op.fresh_bytes > 0 && m.cached_bytes_per_us > 0 && op.fresh_from_bytes <= cache_bytes_
                             ? op.fresh_bytes
                             : 0;
-  return m.launch_us + (op.bytes - cached) / m.bytes_per_us +
+  // A later column chunk streams its rows at its own speed, where the profile has one.
+  const double bytes_per_us =
+      later_chunk(op) && m.later_chunk_bytes_per_us > 0 ? m.later_chunk_bytes_per_us : m.bytes_per_us;
+  return m.launch_us + (op.bytes - cached) / bytes_per_us +
          (cached > 0 ? cached / m.cached_bytes_per_us : 0) + chunk_rows(op) * m.chunk_row_us;
 }
 

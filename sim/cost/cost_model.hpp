@@ -170,7 +170,9 @@ class CostModel {
   struct KindMemory {
     double bytes_per_us = 0, launch_us = 0, chunk_row_us = 0;
     double cached_bytes_per_us = 0;  // 0: an op's fresh bytes at bytes_per_us
+    double later_chunk_bytes_per_us = 0;  // 0: a later column chunk's bytes at bytes_per_us
   };
+  static KindMemory kind_memory_of(const MemoryCost& c);
   double cache_bytes_ = 0;  // memory.cache_bytes
   std::array<KindMemory, kNumOpKinds> kind_memory_{};
   // Per opcode: its own figures (memory.per_code), if it has them.

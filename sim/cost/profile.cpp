@@ -141,7 +141,7 @@ GemmProfile read_gemm(const std::string& file, const YAML::Node& node, const std
 }
 
 // memory.per_kind or memory.per_code: {bandwidth_gbps, launch_overhead_us[, chunk_row_us][,
-// cached_bandwidth_gbps]} under each of `names` present.
+// cached_bandwidth_gbps][, later_chunk_bandwidth_gbps]} under each of `names` present.
 std::map<std::string, MemoryCost> read_memory_costs(YamlMap& mem, const std::string& key,
                                                     const std::vector<std::string>& names) {
   std::map<std::string, MemoryCost> out;
@@ -151,9 +151,11 @@ std::map<std::string, MemoryCost> read_memory_costs(YamlMap& mem, const std::str
   for (const std::string& name : names) {
     if (auto entry = entries.opt_node(name)) {
       YamlMap e(*entry, mem.file(), "profile memory." + key + "." + name);
-      out[name] = MemoryCost{positive(e, "bandwidth_gbps"), non_negative(e, "launch_overhead_us"),
-                             e.has("chunk_row_us") ? non_negative(e, "chunk_row_us") : 0.0,
-                             e.has("cached_bandwidth_gbps") ? non_negative(e, "cached_bandwidth_gbps") : 0.0};
+      out[name] = MemoryCost{
+          positive(e, "bandwidth_gbps"), non_negative(e, "launch_overhead_us"),
+          e.has("chunk_row_us") ? non_negative(e, "chunk_row_us") : 0.0,
+          e.has("cached_bandwidth_gbps") ? non_negative(e, "cached_bandwidth_gbps") : 0.0,
+          e.has("later_chunk_bandwidth_gbps") ? non_negative(e, "later_chunk_bandwidth_gbps") : 0.0};
       e.finish();
     }
   }
@@ -171,6 +173,8 @@ void check_memory_costs(const SourceLoc& at, const std::map<std::string, MemoryC
     require_non_negative(at, "memory." + key + "." + name + ".chunk_row_us", c.chunk_row_us);
     require_non_negative(at, "memory." + key + "." + name + ".cached_bandwidth_gbps",
                          c.cached_bandwidth_gbps);
+    require_non_negative(at, "memory." + key + "." + name + ".later_chunk_bandwidth_gbps",
+                         c.later_chunk_bandwidth_gbps);
   }
 }
 

@@ -68,12 +68,18 @@ struct MemoryCost {
   double launch_overhead_us = 0;
   double chunk_row_us = 0;
   double cached_bandwidth_gbps = 0;
+  // Optional: the bandwidth of a row block's later column chunk in training, where it follows the first
+  // chunk's pass over the same rows and runs faster than whole rows (calibration fits it on a training trace;
+  // a probe of the two adds alone does not show it); 0: bandwidth_gbps.
+  double later_chunk_bandwidth_gbps = 0;
 };
 // The rows a memory-bound op pays chunk_row_us on: on the first of q column chunks (attrs.chunks = q) the m
 // rows of each of the q, none on a later chunk or on whole rows.
 inline double chunk_rows(const Op& op) {
   return op.chunk == 0 ? double(op.m) * std::max<int>(1, op.attrs.chunks) : 0;
 }
+// A row block's column chunk after its first (MemoryCost::later_chunk_bandwidth_gbps).
+inline bool later_chunk(const Op& op) { return op.chunk > 0; }
 struct MemoryProfile {
   double bandwidth_gbps = 0;  // GB/s (1e9 bytes per second) achievable
   double launch_overhead_us = 0;

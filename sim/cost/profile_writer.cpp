@@ -130,11 +130,14 @@ std::string profile_to_yaml(const Profile& p) {
     if (!costs->empty()) out += fmt::format("  {}:\n", key);
     for (const auto& [name, c] : *costs)
       out +=
-          fmt::format("    {}: {{bandwidth_gbps: {}, launch_overhead_us: {}{}{}}}\n", name,
+          fmt::format("    {}: {{bandwidth_gbps: {}, launch_overhead_us: {}{}{}{}}}\n", name,
                       num(c.bandwidth_gbps), num(c.launch_overhead_us),
                       c.chunk_row_us > 0 ? ", chunk_row_us: " + num(c.chunk_row_us) : std::string(),
                       c.cached_bandwidth_gbps > 0 ? ", cached_bandwidth_gbps: " + num(c.cached_bandwidth_gbps)
-                                                  : std::string());
+                                                  : std::string(),
+                      c.later_chunk_bandwidth_gbps > 0
+                          ? ", later_chunk_bandwidth_gbps: " + num(c.later_chunk_bandwidth_gbps)
+                          : std::string());
   }
   out += "attention:\n";
   if (p.attention.efficiency.empty()) {

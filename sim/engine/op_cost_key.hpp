@@ -3,7 +3,8 @@
 // model and rank count, so Interference works each distinct SM-bound op of a schedule out once (a schedule's
 // layers repeat the same GEMMs) and OpCostCache each distinct op of many schedules (the tuner's probes).
 // What reads what (sim/cost/cost_model*.cpp): every kind its kind and bytes; memory-bound ops their code, m,
-// their fresh bytes (and those bytes' source) and, on a row block's first column chunk, the chunk count;
+// their fresh bytes (and those bytes' source), on a row block's first column chunk the chunk count, and
+// whether the op is a later chunk;
 // GEMMs dtype, m, n, k, flops, code (a transposed operand's rate) and row blocks; attention dtype, flops,
 // bytes, m, heads and its query region's batch and sequence extents (FlashAttention's grid of query blocks
 // per batch entry). A field the cost model starts to read belongs here, with a case in
@@ -29,6 +30,7 @@ struct OpCostKey {
   int64_t heads;
   int64_t row_blocks;
   int16_t first_chunk_of;  // on a row block's first column chunk, the chunk count (chunk_rows); else 0
+  bool later_chunk;  // a row block's column chunk after its first (MemoryCost::later_chunk_bandwidth_gbps)
 
   explicit OpCostKey(const Op& op)
       : kind(op.kind),
@@ -45,7 +47,8 @@ struct OpCostKey {
         q_seq(op.n_in > 0 && op.in[0].valid() ? op.in[0].s1 - op.in[0].s0 : -1),
         heads(op.attrs.heads),
         row_blocks(op.attrs.row_blocks),
-        first_chunk_of(op.chunk == 0 ? op.attrs.chunks : int16_t(0)) {}
+        first_chunk_of(op.chunk == 0 ? op.attrs.chunks : int16_t(0)),
+        later_chunk(op.chunk > 0) {}
   bool operator==(const OpCostKey&) const = default;
 };
 

@@ -85,6 +85,7 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
                                                  {"comm_start", &s.comm_start},
                                                  {"stall", &s.stall},
                                                  {"memory_rows", &s.memory_rows},
+                                                 {"later_chunks", &s.later_chunks},
                                                  {"interference_iteration", &s.interference_iteration},
                                                  {"transfer", &s.transfer},
                                                  {"comm_compute", &s.comm_compute}};
@@ -99,7 +100,8 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
           "--fit: unknown part '" + name +
           "' (give a comma-separated list of memory, gemm, attention, allreduce, allgather, "
           "reducescatter, sync, sync_growth, sync_iteration, interference, comm_delay, "
-          "comm_start, stall, memory_rows, interference_iteration, transfer, comm_compute, or all)");
+          "comm_start, stall, memory_rows, later_chunks, interference_iteration, transfer, comm_compute, or "
+          "all)");
     *flag = true;
     start = comma + 1;
   }
@@ -125,6 +127,7 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
     fit_memory_per_code(in, p, report);
   }
   if (scope.memory_rows) fit_memory_rows(in, p, report);
+  if (scope.later_chunks) fit_later_chunks(in, p, report);
   const CostModel after_memory(p);  // GEMM and attention both scale against the costs before either changed
   if (scope.gemm) fit_gemm_scales(in, after_memory, p, report);
   if (scope.attention) fit_attention_scales(in, after_memory, p, report);

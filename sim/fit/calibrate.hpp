@@ -48,6 +48,11 @@ struct CalibrationScope {
   // a plan that splits row-parallel outputs in column chunks, which no-comm's is not; the profiler's cold
   // probes overstate it in training (about 70 against 40 ns per row on one CPU, docs/fidelity.md).
   bool memory_rows = false;
+  // The bandwidth of a row block's later column chunks (memory.*.later_chunk_bandwidth_gbps), from the
+  // trace's ops on a later chunk: their bytes over their time beyond the fixed cost. Only when named: it
+  // needs a trace of a plan with column chunks (in training a later chunk runs faster than the first:
+  // docs/fidelity.md).
+  bool later_chunks = false;
   // The compute's slowdown beside a collective (interference.compute_slowdown_during_comm) from the trace's
   // iteration time: the slowdown with which the schedule the trace ran, simulated, takes as long as measured
   // (after every other part). Only when named: it needs a trace of an overlapped named strategy (its schedule
@@ -66,9 +71,9 @@ struct CalibrationScope {
 };
 // Parses --fit: a comma-separated list of memory, gemm, attention, allreduce, allgather, reducescatter, sync,
 // sync_growth, sync_iteration (each implies sync; both: the growth from the iteration), interference,
-// comm_delay, comm_start, stall, memory_rows, interference_iteration, transfer, comm_compute, or "all" (every
-// part but sync_growth, sync_iteration, comm_delay, comm_start, stall, memory_rows, interference_iteration,
-// transfer and comm_compute). BadInput on anything else.
+// comm_delay, comm_start, stall, memory_rows, later_chunks, interference_iteration, transfer, comm_compute,
+// or "all" (every part but sync_growth, sync_iteration, comm_delay, comm_start, stall, memory_rows,
+// later_chunks, interference_iteration, transfer and comm_compute). BadInput on anything else.
 CalibrationScope parse_calibration_scope(const std::string& list);
 
 struct CalibrationResult {

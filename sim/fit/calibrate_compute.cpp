@@ -18,13 +18,15 @@ namespace domino::prof::calibration {
 
 namespace {
 
-// Memory-bound ops: t = launch + c * bytes / bw_old. The per-row term of column chunks is scaled by c as
-// well: a trace rarely has chunks at two row counts of one size to fit it on, and what makes a training
-// step's bytes faster than the profiler's cold probes (data still in cache) shortens the run per row too.
+// Memory-bound ops: t = launch + c * bytes / bw_old. The per-row term of column chunks and the later chunks'
+// bandwidth are scaled by c as well: a trace rarely has chunks at two row counts of one size to fit them on,
+// and what makes a training step's bytes faster than the profiler's cold probes (data still in cache)
+// shortens the run per row too.
 std::optional<MemoryCost> fit_memory(const TraceSamples& in, const std::vector<const Sample*>& mem, MemoryCost old) {
   std::vector<double> x, y;
   for (const Sample* s : mem) {
     if (s->op.fresh_bytes > 0) continue;  // rows a collective left in cache: another speed (Op::fresh_bytes)
+    if (later_chunk(s->op) && old.later_chunk_bandwidth_gbps > 0) continue;  // a later chunk's own speed
     x.push_back(s->op.bytes / (old.bandwidth_gbps * 1e3));
     y.push_back(in.interference_free(*s) - chunk_rows(s->op) * old.chunk_row_us);
   }
@@ -36,7 +38,14 @@ std::optional<MemoryCost> fit_memory(const TraceSamples& in, const std::vector<c
   if (x.size() >= 2 && xmax > 2 * xmin) f = fit_line(x, y, w);
   if (!f.ok || f.a < 0) f = fit_slope(x, y, w, f.ok && f.a < 0 ? 0 : old.launch_overhead_us);
   if (!f.ok || !(f.b > 0)) return std::nullopt;
-  return MemoryCost{old.bandwidth_gbps / f.b, f.a, old.chunk_row_us * f.b, old.cached_bandwidth_gbps};
+  return MemoryCost{old.bandwidth_gbps / f.b, f.a, old.chunk_row_us * f.b, old.cached_bandwidth_gbps,
+                    old.later_chunk_bandwidth_gbps / f.b};
+}
+
+// The bandwidth a column chunk's bytes stream at: a later chunk's own where the figures have one.
+double chunk_bandwidth(const MemoryCost& figures, const Op& op) {
+  return later_chunk(op) && figures.later_chunk_bandwidth_gbps > 0 ? figures.later_chunk_bandwidth_gbps
+                                                                   : figures.bandwidth_gbps;
 }
 
 std::string memory_line(const std::string& what, size_t n, MemoryCost from, MemoryCost to) {
@@ -61,21 +70,58 @@ struct BandScales {
   }
 };
 
+using OpFilter = std::function<bool(const Op&)>;
+
 // The per-row term of `figures` (an opcode's or a kind's, whole-row figures fitted): the time of the chunk
 // ops `named` picks above those figures, summed, over their rows summed (as an iteration adds them up; the
 // rows of a row block's chunks are all counted on its first, chunk_rows, where the model charges them).
-void fit_rows_of(const TraceSamples& in, const std::string& name, MemoryCost& figures,
-                 const std::function<bool(const Op&)>& named, std::string& report) {
+void fit_rows_of(const TraceSamples& in, const std::string& name, MemoryCost& figures, const OpFilter& named,
+                 std::string& report) {
   PerRowExcess excess;
   for (const Sample* s : in.select(memory_bound))
     if (s->op.chunk >= 0 && named(s->op))
       excess.add(in.interference_free(*s),
-                 figures.launch_overhead_us + s->op.bytes / (figures.bandwidth_gbps * 1e3),
+                 figures.launch_overhead_us + s->op.bytes / (chunk_bandwidth(figures, s->op) * 1e3),
                  chunk_rows(s->op));
   if (!(excess.rows > 0)) return;
   report += fmt::format("  {} ({} ops on a column chunk): {:.3g} -> {:.3g} us per row\n", name, excess.points,
                         figures.chunk_row_us, excess.per_row_us());
   figures.chunk_row_us = excess.per_row_us();
+}
+
+// The bandwidth of `figures`' ops on a later column chunk that `named` picks (of the samples the trace's
+// selection keeps: those that ran alone where enough did): their bytes, summed, over their time beyond the
+// fixed cost, summed (as an iteration adds them up). Rows a collective has just written run at another speed
+// (Op::fresh_bytes) and stay out.
+void fit_later_chunks_of(const TraceSamples& in, const std::string& name, MemoryCost& figures,
+                         const OpFilter& named, std::string& report) {
+  double bytes = 0, us = 0;
+  int ops = 0;
+  for (const Sample* s : in.select(memory_bound))
+    if (later_chunk(s->op) && s->op.fresh_bytes == 0 && named(s->op)) {
+      bytes += s->op.bytes;
+      us += in.interference_free(*s) - figures.launch_overhead_us;
+      ++ops;
+    }
+  if (ops == 0 || !(us > 0)) return;
+  const double gbps = bytes / us / 1e3;
+  report += fmt::format("  {} ({} ops): {:.3g} GB/s, whole rows {:.3g} GB/s\n", name, ops, gbps,
+                        figures.bandwidth_gbps);
+  figures.later_chunk_bandwidth_gbps = gbps;
+}
+
+// Calls fn(name, figures, the ops they cost) for each memory.per_code entry, then each memory.per_kind one.
+void for_each_memory_entry(Profile& p,
+                           const std::function<void(const std::string&, MemoryCost&, const OpFilter&)>& fn) {
+  // Entries, not structured bindings: a lambda may not capture a binding before C++20 (clang 14 refuses).
+  for (auto& entry : p.memory.per_code) {
+    const std::string& name = entry.first;
+    fn(name, entry.second, [&](const Op& op) { return name == to_string(op.code); });
+  }
+  for (auto& entry : p.memory.per_kind) {
+    const std::string& name = entry.first;
+    fn(name, entry.second, [&](const Op& op) { return name == to_string(op.kind); });
+  }
 }
 
 // The band scales of one op kind's samples (durations without the old interference) against `cm`; appends
@@ -118,21 +164,24 @@ void scale_curve(std::vector<EfficiencyPoint>& curve, const BandScales& bands, d
 
 void fit_memory_rows(const TraceSamples& in, Profile& p, std::string& report) {
   const size_t before = report.size();
-  // Entries, not structured bindings: a lambda may not capture a binding before C++20 (clang 14 refuses).
-  for (auto& entry : p.memory.per_code) {
-    const std::string& name = entry.first;
-    fit_rows_of(
-        in, name, entry.second, [&](const Op& op) { return name == to_string(op.code); }, report);
-  }
-  for (auto& entry : p.memory.per_kind) {
-    const std::string& name = entry.first;
-    fit_rows_of(
-        in, name, entry.second, [&](const Op& op) { return name == to_string(op.kind); }, report);
-  }
+  for_each_memory_entry(p, [&](const std::string& name, MemoryCost& figures, const OpFilter& named) {
+    fit_rows_of(in, name, figures, named, report);
+  });
   if (report.size() == before)
     report += "memory-bound ops on a column chunk: none in the trace, per-row terms kept\n";
   else
     report.insert(before, "memory-bound ops on a column chunk, per row:\n");
+}
+
+void fit_later_chunks(const TraceSamples& in, Profile& p, std::string& report) {
+  const size_t before = report.size();
+  for_each_memory_entry(p, [&](const std::string& name, MemoryCost& figures, const OpFilter& named) {
+    fit_later_chunks_of(in, name, figures, named, report);
+  });
+  if (report.size() == before)
+    report += "memory-bound ops on a later column chunk: none in the trace, their bandwidth kept\n";
+  else
+    report.insert(before, "memory-bound ops on a later column chunk:\n");
 }
 
 // Over all memory-bound ops on whole rows (the general figures have no per-row term): the general figures.

@@ -86,6 +86,9 @@ void fit_memory_per_code(const TraceSamples& in, Profile& p, std::string& report
 // memory.*.chunk_row_us of each opcode and kind with figures of its own and ops on a column chunk in the
 // trace.
 void fit_memory_rows(const TraceSamples& in, Profile& p, std::string& report);
+// memory.*.later_chunk_bandwidth_gbps of each opcode and kind with figures of its own and ops on a later
+// column chunk in the trace.
+void fit_later_chunks(const TraceSamples& in, Profile& p, std::string& report);
 // GEMM and attention scale against `cm`: the costs after the memory fit, before either of them.
 void fit_gemm_scales(const TraceSamples& in, const CostModel& cm, Profile& p, std::string& report);
 // interference.compute_slowdown_with_comm from a trace with collectives (megatron-sync): its compute ops'

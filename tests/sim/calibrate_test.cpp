@@ -490,6 +490,41 @@ TEST(ProfilerCalibrate, AColumnChunksPerRowTermIsFittedOnTheChunksWhenNamed) {
   EXPECT_THROW(parse_calibration_scope("memory_row"), Error);
 }
 
+// A plan with column chunks: later_chunks gives the later chunks' bandwidth back from them (the whole-row
+// figures and the per-row term held); the memory fit leaves the later chunks out of the bandwidth it fits and
+// scales their bandwidth as the bytes'; a trace without chunks keeps it and says so.
+TEST(ProfilerCalibrate, ALaterChunksBandwidthIsFittedOnTheLaterChunksWhenNamed) {
+  Profile truth = known_profile();
+  truth.memory.per_code["ResidualAdd"] = {12.0, 1.0, 0.05, 0, 18.0};
+  const ModelSpec model = default_model();
+  const BlockPlan chunked{SplitDim::Batch, 1, 2, OverlapMode::None, false};
+  const TraceFile trace =
+      predicted_trace_read_back(truth, make_uniform_plan(model, chunked, chunked, "custom"), model,
+                                "domino_calibrate_later_chunks.json");
+  Profile wrong = truth;
+  wrong.memory.per_code["ResidualAdd"].later_chunk_bandwidth_gbps = 0;  // none: the later chunks run cold
+  const CalibrationResult later = calibrate_profile(wrong, trace, 0, parse_calibration_scope("later_chunks"));
+  const MemoryCost& add = later.profile.memory.per_code.at("ResidualAdd");
+  EXPECT_NEAR(add.later_chunk_bandwidth_gbps, 18.0, 1e-6);
+  EXPECT_EQ(add.bandwidth_gbps, 12.0);
+  EXPECT_EQ(add.chunk_row_us, 0.05);
+  EXPECT_NE(later.report.find("ResidualAdd"), std::string::npos) << later.report;
+  Profile slow = truth;
+  slow.memory.per_code["ResidualAdd"].bandwidth_gbps = 6.0;  // every byte 2x too slow
+  slow.memory.per_code["ResidualAdd"].later_chunk_bandwidth_gbps = 9.0;
+  const Profile fitted = calibrate_profile(slow, trace, 0, parse_calibration_scope("memory")).profile;
+  EXPECT_NEAR(fitted.memory.per_code.at("ResidualAdd").bandwidth_gbps, 12.0, 0.01);
+  EXPECT_NEAR(fitted.memory.per_code.at("ResidualAdd").later_chunk_bandwidth_gbps, 18.0, 0.02);
+  const BlockPlan whole{SplitDim::Batch, 1, 1, OverlapMode::None, false};
+  const TraceFile no_chunks =
+      predicted_trace_read_back(truth, make_uniform_plan(model, whole, whole, "custom"), model,
+                                "domino_calibrate_no_later_chunks.json");
+  const CalibrationResult kept =
+      calibrate_profile(slow, no_chunks, 0, parse_calibration_scope("later_chunks"));
+  EXPECT_EQ(kept.profile.memory.per_code.at("ResidualAdd").later_chunk_bandwidth_gbps, 9.0);
+  EXPECT_NE(kept.report.find("none in the trace"), std::string::npos) << kept.report;
+}
+
 // The per-row term keeps the chunks' total time: a trace whose chunks each took the term on their own rows
 // (the time spread over the chunks, not on the first) gives the same term back, also without args.chunks
 // (older traces), and the model charges it all to the first chunk, for the rows of both.

@@ -163,6 +163,34 @@ TEST(CostModel, FreshBytesRunAtTheCachedBandwidthWhereTheirSourceFitsTheCache) {
   EXPECT_NEAR(CostModel(p).op_us(add, 8, 8), 7 + 6, 1e-9);  // no cache term: cold
 }
 
+// A row block's later column chunk streams at the opcode's later-chunk bandwidth; its first chunk pays the
+// rows of every chunk at the cold one; without the term a later chunk is a whole-row op of its bytes.
+TEST(CostModel, ALaterColumnChunkRunsAtItsOwnBandwidth) {
+  Profile p = toy_profile();
+  p.memory.per_code["ResidualAdd"] = {500, 7, 0.01, 0, 1000};
+  Op add;
+  add.kind = OpKind::Elementwise;
+  add.code = OpCode::ResidualAdd;
+  add.bytes = 2e6;
+  add.m = 100;
+  add.attrs.chunks = 2;
+  add.chunk = 1;
+  EXPECT_NEAR(CostModel(p).op_us(add, 8, 8), 7 + 2, 1e-9);  // 2 MB at 1000 GB/s, no rows
+  add.chunk = 0;
+  EXPECT_NEAR(CostModel(p).op_us(add, 8, 8), 7 + 4 + 2, 1e-9);  // 2 MB at 500 GB/s, 200 rows at 0.01 us
+  add.chunk = -1;
+  EXPECT_NEAR(CostModel(p).op_us(add, 8, 8), 7 + 4, 1e-9);  // whole rows
+  add.chunk = 1;
+  add.fresh_bytes = 1e6;  // a later chunk's rows a collective has just written: the cached term wins for them
+  p.memory.per_code["ResidualAdd"].cached_bandwidth_gbps = 2000;
+  p.memory.cache_bytes = 1e7;
+  add.fresh_from_bytes = 1e6;
+  EXPECT_NEAR(CostModel(p).op_us(add, 8, 8), 7 + 1 + 0.5, 1e-9);
+  p.memory.per_code["ResidualAdd"] = {500, 7, 0.01};
+  add.fresh_bytes = 0;
+  EXPECT_NEAR(CostModel(p).op_us(add, 8, 8), 7 + 4, 1e-9);  // no term: the cold bandwidth
+}
+
 TEST(CostModel, AttentionRunsAtItsRelativeEfficiency) {
   const CostModel cm(toy_profile());
   Op op;

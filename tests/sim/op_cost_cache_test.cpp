@@ -111,7 +111,8 @@ TEST(OpCostCache, SchedulesOutsideItsRanksOrWithoutCommunicationAreCostedAsTheyA
 
 // A profile under which each field the cost model reads changes a cost: the tile model (transposed operands
 // at half rate), fp32 at half the bf16 peak, attention tiles of 128 query rows, norms at their own bandwidth,
-// residual adds paying per row of a column chunk, a collective holding 16 of 132 SMs.
+// residual adds paying per row of a column chunk and a later chunk at its own bandwidth, a collective holding
+// 16 of 132 SMs.
 Profile field_profile() {
   Profile p = test::unit_bytes_profile();
   p.gemm[static_cast<int>(DType::BF16)]->peak_tflops = 132;
@@ -119,7 +120,7 @@ Profile field_profile() {
   fp32.peak_tflops = 66;
   p.gemm[static_cast<int>(DType::FP32)] = fp32;
   p.memory.per_kind["norm"] = {500, 0};
-  p.memory.per_code["ResidualAdd"] = {400, 0, 0.05, 1000};
+  p.memory.per_code["ResidualAdd"] = {400, 0, 0.05, 1000, 800};
   p.memory.cache_bytes = 1e6;
   p.gpu = GpuProfile{132, 128, 128, 1.0, 0.0, 0.5, 128, 16, 1000, 1.0};
   return p;
@@ -188,6 +189,7 @@ TEST(OpCostCache, OpsDifferingInAnyFieldTheCostModelReadsGetTheirOwnCosts) {
       {"the first column chunk's chunk count",
        [](Op& op) { residual_add(op), op.chunk = 0, op.attrs.chunks = 2; },
        [](Op& op) { op.attrs.chunks = 4; }},
+      {"a later column chunk against whole rows", residual_add, [](Op& op) { op.chunk = 1; }},
       {"a column chunk's rows", [](Op& op) { residual_add(op), op.chunk = 0; }, [](Op& op) { op.m = 512; }},
       {"fresh bytes", residual_add, [](Op& op) { op.fresh_bytes = 5e6, op.fresh_from_bytes = 5e5; }},
       {"the fresh bytes' source",

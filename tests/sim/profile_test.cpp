@@ -131,21 +131,24 @@ TEST(ProfileIo, AColumnChunksPerRowTermIsOmittedAtZeroAndRoundTrips) {
   fs::remove(out);
 }
 
-TEST(ProfileIo, TheCacheTermsAreOmittedAtZeroAndRoundTrip) {
+TEST(ProfileIo, TheCacheAndLaterChunkTermsAreOmittedAtZeroAndRoundTrip) {
   Profile p = load_profile((kShipped / "cpu-dev.yaml").string());
   p.memory.cache_bytes = 0;
   for (auto* figures : {&p.memory.per_code, &p.memory.per_kind})
-    for (auto& [name, figure] : *figures) figure.cached_bandwidth_gbps = 0;
+    for (auto& [name, figure] : *figures)
+      figure.cached_bandwidth_gbps = figure.later_chunk_bandwidth_gbps = 0;
   const std::string cold = profile_to_yaml(p);
   EXPECT_EQ(cold.find("cache_bytes"), std::string::npos);
   EXPECT_EQ(cold.find("cached_bandwidth_gbps"), std::string::npos);
+  EXPECT_EQ(cold.find("later_chunk_bandwidth_gbps"), std::string::npos);
   p.memory.cache_bytes = 1048576;
-  p.memory.per_code["ResidualAdd"] = {12.5, 0.25, 0, 96.5};
+  p.memory.per_code["ResidualAdd"] = {12.5, 0.25, 0, 96.5, 30.5};
   const fs::path out = fs::temp_directory_path() / "domino_profile_cache.yaml";
   save_profile(p, out.string());
   const Profile back = load_profile(out.string());
   EXPECT_EQ(back.memory.cache_bytes, 1048576);
   EXPECT_EQ(back.memory.per_code.at("ResidualAdd").cached_bandwidth_gbps, 96.5);
+  EXPECT_EQ(back.memory.per_code.at("ResidualAdd").later_chunk_bandwidth_gbps, 30.5);
   EXPECT_EQ(profile_to_yaml(back), profile_to_yaml(p));
   p.memory.cache_bytes = -1;
   EXPECT_THROW(save_profile(p, out.string()), Error);
