@@ -110,18 +110,29 @@ void fit_later_chunks_of(const TraceSamples& in, const std::string& name, Memory
   figures.later_chunk_bandwidth_gbps = gbps;
 }
 
-// Calls fn(name, figures, the ops they cost) for each memory.per_code entry, then each memory.per_kind one.
-void for_each_memory_entry(Profile& p,
-                           const std::function<void(const std::string&, MemoryCost&, const OpFilter&)>& fn) {
+using EntryFit = void (*)(const TraceSamples&, const std::string&, MemoryCost&, const OpFilter&,
+                          std::string&);
+
+// Applies `fit` to each memory.per_code entry, then each memory.per_kind one (the ops each costs), under
+// `heading`; `none` where no entry found ops of its kind in the trace.
+void fit_memory_entries(const TraceSamples& in, Profile& p, EntryFit fit, const char* heading,
+                        const char* none, std::string& report) {
+  const size_t before = report.size();
   // Entries, not structured bindings: a lambda may not capture a binding before C++20 (clang 14 refuses).
   for (auto& entry : p.memory.per_code) {
     const std::string& name = entry.first;
-    fn(name, entry.second, [&](const Op& op) { return name == to_string(op.code); });
+    fit(
+        in, name, entry.second, [&](const Op& op) { return name == to_string(op.code); }, report);
   }
   for (auto& entry : p.memory.per_kind) {
     const std::string& name = entry.first;
-    fn(name, entry.second, [&](const Op& op) { return name == to_string(op.kind); });
+    fit(
+        in, name, entry.second, [&](const Op& op) { return name == to_string(op.kind); }, report);
   }
+  if (report.size() == before)
+    report += none;
+  else
+    report.insert(before, heading);
 }
 
 // The band scales of one op kind's samples (durations without the old interference) against `cm`; appends
@@ -163,25 +174,14 @@ void scale_curve(std::vector<EfficiencyPoint>& curve, const BandScales& bands, d
 }  // namespace
 
 void fit_memory_rows(const TraceSamples& in, Profile& p, std::string& report) {
-  const size_t before = report.size();
-  for_each_memory_entry(p, [&](const std::string& name, MemoryCost& figures, const OpFilter& named) {
-    fit_rows_of(in, name, figures, named, report);
-  });
-  if (report.size() == before)
-    report += "memory-bound ops on a column chunk: none in the trace, per-row terms kept\n";
-  else
-    report.insert(before, "memory-bound ops on a column chunk, per row:\n");
+  fit_memory_entries(in, p, fit_rows_of, "memory-bound ops on a column chunk, per row:\n",
+                     "memory-bound ops on a column chunk: none in the trace, per-row terms kept\n", report);
 }
 
 void fit_later_chunks(const TraceSamples& in, Profile& p, std::string& report) {
-  const size_t before = report.size();
-  for_each_memory_entry(p, [&](const std::string& name, MemoryCost& figures, const OpFilter& named) {
-    fit_later_chunks_of(in, name, figures, named, report);
-  });
-  if (report.size() == before)
-    report += "memory-bound ops on a later column chunk: none in the trace, their bandwidth kept\n";
-  else
-    report.insert(before, "memory-bound ops on a later column chunk:\n");
+  fit_memory_entries(in, p, fit_later_chunks_of, "memory-bound ops on a later column chunk:\n",
+                     "memory-bound ops on a later column chunk: none in the trace, their bandwidth kept\n",
+                     report);
 }
 
 // Over all memory-bound ops on whole rows (the general figures have no per-row term): the general figures.
