@@ -19,12 +19,12 @@ whose compute stream never waits for a collective lets the ranks drift apart, an
 Usage: scripts/pass-lag.py CONFIG PLAN [PLAN ...] [--rank R]
 Exit code 0, 2 on bad usage or an unreadable trace.
 """
-USAGE = "usage: scripts/pass-lag.py CONFIG PLAN [PLAN ...] [--rank R]"
 import json
 import os
 import statistics
 import sys
 
+USAGE = "usage: scripts/pass-lag.py CONFIG PLAN [PLAN ...] [--rank R]"
 COLLECTIVES = {"AllReduce", "AllGather", "ReduceScatter"}
 
 
