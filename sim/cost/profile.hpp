@@ -58,9 +58,9 @@ struct GemmProfile {
 // chunk_row_us: what an op on a column chunk (each of its m rows a part of a buffer's row) costs per row
 // beyond its bytes: every row is a short run of its own, and where a run ends the prefetcher starts over (the
 // profiler's probe of one chunk alone; on a 2-vCPU Xeon about 40 ns per row). In training the first of a row
-// block's q chunks pays it for the rows of all q, the later chunks their bytes alone: the first chunk's runs
-// fetch on into the rest of each row (residual adds at q = 2 on a 2-vCPU AMD EPYC VM: the second chunk at
-// its bytes' time, the first at its bytes' plus twice the probe's per-row term). 0: none.
+// block's q chunks pays it for the rows of all q, the later chunks their bytes alone (at
+// later_chunk_bandwidth_gbps where given): residual adds at q = 2 on a 2-vCPU AMD EPYC VM, the first chunk at
+// its bytes' time plus twice the probe's per-row term, the second at its bytes' time or less. 0: none.
 // cached_bandwidth_gbps: the speed of an op's bytes that a collective has just copied out on its core and
 // that fit in MemoryProfile::cache_bytes (Op::fresh_bytes); 0: those bytes at bandwidth_gbps like the rest.
 struct MemoryCost {

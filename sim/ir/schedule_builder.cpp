@@ -200,8 +200,7 @@ static double flops_per_element(OpCode c) { return kFlopsPerElement[size_t(c)]; 
 void fill_costs(Schedule& s) {
   const int eb = dtype_bytes(s.model.dtype);
   const auto bytes_of = [&](const Region& r) {
-    const int w = s.buffers[size_t(r.buffer)].role == BufferRole::OptState ? 4 : eb;
-    return double(r.elements()) * w;
+    return double(r.elements()) * element_bytes(s.buffers[size_t(r.buffer)], eb);
   };
   for (Op& op : s.ops) {
     if (collective(op.kind)) {

@@ -303,6 +303,11 @@ void add_hazard_deps(Schedule& s);
 
 // Bytes, FLOPs and shapes of every op from its regions. schedule_costs.cpp.
 void fill_costs(Schedule& s);
+// Bytes per element of buffer `b` in a schedule of `model_bytes` per element: optimizer state is fp32 on
+// every backend. The width fill_costs counts an op's bytes in.
+inline int element_bytes(const BufferDesc& b, int model_bytes) {
+  return b.role == BufferRole::OptState ? 4 : model_bytes;
+}
 // Op::fresh_bytes and fresh_from_bytes of every memory-bound compute op, from the ops' regions, streams and
 // deps (after add_hazard_deps). schedule_fresh_rows.cpp.
 void mark_fresh_rows(Schedule& s);

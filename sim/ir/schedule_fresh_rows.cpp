@@ -33,8 +33,7 @@ const Region* copied_out(const Schedule& s, const Op& c) {
 }
 
 double bytes_of(const Schedule& s, const Region& r, int64_t elements) {
-  const int width = s.buffers[size_t(r.buffer)].role == BufferRole::OptState ? 4 : dtype_bytes(s.model.dtype);
-  return double(elements) * width;
+  return double(elements) * element_bytes(s.buffers[size_t(r.buffer)], dtype_bytes(s.model.dtype));
 }
 
 // The bytes of op's operands in `rows`, counted as fill_costs counts op.bytes (an operand read and written
