@@ -1,15 +1,16 @@
-// cpu_backend.cpp: the CPU backend. Every buffer lives in one arena allocated once in prepare(); compute ops
-// run through run_cpu_op (executor/cpu), collectives through run_cpu_collective over the rank's GlooComm. A
-// stream driver runs each op to completion on its worker thread and times it with steady_clock.
+// cpu_backend.cpp: the CPU backend. Every buffer lives in one arena allocated once in prepare()
+// (cpu_arena.hpp); compute ops run through run_cpu_op (executor/cpu), collectives through run_cpu_collective
+// over the rank's GlooComm. A stream driver runs each op to completion on its worker thread and times it with
+// steady_clock.
 #include "executor/cpu/cpu_backend.hpp"
 
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
-#include <mutex>
 #include <utility>
 
+#include "executor/cpu/cpu_arena.hpp"
 #include "executor/cpu/cpu_collectives.hpp"
 #include "executor/cpu/cpu_ops.hpp"
 #include "executor/runtime/param_init.hpp"
@@ -40,37 +41,6 @@ void fill_varied(float* out, int64_t elements, uint64_t seed) {
     out[i] = float(int64_t(x >> 40) - (int64_t(1) << 23)) * (1.0f / float(int64_t(1) << 23));
   }
 }
-
-// A probe's arena, kept for the next probe of this process (one slot): domino-profile prepares hundreds of
-// probes one after another, each with up to a few hundred MiB of cold buffer sets, and a fresh allocation
-// pays a page fault for every 4 KiB page when first written (in a VM, three quarters of the profiler's time).
-struct SpareArena {
-  std::mutex mutex;
-  float* block = nullptr;
-  int64_t bytes = 0;
-
-  static SpareArena& instance() {
-    static SpareArena spare;
-    return spare;
-  }
-  // A kept block of at least `need` bytes (its size in *got), else a new one; nullptr when out of memory.
-  float* take(int64_t need, int64_t* got) {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (block && bytes >= need) {
-      *got = bytes;
-      return std::exchange(block, nullptr);
-    }
-    std::free(std::exchange(block, nullptr));
-    *got = need;
-    return static_cast<float*>(std::aligned_alloc(64, size_t(need)));
-  }
-  void keep(float* p, int64_t size) {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (block && bytes >= size) return std::free(p);
-    std::free(block);
-    block = p, bytes = size;
-  }
-};
 
 // Bytes of the staging arrays the stream drivers keep for their collectives.
 int64_t staging_bytes(const Schedule& schedule) {
@@ -119,7 +89,7 @@ class CpuBackend final : public Backend {
  public:
   ~CpuBackend() override {
     if (arena_ && !rank_.reproducible_values)
-      SpareArena::instance().keep(arena_, arena_block_bytes_);
+      keep_spare_arena(arena_, arena_block_bytes_);
     else
       std::free(arena_);
   }
@@ -133,9 +103,8 @@ class CpuBackend final : public Backend {
     Eigen::setNbThreads(std::max(1, ctx.threads));
     std::vector<int64_t> offsets;
     arena_bytes_ = arena_layout(schedule, &offsets);
-    arena_block_bytes_ = arena_bytes_;
-    arena_ = ctx.reproducible_values ? static_cast<float*>(std::aligned_alloc(64, size_t(arena_bytes_)))
-                                     : SpareArena::instance().take(arena_bytes_, &arena_block_bytes_);
+    arena_ = ctx.reproducible_values ? allocate_arena(arena_bytes_, &arena_block_bytes_)
+                                     : take_spare_arena(arena_bytes_, &arena_block_bytes_);
     if (!arena_)
       throw_runtime("rank " + std::to_string(ctx.rank) + ": cannot allocate " + std::to_string(arena_bytes_) +
                     " bytes for the buffers");
@@ -151,6 +120,7 @@ class CpuBackend final : public Backend {
         initial_values(schedule, int32_t(i), ctx.rank, ctx.seed, p);
       ops_ctx_.buffers.push_back(p);
     }
+    huge_page_bytes_ = resident_huge_page_bytes(arena_, arena_bytes_);  // every page is touched by now
   }
 
   std::unique_ptr<StreamDriver> make_stream_driver(Stream stream) override {
@@ -174,6 +144,7 @@ class CpuBackend final : public Backend {
   }
 
   int64_t peak_memory_bytes() const override { return arena_bytes_; }
+  int64_t huge_page_bytes() const override { return huge_page_bytes_; }
   // Every rank of the host draws on the machine's memory; each keeps `threads` cores computing.
   HostFootprint host_footprint(const Schedule& schedule, int threads, const HostRanks& ranks) const override {
     HostFootprint f;
@@ -204,6 +175,7 @@ class CpuBackend final : public Backend {
   float* arena_ = nullptr;
   int64_t arena_bytes_ = 0;
   int64_t arena_block_bytes_ = 0;  // the allocation's size: a probe's arena may reuse a larger block
+  int64_t huge_page_bytes_ = -1;
 };
 
 void CpuStreamDriver::issue(const Op& op) {

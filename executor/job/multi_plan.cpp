@@ -104,6 +104,7 @@ void run_several_plans_rank(const ExecOptions& o, const PlanSet& set, const Comm
     results[i].rank = rank;
     results[i].clock_domain = steady_clock_domain();
     results[i].peak_memory_bytes = backends.back()->peak_memory_bytes();
+    results[i].huge_page_bytes = backends.back()->huge_page_bytes();
   }
   const bool report = rank == 0 && !o.run.quiet;
   // Round r starts from the (r mod n)-th plan: every plan takes every place of a round equally often, so that

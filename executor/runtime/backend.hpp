@@ -146,6 +146,9 @@ class Backend {
   virtual bool region_finite(const Region& region);
   // Bytes this rank allocated for the run (buffers + workspaces), constant after prepare().
   virtual int64_t peak_memory_bytes() const = 0;
+  // Bytes of those on huge pages after prepare() (host memory: a memory-bound op's speed depends on it);
+  // -1 when the backend does not know or it does not apply.
+  virtual int64_t huge_page_bytes() const { return -1; }
   // What the ranks of `schedule` will need on this host with `threads` math threads each, and what is free
   // where they allocate. Must not initialise a device in this process (the launcher forks the ranks
   // afterwards). The default: the schedule's own bytes (schedule_memory_bytes), nothing known to be free.

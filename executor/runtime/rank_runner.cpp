@@ -258,6 +258,7 @@ RankResult run_iterations(const Schedule& schedule, Backend& backend, GlooComm* 
   // Workers are destroyed (joined) before an error leaves this function.
   IterationRunner runner(schedule, backend, comm, rank, options);
   result.peak_memory_bytes = backend.peak_memory_bytes();
+  result.huge_page_bytes = backend.huge_page_bytes();
   const int total = options.warmup + options.iters;
   for (int it = 0; it < total; ++it) {
     IterationRecord rec = runner.run_next(it >= options.warmup);

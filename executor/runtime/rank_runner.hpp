@@ -43,6 +43,7 @@ struct RankResult {
   int rank = 0;
   std::vector<IterationRecord> iterations;  // warm-up and timed, in order
   int64_t peak_memory_bytes = 0;
+  int64_t huge_page_bytes = -1;  // Backend::huge_page_bytes
   // Ranks with the same (non-empty) domain read one steady clock, so their iterations' start_us compare
   // (steady_clock_domain()).
   std::string clock_domain;

@@ -25,6 +25,7 @@ std::string rank_result_to_text(const RankResult& r) {
   }
   return nlohmann::json{{"rank", r.rank},
                         {"peak_memory_bytes", r.peak_memory_bytes},
+                        {"huge_page_bytes", r.huge_page_bytes},
                         {"clock_domain", r.clock_domain},
                         {"iterations", iterations}}
       .dump();
@@ -36,6 +37,7 @@ RankResult rank_result_from_text(const std::string& text) {
     const auto j = nlohmann::json::parse(text);
     r.rank = j.at("rank").get<int>();
     r.peak_memory_bytes = j.at("peak_memory_bytes").get<int64_t>();
+    r.huge_page_bytes = j.value("huge_page_bytes", int64_t(-1));
     r.clock_domain = j.at("clock_domain").get<std::string>();
     for (const auto& it : j.at("iterations")) {
       IterationRecord rec;
@@ -204,7 +206,10 @@ RunSummary summarize(const std::vector<RankResult>& ranks, const Schedule& sched
   for (const RankResult& r : ranks) by_rank.push_back(&r);
   std::sort(by_rank.begin(), by_rank.end(), [](const auto* a, const auto* b) { return a->rank < b->rank; });
   out.compute_busy_us = compute_busy(by_rank, timed, schedule);
-  for (const RankResult* r : by_rank) tl.peak_memory_bytes.push_back(r->peak_memory_bytes);
+  for (const RankResult* r : by_rank) {
+    tl.peak_memory_bytes.push_back(r->peak_memory_bytes);
+    out.huge_page_bytes.push_back(r->huge_page_bytes);
+  }
   return out;
 }
 
@@ -226,6 +231,7 @@ nlohmann::json summary_json(const RunSummary& s, const Schedule& schedule, const
                      {"p90", s.p90_us},
                      {"samples", s.timeline.iteration_samples_us}}},
                    {"peak_memory_bytes", s.timeline.peak_memory_bytes},
+                   {"huge_page_bytes", s.huge_page_bytes},
                    {"compute_busy_us", s.compute_busy_us},
                    {"loss", losses}};
   if (!s.start_skew_us.empty())

@@ -30,6 +30,9 @@ struct RunSummary {
   // empty otherwise): a rank descheduled as it leaves the barrier delays the others at their first
   // collective, noise that lands on some iterations of some plans.
   std::vector<double> start_skew_us;
+  // Per rank, ascending: bytes of its buffers on huge pages (-1: unknown); beside peak_memory_bytes it says
+  // how much of a rank's memory ran at huge-page speed.
+  std::vector<int64_t> huge_page_bytes;
 };
 
 // Iteration time = the latest end over ranks of that iteration's ops (every rank starts after a barrier).

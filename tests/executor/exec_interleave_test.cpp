@@ -127,6 +127,7 @@ TEST(ExecInterleave, EnvModeRunsThePlansInterleaved) {
   ASSERT_EQ(combined["plans"].size(), 2u);
   EXPECT_EQ(combined["plans"][1]["label"], "domino-ds");
   EXPECT_EQ(read_json(dir / "out/domino-ds.json")["peak_memory_bytes"].size(), 2u);
+  EXPECT_EQ(read_json(dir / "out/domino-ds.json")["huge_page_bytes"].size(), 2u);
 }
 
 TEST(ExecInterleave, PlanForAnotherModelIsRefusedNamingIt) {

@@ -35,6 +35,11 @@ TEST(ExecRun, TwoRanksTraceHasTheSimulatorsOpIdsAndLossFalls) {
   EXPECT_LE(s["iteration_time_us"]["p10"].get<double>(), s["iteration_time_us"]["p90"].get<double>());
   EXPECT_EQ(s["peak_memory_bytes"].size(), 2u);
   EXPECT_GT(s["peak_memory_bytes"][1].get<int64_t>(), 0);
+  ASSERT_EQ(s["huge_page_bytes"].size(), 2u);  // what of each rank's buffers the kernel holds on huge pages
+  for (int r : {0, 1}) {
+    EXPECT_GE(s["huge_page_bytes"][r].get<int64_t>(), 0) << "/proc/self/smaps unread on rank " << r;
+    EXPECT_LE(s["huge_page_bytes"][r].get<int64_t>(), s["peak_memory_bytes"][r].get<int64_t>());
+  }
   const auto& loss = s["loss"];
   ASSERT_EQ(loss.size(), 6u);
   EXPECT_LT(loss[5].get<double>(), loss[0].get<double>() - 0.3) << loss.dump();

@@ -1,0 +1,27 @@
+// cpu_arena.hpp: the memory a CPU rank's buffers live in. One block per prepared schedule, asked of the
+// kernel on transparent huge pages: on 4 KiB pages the memory-bound ops' speed depended on where the block
+// landed, so that the plans of one interleaved launch ran the same optimizer step up to 20 % apart by the
+// order they were prepared in (docs/fidelity.md, "Buffers on huge pages").
+#pragma once
+
+#include <cstdint>
+
+namespace domino {
+
+// A block of at least `bytes` bytes, 64-byte aligned; blocks of a huge page or more start on a huge-page
+// boundary, span whole huge pages (their size in *block_bytes) and are advised onto huge pages before their
+// first touch. nullptr when out of memory. Free with std::free.
+float* allocate_arena(int64_t bytes, int64_t* block_bytes);
+
+// Bytes of [p, p + bytes) the kernel holds on huge pages now (/proc/self/smaps: AnonHugePages of the
+// mappings the range overlaps, at most `bytes`); -1 when that cannot be read.
+int64_t resident_huge_page_bytes(const void* p, int64_t bytes);
+
+// A profiler probe's block, kept for the next probe of this process (one slot): domino-profile prepares
+// hundreds of probes one after another, each with up to a few hundred MiB of cold buffer sets, and a fresh
+// block pays a page fault for every page when first written (in a VM, three quarters of the profiler's time).
+// take: a kept block of at least `need` bytes (its size in *got), else a new one; keep: offer a block back.
+float* take_spare_arena(int64_t need, int64_t* got);
+void keep_spare_arena(float* block, int64_t bytes);
+
+}  // namespace domino
