@@ -10,8 +10,19 @@ namespace domino {
 
 // A block of at least `bytes` bytes, 64-byte aligned; blocks of a huge page or more start on a huge-page
 // boundary, span whole huge pages (their size in *block_bytes) and are advised onto huge pages before their
-// first touch. nullptr when out of memory. Free with std::free.
+// first touch, and come from the pool while it has room. nullptr when out of memory. Give back with
+// release_arena.
 float* allocate_arena(int64_t bytes, int64_t* block_bytes);
+void release_arena(float* block);
+
+// Sets aside `bytes` (whole huge pages) for the blocks that follow, touched first a huge page at a time in a
+// shuffled order, so that every block drawn from it gets an even mix of the machine's memory. Several plans
+// prepared in one process call it once for all of their blocks; the pool goes back to the system when its
+// last block is released. Runtime error when the memory cannot be had.
+void reserve_arena_pool(int64_t bytes);
+
+// Bytes a block for `bytes` takes (the rounding allocate_arena applies).
+int64_t arena_block_bytes(int64_t bytes);
 
 // Bytes of [p, p + bytes) the kernel holds on huge pages now (/proc/self/smaps: AnonHugePages of the
 // mappings the range overlaps, at most `bytes`); -1 when that cannot be read.

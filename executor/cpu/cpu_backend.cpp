@@ -91,7 +91,7 @@ class CpuBackend final : public Backend {
     if (arena_ && !rank_.reproducible_values)
       keep_spare_arena(arena_, arena_block_bytes_);
     else
-      std::free(arena_);
+      release_arena(arena_);
   }
   std::string name() const override { return "cpu"; }
   TimingMode timing_mode() const override { return TimingMode::HostClock; }
@@ -122,6 +122,12 @@ class CpuBackend final : public Backend {
     }
     // Every page is touched by now. Profiler probes (hundreds, on one reused block) do not report it.
     if (ctx.reproducible_values) huge_page_bytes_ = resident_huge_page_bytes(arena_, arena_bytes_);
+  }
+
+  void reserve_for_plans(const std::vector<const Schedule*>& schedules) override {
+    int64_t bytes = 0;
+    for (const Schedule* s : schedules) bytes += arena_block_bytes(arena_layout(*s, nullptr));
+    reserve_arena_pool(bytes);
   }
 
   std::unique_ptr<StreamDriver> make_stream_driver(Stream stream) override {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "executor/job/backends.hpp"
 #include "executor/job/interleave_summary.hpp"
 #include "executor/job/rank_process.hpp"
 #include "executor/runtime/results.hpp"
@@ -96,6 +97,9 @@ void run_several_plans_rank(const ExecOptions& o, const PlanSet& set, const Comm
   std::vector<std::unique_ptr<Backend>> backends;
   std::vector<std::unique_ptr<IterationRunner>> runners;
   std::vector<RankResult> results(set.plans.size());
+  std::vector<const Schedule*> schedules;
+  for (const PlanEntry& plan : set.plans) schedules.push_back(&plan.job.schedule);
+  make_backend(o.backend)->reserve_for_plans(schedules);  // before any plan takes memory of its own
   for (size_t i = 0; i < set.plans.size(); ++i) {
     const Job& job = set.plans[i].job;
     backends.push_back(prepared_backend(o, job, comm));

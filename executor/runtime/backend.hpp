@@ -146,6 +146,10 @@ class Backend {
   virtual bool region_finite(const Region& region);
   // Bytes this rank allocated for the run (buffers + workspaces), constant after prepare().
   virtual int64_t peak_memory_bytes() const = 0;
+  // Several plans about to be prepared one after another in this process (an interleaved launch), each on its
+  // own backend: a backend whose memory's speed depends on where a plan's buffers land sets out all of their
+  // memory alike here, before any of them is prepared (CPU: one shuffled pool, executor/cpu/cpu_arena.hpp).
+  virtual void reserve_for_plans(const std::vector<const Schedule*>& /*schedules*/) {}
   // Bytes of those on huge pages after prepare() (host memory: a memory-bound op's speed depends on it);
   // -1 when the backend does not know or it does not apply.
   virtual int64_t huge_page_bytes() const { return -1; }
