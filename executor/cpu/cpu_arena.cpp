@@ -20,8 +20,6 @@
 namespace domino {
 namespace {
 
-constexpr int64_t kHugePageBytes = int64_t(2) << 20;  // x86-64 and arm64 (4 KiB base pages)
-
 // Parses a /proc/self/smaps header line "start-end perms ...": false when the line is not one.
 bool mapping_range(const std::string& line, uintptr_t* start, uintptr_t* end) {
   std::istringstream in(line);
@@ -35,10 +33,6 @@ bool mapping_range(const std::string& line, uintptr_t* start, uintptr_t* end) {
   *end = std::stoull(range.substr(dash + 1), nullptr, 16);
   return true;
 }
-
-}  // namespace
-
-namespace {
 
 // A pool's blocks are bump-allocated and never reused one by one: an interleaved launch prepares its plans
 // once.
@@ -109,6 +103,7 @@ void reserve_arena_pool(int64_t bytes) {
   if (p.live > 0) throw_runtime("an arena pool is still in use: one pool per process at a time");
   std::free(std::exchange(p.base, nullptr));
   p.size = p.used = 0;
+  if (bytes <= 0) return;
   const int64_t size = arena_block_bytes(std::max(bytes, kHugePageBytes));
   char* base = reinterpret_cast<char*>(advised_block(size));
   if (!base) throw_runtime("cannot set aside " + std::to_string(size) + " bytes for the plans' buffers");

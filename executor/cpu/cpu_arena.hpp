@@ -1,12 +1,15 @@
 // cpu_arena.hpp: the memory a CPU rank's buffers live in. One block per prepared schedule, asked of the
-// kernel on transparent huge pages: on 4 KiB pages the memory-bound ops' speed depended on where the block
-// landed, so that the plans of one interleaved launch ran the same optimizer step up to 20 % apart by the
-// order they were prepared in (docs/fidelity.md, "Buffers on huge pages").
+// kernel on transparent huge pages; the blocks of an interleaved launch's plans come from one pool whose
+// pages were first touched in a shuffled order. A memory-bound op's speed depends on which physical memory
+// its block got: blocks allocated one after another ran the same optimizer step up to 21 % apart, slower the
+// earlier a plan was prepared (docs/fidelity.md, "Where the buffers land").
 #pragma once
 
 #include <cstdint>
 
 namespace domino {
+
+inline constexpr int64_t kHugePageBytes = int64_t(2) << 20;  // x86-64 and arm64 (4 KiB base pages)
 
 // A block of at least `bytes` bytes, 64-byte aligned; blocks of a huge page or more start on a huge-page
 // boundary, span whole huge pages (their size in *block_bytes) and are advised onto huge pages before their
@@ -15,10 +18,10 @@ namespace domino {
 float* allocate_arena(int64_t bytes, int64_t* block_bytes);
 void release_arena(float* block);
 
-// Sets aside `bytes` (whole huge pages) for the blocks that follow, touched first a huge page at a time in a
-// shuffled order, so that every block drawn from it gets an even mix of the machine's memory. Several plans
-// prepared in one process call it once for all of their blocks; the pool goes back to the system when its
-// last block is released. Runtime error when the memory cannot be had.
+// Sets aside `bytes` (whole huge pages; 0: none) for the blocks of a huge page or more that follow, touched
+// first a huge page at a time in a shuffled order, so that every block drawn from it gets an even mix of the
+// machine's memory. Several plans prepared in one process call it once for all of their blocks; the pool goes
+// back to the system when its last block is released. Runtime error when the memory cannot be had.
 void reserve_arena_pool(int64_t bytes);
 
 // Bytes a block for `bytes` takes (the rounding allocate_arena applies).

@@ -126,7 +126,8 @@ class CpuBackend final : public Backend {
 
   void reserve_for_plans(const std::vector<const Schedule*>& schedules) override {
     int64_t bytes = 0;
-    for (const Schedule* s : schedules) bytes += arena_block_bytes(arena_layout(*s, nullptr));
+    for (const Schedule* s : schedules)
+      if (const int64_t b = arena_layout(*s, nullptr); b >= kHugePageBytes) bytes += arena_block_bytes(b);
     reserve_arena_pool(bytes);
   }
 
