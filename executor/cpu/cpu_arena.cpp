@@ -5,12 +5,11 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,20 +18,6 @@
 
 namespace domino {
 namespace {
-
-// Parses a /proc/self/smaps header line "start-end perms ...": false when the line is not one.
-bool mapping_range(const std::string& line, uintptr_t* start, uintptr_t* end) {
-  std::istringstream in(line);
-  std::string range;
-  in >> range;
-  const size_t dash = range.find('-');
-  if (dash == std::string::npos || dash == 0 || dash + 1 == range.size()) return false;
-  for (char c : range)
-    if (c != '-' && !std::isxdigit(static_cast<unsigned char>(c))) return false;
-  *start = std::stoull(range.substr(0, dash), nullptr, 16);
-  *end = std::stoull(range.substr(dash + 1), nullptr, 16);
-  return true;
-}
 
 // A pool's blocks are bump-allocated and never reused one by one: an interleaved launch prepares its plans
 // once.
@@ -119,16 +104,25 @@ int64_t resident_huge_page_bytes(const void* p, int64_t bytes) {
   bool inside = false, seen = false;
   int64_t total = 0;
   for (std::string line; std::getline(smaps, line);) {
-    uintptr_t start = 0, end = 0;
-    if (line.rfind("AnonHugePages:", 0) == 0) {
-      if (inside) total += std::stoll(line.substr(14)) * 1024;
-    } else if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) &&
-               mapping_range(line, &start, &end)) {
+    unsigned long start = 0, end = 0;  // a mapping's header line: "start-end perms offset ..." in hex
+    long long kib = 0;
+    if (std::sscanf(line.c_str(), "AnonHugePages: %lld kB", &kib) == 1) {
+      if (inside) total += kib * 1024;
+    } else if (std::sscanf(line.c_str(), "%lx-%lx ", &start, &end) == 2) {
       inside = start < hi && lo < end;
       seen = seen || inside;
     }
   }
   return seen ? std::min(total, bytes) : -1;
+}
+
+std::string transparent_huge_page_mode() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string line;
+  std::getline(in, line);
+  const size_t open = line.find('['), close = line.find(']');
+  if (open == std::string::npos || close == std::string::npos || close < open) return "unavailable";
+  return line.substr(open + 1, close - open - 1);
 }
 
 namespace {

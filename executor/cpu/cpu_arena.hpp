@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace domino {
 
@@ -30,6 +31,10 @@ int64_t arena_block_bytes(int64_t bytes);
 // Bytes of [p, p + bytes) the kernel holds on huge pages now (/proc/self/smaps: AnonHugePages of the
 // mappings the range overlaps, at most `bytes`); -1 when that cannot be read.
 int64_t resident_huge_page_bytes(const void* p, int64_t bytes);
+
+// The kernel's transparent huge page mode, the bracketed word of /sys/kernel/mm/transparent_hugepage/enabled:
+// "always" or "madvise" (blocks advised onto huge pages get them), "never"; "unavailable" when unreadable.
+std::string transparent_huge_page_mode();
 
 // A profiler probe's block, kept for the next probe of this process (one slot): domino-profile prepares
 // hundreds of probes one after another, each with up to a few hundred MiB of cold buffer sets, and a fresh

@@ -1,16 +1,18 @@
 // profile_meta.cpp: the provenance a measured profile records: machine, date, library versions, build flags.
-#include <Eigen/Core>
+#include "executor/profiler/profile_meta.hpp"
+
 #include <fmt/format.h>
 #include <gloo/config.h>
 #include <unistd.h>
 
+#include <Eigen/Core>
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
-#include "executor/profiler/profile_meta.hpp"
+#include "executor/cpu/cpu_arena.hpp"
 
 namespace domino::prof {
 
@@ -54,18 +56,6 @@ std::string build_flags() {
   return f;
 }
 
-// The kernel's transparent huge page mode (the bracketed word): the CPU backend's buffers are on huge pages
-// under "always" and "madvise" (executor/cpu/cpu_arena.hpp), on 4 KiB pages under "never", and memory-bound
-// ops run at different speeds on the two.
-std::string transparent_huge_pages() {
-  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string line;
-  std::getline(in, line);
-  const size_t open = line.find('['), close = line.find(']');
-  if (open == std::string::npos || close == std::string::npos || close < open) return "unavailable";
-  return line.substr(open + 1, close - open - 1);
-}
-
 }  // namespace
 
 std::string load_average() {
@@ -81,7 +71,7 @@ ProfileMetadata machine_metadata(const std::string& backend) {
   ::gethostname(host, sizeof host - 1);
   md.machine = fmt::format("{}: {}, {} cores; load average at the start {} ({} backend)", host, cpu_model(),
                            std::thread::hardware_concurrency(), load_average(), backend);
-  if (backend == "cpu") md.machine += "; transparent huge pages: " + transparent_huge_pages();
+  if (backend == "cpu") md.machine += "; transparent huge pages: " + transparent_huge_page_mode();
   const std::time_t now = std::time(nullptr);
   char date[64];
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
