@@ -16,7 +16,14 @@ predicted order (a layer's forward or backward, the embedding and head, the opti
 An iteration whose ranks stay in step keeps gap_us near the profile's arrival skew along the whole pass; one
 whose compute stream never waits for a collective lets the ranks drift apart, and its gaps grow pass by pass.
 
-Usage: scripts/pass-lag.py CONFIG PLAN [PLAN ...] [--rank R]
+With --phases, per phase of the iteration (forward, backward, optimizer step) instead: how long the compute
+stream took for it (from the previous phase's last compute op's end to its own), predicted and measured on each
+rank (the mean over the timed iterations), and of the measured time how much the compute ops ran (busy) and how
+long the stream stood between them (idle). A phase that takes longer than predicted in every communicating plan
+alike is the profile's; one whose miss grows with the plan's slicing is the model's. (On a CPU profile the
+predicted spans are the ops' own times: what the compute loses beside a collective shows as idle there.)
+
+Usage: scripts/pass-lag.py CONFIG PLAN [PLAN ...] [--rank R | --phases]
 Exit code 0, 2 on bad usage or an unreadable trace.
 """
 import json
@@ -114,8 +121,52 @@ def report(config, plan, rank):
         print(f"  {name:<24} {lag} {gap} {wait}")
 
 
+def phase_times(spans_of_iteration, t0):
+    """Per phase: (end of its last compute op, the compute ops' summed time), both from t0."""
+    end, busy = {}, {}
+    for start, stop, phase in spans_of_iteration:
+        end[phase] = max(end.get(phase, 0.0), stop - t0)
+        busy[phase] = busy.get(phase, 0.0) + stop - start
+    return end, busy
+
+
+def report_phases(config, plan):
+    ops = predicted_ops(os.path.join(config, "pred", plan + ".trace.json"))
+    spans = iteration_spans(os.path.join(config, "meas", plan + ".trace.json"))
+    compute = {op: e for op, e in ops.items() if e.get("tid", 0) == 0}
+    phase = {op: e["args"].get("phase", "?") for op, e in compute.items()}
+    order = []
+    for e in sorted(compute.values(), key=lambda e: e["ts"]):
+        if phase[e["args"]["op"]] not in order:
+            order.append(phase[e["args"]["op"]])
+    predicted_end, predicted_busy = phase_times(
+        [(e["ts"], e["ts"] + e["dur"], phase[op]) for op, e in compute.items()], 0.0)
+    ranks = sorted({s[0] for iteration in spans for s in iteration})
+    measured = {r: [] for r in ranks}  # per rank, per iteration: (ends, busy)
+    for iteration in spans:
+        t0 = min(s[2] for s in iteration)
+        for r in ranks:
+            measured[r].append(phase_times(
+                [(s[2], s[3], phase[s[1]]) for s in iteration if s[0] == r and s[1] in compute], t0))
+    print(f"{plan} ({len(spans)} iterations): per phase, the compute stream's time, ms")
+    print(f"  {'phase':<8} {'predicted':>9} {'busy':>7}" + "".join(f" {'rank ' + str(r):>9} {'busy':>7} {'idle':>7}" for r in ranks))
+    for i, name in enumerate(order):
+        before = order[i - 1] if i else None
+        line = f"  {name:<8} {(predicted_end[name] - predicted_end.get(before, 0.0)) / 1e3:9.1f}"
+        line += f" {predicted_busy[name] / 1e3:7.1f}"
+        for r in ranks:
+            took = [end.get(name, 0.0) - end.get(before, 0.0) if before else end.get(name, 0.0)
+                    for end, _ in measured[r]]
+            busy = [b.get(name, 0.0) for _, b in measured[r]]
+            line += f" {statistics.mean(took) / 1e3:9.1f} {statistics.mean(busy) / 1e3:7.1f}"
+            line += f" {(statistics.mean(took) - statistics.mean(busy)) / 1e3:7.1f}"
+        print(line)
+
+
 def main(argv):
     rank = 0
+    phases = "--phases" in argv
+    argv = [a for a in argv if a != "--phases"]
     if "--rank" in argv:
         i = argv.index("--rank")
         if i + 1 >= len(argv) or not argv[i + 1].isdigit():
@@ -125,7 +176,10 @@ def main(argv):
     if len(argv) < 2:
         raise BadInput(USAGE)
     for plan in argv[1:]:
-        report(argv[0], plan, rank)
+        if phases:
+            report_phases(argv[0], plan)
+        else:
+            report(argv[0], plan, rank)
     return 0
 
 

@@ -1,7 +1,8 @@
 // pass_lag_script_test.cpp: scripts/pass-lag.py on a hand-made configuration folder whose lags and start gaps
 // are known: per block of the compute stream, the measured end (the mean over iterations) less the predicted,
-// and the ranks' start gap at the block's collectives; an unreadable trace or a measured trace without
-// per-iteration spans is exit code 2 with a message, no traceback.
+// and the ranks' start gap at the block's collectives; with --phases each phase's time per rank and the
+// compute's busy and idle time in it; an unreadable trace or a measured trace without per-iteration spans is
+// exit code 2 with a message, no traceback.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -48,15 +49,15 @@ std::pair<int, std::string> run_script(const std::string& args) {
   return domino::test::run_python_script("pass-lag.py", args);
 }
 
-TEST(PassLagScript, GivesEachBlocksLagAndTheRanksStartGapAtItsCollectives) {
-  const fs::path config = make_config("ok");
-  // Rank 0's forward ends at 1100 and 1300 us (mean 1200: +0.20 ms), its backward at 2400 and 2600 (mean
-  // 2500: +0.50 ms). The ranks start the forward collective 100 and 300 us apart (median 200) and the
-  // backward one 800 and 1000 apart (median 900).
+// Rank 0's forward ends at 1100 and 1300 us (mean 1200: +0.20 ms), its backward at 2400 and 2600 (mean
+// 2500: +0.50 ms), the backward's compute op 1200 and 1300 us long (100 us idle in the first iteration). The
+// ranks start the forward collective 100 and 300 us apart (median 200) and the backward one 800 and 1000
+// apart (median 900).
+void write_measured(const fs::path& config) {
   const nlohmann::json iterations = nlohmann::json::array({nlohmann::json::array({{0, 0, 0, 1100},
                                                                                   {0, 1, 1100, 1600},
                                                                                   {1, 1, 1200, 1600},
-                                                                                  {0, 2, 1100, 2400},
+                                                                                  {0, 2, 1200, 2400},
                                                                                   {0, 3, 2400, 2900},
                                                                                   {1, 3, 3200, 3400}}),
                                                            nlohmann::json::array({{0, 0, 0, 1300},
@@ -67,11 +68,31 @@ TEST(PassLagScript, GivesEachBlocksLagAndTheRanksStartGapAtItsCollectives) {
                                                                                   {1, 3, 3600, 3700}})});
   write_json(config / "meas" / "plan.trace.json",
              {{"traceEvents", nlohmann::json::array()}, {"domino", {{"iteration_spans", iterations}}}});
+}
+
+TEST(PassLagScript, GivesEachBlocksLagAndTheRanksStartGapAtItsCollectives) {
+  const fs::path config = make_config("ok");
+  write_measured(config);
   const auto [code, out] = run_script(config.string() + " plan");
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("plan (rank 0, 2 iterations)"), std::string::npos) << out;
   EXPECT_NE(out.find("fwd layer 0                 +0.20      200      300"), std::string::npos) << out;
   EXPECT_NE(out.find("bwd layer 0                 +0.50      900      300"), std::string::npos) << out;
+  fs::remove_all(config);
+}
+
+TEST(PassLagScript, PhasesGiveEachPhasesTimeAndTheComputeBusyAndIdleInIt) {
+  const fs::path config = make_config("phases");
+  write_measured(config);
+  const auto [code, out] = run_script(config.string() + " plan --phases");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("plan (2 iterations): per phase"), std::string::npos) << out;
+  // Forward: predicted 1.0 ms (busy 1.0); rank 0 1.2 ms, all of it busy. Backward: from the forward's end,
+  // 1.3 ms in both iterations, busy 1.2 and 1.3 ms. Rank 1 runs no compute op here.
+  EXPECT_NE(out.find("  fwd            1.0     1.0       1.2     1.2     0.0       0.0     0.0     0.0"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("  bwd            1.0     1.0       1.3     1.2     0.1"), std::string::npos) << out;
   fs::remove_all(config);
 }
 
