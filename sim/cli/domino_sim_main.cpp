@@ -1,10 +1,10 @@
 // domino_sim_main.cpp: domino-sim, predicts one training iteration of a model under a plan or a named
 // strategy on a hardware profile; prints the figures and the four named strategies side by side, and
 // optionally writes the predicted Chrome trace and the figures as JSON (stable keys, docs/trace-format.md).
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -12,15 +12,16 @@
 
 #include "sim/base/cli_parse.hpp"
 #include "sim/base/error.hpp"
+#include "sim/base/files.hpp"
 #include "sim/cli/training_options.hpp"
-#include "sim/model/model_spec.hpp"
-#include "sim/model/plan.hpp"
 #include "sim/cost/profile.hpp"
 #include "sim/engine/collective_usage.hpp"
+#include "sim/engine/op_costs_json.hpp"
 #include "sim/engine/simulator.hpp"
 #include "sim/engine/throughput.hpp"
+#include "sim/model/model_spec.hpp"
+#include "sim/model/plan.hpp"
 #include "sim/trace/timeline.hpp"
-#include "sim/base/files.hpp"
 
 namespace {
 
@@ -169,7 +170,7 @@ json figures_json(const domino::ModelSpec& m, const domino::Plan& plan, const do
 int main(int argc, char** argv) {
   return domino::run_main("domino-sim", [&]() -> int {
     CLI::App app{"Predict one training iteration of a tensor-parallel model under a slicing plan."};
-    std::string model_arg, plan_path, strategy, profile_arg, trace_path, json_path;
+    std::string model_arg, plan_path, strategy, profile_arg, trace_path, json_path, ops_json_path;
     domino::ModelOverrides overrides;
     bool summary = false;
     int emulate_tp = 0;
@@ -185,6 +186,10 @@ int main(int argc, char** argv) {
                    "parameters; otherwise dgx-h100 when tp <= 8, h100-multinode when tp > 8)");
     app.add_option("--trace", trace_path, "write the predicted Chrome trace (open in Perfetto)");
     app.add_option("--json", json_path, "write the figures as JSON (stable keys)");
+    app.add_option("--ops-json", ops_json_path,
+                   "write every op of the schedule as the simulator starts from it (stream, deps, the cost "
+                   "model's duration, a collective's wait for the last rank) as JSON; scripts/rank-drift.py "
+                   "reads it");
     app.add_option("--tp", overrides.tp, "tensor-parallel degree (overrides the model file)")
         ->check(domino::positive_number());
     app.add_option("--seq-len", overrides.seq_len, "sequence length")->check(domino::positive_number());
@@ -236,6 +241,11 @@ int main(int argc, char** argv) {
                       {"micro_batch", model.micro_batch}};
       domino::write_trace(trace_path, schedule, result.timeline, meta);
       std::printf("trace: %s\n", trace_path.c_str());
+    }
+    if (!ops_json_path.empty()) {
+      const domino::OpCosts costs = domino::op_costs(schedule, cost, domino::SimOptions{false, emulate_tp});
+      domino::write_file_atomic(ops_json_path, domino::op_costs_json(schedule, costs).dump() + "\n");
+      std::printf("ops: %s\n", ops_json_path.c_str());
     }
     if (!json_path.empty()) {
       domino::write_file_atomic(json_path, figures_json(model, plan, cost.profile(), result, rows).dump(2) + "\n");
