@@ -343,9 +343,10 @@ Profile load_profile_string(const std::string& yaml, const std::string& name) {
   return read_profile(load_yaml_string(yaml, name), name);
 }
 
-const OptionalInterferenceTerm kOptionalInterferenceTerms[6] = {
+const OptionalInterferenceTerm kOptionalInterferenceTerms[7] = {
     {"comm_delay_during_compute_us", &InterferenceProfile::comm_delay_during_compute_us},
     {"compute_stall_share", &InterferenceProfile::compute_stall_share},
+    {"compute_stall_per_op_us", &InterferenceProfile::compute_stall_per_op_us},
     {"comm_start_wait_us", &InterferenceProfile::comm_start_wait_us},
     {"comm_start_wait_decay_us", &InterferenceProfile::comm_start_wait_decay_us},
     {"comm_resume_wait_us", &InterferenceProfile::comm_resume_wait_us},
@@ -388,6 +389,10 @@ void validate_profile(const Profile& p) {
         p.interference.compute_stall_share <= kMaxComputeStallShare))
     throw_bad_input(at, "interference.compute_stall_share must be in [0, " + num(kMaxComputeStallShare) +
                             "], got " + num(p.interference.compute_stall_share));
+  if (!(p.interference.compute_stall_per_op_us <= kMaxComputeStallPerOpUs))
+    throw_bad_input(at, "interference.compute_stall_per_op_us must be in [0, " +
+                            num(kMaxComputeStallPerOpUs) + "], got " +
+                            num(p.interference.compute_stall_per_op_us));
   if (!(p.interference.compute_slowdown_with_comm <= kMaxCommComputeSlowdown))
     throw_bad_input(at, "interference.compute_slowdown_with_comm must be in [0, " +
                             num(kMaxCommComputeSlowdown) + "], got " +

@@ -209,6 +209,12 @@ struct CollectiveProfile {
 // (comm_rate_beside_held_op). A stall share above this (the stream idle ten times as long as it computes)
 // describes no machine to predict.
 constexpr double kMaxComputeStallShare = 10;
+// compute_stall_per_op_us is the part of that stall each compute op pays whatever its size: the compute
+// stream's gap between two ops as the CPU backend runs them (the worker hands over, reads the clock, records
+// the span), 37-41 us per op on a 2-vCPU VM in plans of 152 and 416 compute ops alike, where a share of the
+// compute time charged the plan of 416 ops 9 ms too little (docs/fidelity.md, "The compute stream's gaps are
+// per op"). The simulator holds the stream that long after each compute op, beside the share; at most this.
+constexpr double kMaxComputeStallPerOpUs = 1e5;
 // compute_slowdown_with_comm: a CPU rank's compute ops run this much slower throughout an iteration in which
 // its ranks communicate, beside a collective or not (on two CPU ranks megatron-sync's ops, none beside a
 // collective, took 1-4 % longer than no-comm's same ops in the same launch; the communication threads'
@@ -222,12 +228,13 @@ struct OptionalInterferenceTerm {
   const char* key;
   double InterferenceProfile::*field;
 };
-extern const OptionalInterferenceTerm kOptionalInterferenceTerms[6];
+extern const OptionalInterferenceTerm kOptionalInterferenceTerms[7];
 struct InterferenceProfile {
   double compute_slowdown_during_comm = 0;
   double comm_slowdown_during_compute = 0;
   double comm_delay_during_compute_us = 0;
   double compute_stall_share = 0;
+  double compute_stall_per_op_us = 0;
   double comm_start_wait_us = 0;
   double comm_start_wait_decay_us = 0;
   double comm_resume_wait_us = 0;

@@ -114,6 +114,9 @@ void read_gpu_or_interference(YamlMap& root, const std::string& file, Profile& p
   if (p.interference.compute_stall_share > kMaxComputeStallShare)
     intf.fail("compute_stall_share", "must be at most " + num(kMaxComputeStallShare) + ", got " +
                                          num(p.interference.compute_stall_share));
+  if (p.interference.compute_stall_per_op_us > kMaxComputeStallPerOpUs)
+    intf.fail("compute_stall_per_op_us", "must be at most " + num(kMaxComputeStallPerOpUs) + ", got " +
+                                             num(p.interference.compute_stall_per_op_us));
   if (p.interference.compute_slowdown_with_comm > kMaxCommComputeSlowdown)
     intf.fail("compute_slowdown_with_comm", "must be at most " + num(kMaxCommComputeSlowdown) + ", got " +
                                                 num(p.interference.compute_slowdown_with_comm));

@@ -276,9 +276,10 @@ void add_compute_stall(const Schedule& schedule, const CostModel& cost, std::vec
     communicates = collective(schedule.ops[i].kind) && duration[i] > 0;
   const double stretch =
       (1 + flat.compute_stall_share) * (communicates ? 1 + flat.compute_slowdown_with_comm : 1);
-  if (stretch != 1)
+  const double per_op = flat.compute_stall_per_op_us;
+  if (stretch != 1 || per_op > 0)
     for (size_t i = 0; i < duration.size(); ++i)
-      if (schedule.ops[i].stream == Stream::Compute) duration[i] *= stretch;
+      if (schedule.ops[i].stream == Stream::Compute) duration[i] = duration[i] * stretch + per_op;
 }
 
 SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOptions& options) {
@@ -329,7 +330,8 @@ SimResult simulate(const SimProgram& program, const OpCosts& costs, const SimOpt
       for (OpSpan& s : tl.spans)
         if (schedule.ops[size_t(s.op)].stream == Stream::Compute)
           s.end_us =
-              s.start_us + costs.duration[size_t(s.op)] / (1 + costs.flat_interference.compute_stall_share);
+              s.start_us + (costs.duration[size_t(s.op)] - costs.flat_interference.compute_stall_per_op_us) /
+                               (1 + costs.flat_interference.compute_stall_share);
     // A collective's span holds the wait for the last rank that the skew and the delay beside compute charged
     // it, as the event loop paid it: recorded, so that domino-compare can score the transfer and the wait
     // apart.

@@ -38,7 +38,8 @@ SimResult simulate(const Schedule& schedule, const CostModel& cost, const SimOpt
 // can share them: simulate(s, cost, options) is simulate(s, op_costs(s, cost, options), options). The arrival
 // skew that grows with the compute between collectives depends on the deps, so simulate adds it per schedule
 // (sim/engine/arrival_skew.hpp) from the rate kept here.
-// A compute op's duration includes the profile's stall share (the stream held that much longer after it).
+// A compute op's duration includes the profile's stall share and stall per op (the stream held that much
+// longer after it).
 struct OpCosts {
   std::vector<double> duration;
   Interference interference;
@@ -58,7 +59,8 @@ struct OpCosts {
 OpCosts op_costs(const Schedule& schedule, const CostModel& cost, const SimOptions& options = {});
 // Stretches every compute op's duration by the profile's stall share (InterferenceProfile::
 // compute_stall_share) and, where a collective of the schedule takes time (`duration`), by its slowdown in
-// a communicating iteration (compute_slowdown_with_comm).
+// a communicating iteration (compute_slowdown_with_comm), then adds its stall per op
+// (compute_stall_per_op_us).
 void add_compute_stall(const Schedule& schedule, const CostModel& cost, std::vector<double>& duration);
 // Ranks in each collective: the plan's TP degree unless the options emulate another.
 int collective_ranks(const Schedule& schedule, const SimOptions& options);

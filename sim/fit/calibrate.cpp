@@ -131,7 +131,8 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
   const CostModel after_memory(p);  // GEMM and attention both scale against the costs before either changed
   if (scope.gemm) fit_gemm_scales(in, after_memory, p, report);
   if (scope.attention) fit_attention_scales(in, after_memory, p, report);
-  if (scope.stall) fit_compute_stall(in, measured_iteration_us(trace, "stall"), p, report);
+  if (scope.stall)
+    fit_compute_stall(in, measured_iteration_us(trace, "stall"), compute_gap_per_op(trace), p, report);
   if (scope.comm_compute) fit_compute_with_comm(in, p, report);
   if (scope.allreduce) fit_collective(in, OpKind::AllReduce, p, report);
   if (scope.allgather) fit_collective(in, OpKind::AllGather, p, report);

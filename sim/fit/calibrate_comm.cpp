@@ -338,7 +338,8 @@ void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, bool gro
   Profile without_skew = p;
   group_collective(without_skew, in.tp).sync_us = 0;
   group_collective(without_skew, in.tp).sync_per_compute = 0;
-  const SerialCost serial = in.serial_cost(CostModel(without_skew), p.interference.compute_stall_share);
+  const SerialCost serial = in.serial_cost(CostModel(without_skew), p.interference.compute_stall_share,
+                                           p.interference.compute_stall_per_op_us);
   const double costs = serial.us, overlapped = serial.overlapped_us;
   const int collectives = serial.skewed_collectives;
   if (collectives == 0)

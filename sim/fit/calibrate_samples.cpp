@@ -353,16 +353,18 @@ double TraceSamples::interference_free(const Sample& s) const {
   return t;
 }
 
-SerialCost TraceSamples::serial_cost(const CostModel& cm, double compute_stall) const {
+SerialCost TraceSamples::serial_cost(const CostModel& cm, double compute_stall,
+                                     double stall_per_op_us) const {
   SerialCost out;
   const double sync = cm.sync_us(tp, devices_per_node);
   const double stretch = (1 + compute_stall) * compute_stretch(cm.profile());
   for (const Sample& s : samples) {
     const bool comm = collective(s.op.kind);
     const double us = cm.op_us(s.op, tp, devices_per_node);
-    out.us += comm ? (s.aligned ? std::max(0.0, us - sync) : us) : us * stretch;
+    out.us += comm ? (s.aligned ? std::max(0.0, us - sync) : us) : us * stretch + stall_per_op_us;
     out.overlapped_us += s.overlap;
     out.collectives += comm;
+    out.compute_ops += !comm;
     out.skewed_collectives += comm && !s.aligned;
   }
   return out;

@@ -38,6 +38,7 @@ struct Sample {
 // not overlap): each op's cost, a compute op's stretched by a stall share; with what the trace overlapped.
 struct SerialCost {
   double us = 0;
+  int compute_ops = 0;
   double overlapped_us = 0;  // time the trace's ops ran beside the other stream
   int collectives = 0;
   int skewed_collectives = 0;  // those the ranks reach apart, which the simulator charges the skew
@@ -75,8 +76,9 @@ struct TraceSamples {
   // What p stretches this trace's compute ops by beyond their costs and stall: 1 + its
   // compute_slowdown_with_comm where the trace communicates, else 1.
   double compute_stretch(const Profile& p) const;
-  // The samples costed by cm one after another, compute ops stretched by compute_stall and compute_stretch.
-  SerialCost serial_cost(const CostModel& cm, double compute_stall) const;
+  // The samples costed by cm one after another, compute ops stretched by compute_stall and compute_stretch,
+  // each then held stall_per_op_us longer.
+  SerialCost serial_cost(const CostModel& cm, double compute_stall, double stall_per_op_us) const;
 };
 
 // The terms, in the order calibrate_profile applies them (a later one fits against the earlier results).
@@ -113,9 +115,17 @@ void fit_skew_to_iteration(const TraceSamples& in, double iteration_us, bool gro
 // where the trace has them, else domino.iteration_time_us (the median); BadInput naming the --fit part when
 // the trace has neither, or a sample that is not a time.
 double measured_iteration_us(const TraceFile& trace, const std::string& part);
-// The compute stream's stall share with which the trace's compute ops, costed by p, add up to iteration_us (a
-// trace without collectives: no-comm). BadInput when the trace has a collective.
-void fit_compute_stall(const TraceSamples& in, double iteration_us, Profile& p, std::string& report);
+// The compute stream's gap between consecutive compute ops as the trace measured it (the next one's start
+// less the previous one's end), per pair of ops: the mean over every timed iteration and rank where the trace
+// has them (domino.iteration_spans), else over its one traced iteration's ranks. -1 without two compute ops,
+// and for a predicted trace (its gaps are the model's stall, not a measurement).
+double compute_gap_per_op(const TraceFile& trace);
+// The compute stream's stall (a trace without collectives: no-comm): a time per compute op, the measured gap
+// per op (compute_gap_per_op; negative: none measured), and a share of the compute ops' costs by p with which
+// they and those gaps add up to iteration_us. Where the costs and gaps alone exceed it, the share is 0 and
+// the time per op what is left. BadInput when the trace has a collective.
+void fit_compute_stall(const TraceSamples& in, double iteration_us, double gap_per_op_us, Profile& p,
+                       std::string& report);
 void fit_interference(const TraceSamples& in, Profile& p, std::string& report);
 // The collectives' delay beside compute, from those that ran mostly beside it: in every timed iteration
 // (`iterations`, every_iteration's) where the trace has them, else in its one.

@@ -143,6 +143,36 @@ TEST(CalibrateStallToIteration, FitsTheMeanOfTheTimedIterations) {
   expect_refused(with_stall(0), no_comm.trace, "stall", "iteration_samples_us holds -1.0, not a time");
 }
 
+// A measured trace's compute stream stands idle between ops for a time per op whatever the op (the backend's
+// hand-over): the fit takes the gaps as the stall per op and only the rest of the iteration as a share.
+// No-comm predicted with 30 us per op and no share, read as a measurement, gives both back and its iteration
+// again; with 10 % more iteration the rest becomes a share; read as a prediction, the gaps are the model's
+// own stall and all of it a share.
+TEST(CalibrateStallToIteration, AMeasuredTracesGapsAreTheStallPerOp) {
+  Profile truth = with_stall(0);
+  truth.interference.compute_stall_per_op_us = 30;
+  Predicted no_comm = predicted(truth, "no-comm");
+  no_comm.trace.source = "measured";
+  const CalibrationResult r =
+      calibrate_profile(with_stall(0.2), no_comm.trace, 0, parse_calibration_scope("stall"));
+  EXPECT_NEAR(r.profile.interference.compute_stall_per_op_us, 30, 1e-6) << r.report;
+  EXPECT_NEAR(r.profile.interference.compute_stall_share, 0, 1e-9) << r.report;
+  EXPECT_NE(r.report.find("gaps of 30 us per op measured"), std::string::npos) << r.report;
+  EXPECT_NEAR(simulate(no_comm.schedule, CostModel(r.profile)).iteration_us, no_comm.iteration_us,
+              1e-6 * no_comm.iteration_us);
+  no_comm.trace.meta["iteration_time_us"] = 1.1 * no_comm.iteration_us;
+  const CalibrationResult longer =
+      calibrate_profile(truth, no_comm.trace, 0, parse_calibration_scope("stall"));
+  EXPECT_NEAR(longer.profile.interference.compute_stall_per_op_us, 30, 1e-6) << longer.report;
+  EXPECT_GT(longer.profile.interference.compute_stall_share, 0) << longer.report;
+  EXPECT_NEAR(simulate(no_comm.schedule, CostModel(longer.profile)).iteration_us, 1.1 * no_comm.iteration_us,
+              1e-6 * no_comm.iteration_us);
+  no_comm.trace.source = "predicted";
+  const CalibrationResult own = calibrate_profile(truth, no_comm.trace, 0, parse_calibration_scope("stall"));
+  EXPECT_EQ(own.profile.interference.compute_stall_per_op_us, 0) << own.report;
+  EXPECT_NE(own.report.find("no gap measured"), std::string::npos) << own.report;
+}
+
 TEST(CalibrateStallToIteration, RefusesWhatItCannotFit) {
   expect_refused(with_stall(0), predicted(with_stall(0.1), "megatron-sync").trace, "stall",
                  "without collectives");

@@ -229,6 +229,28 @@ TEST(Simulator, TheComputeStallHoldsTheStreamAfterEachComputeOpNotTheCollectives
   EXPECT_NEAR(r.compute_us, 85, 1e-9);  // the stream is held for the stalls too
 }
 
+// The stall per op holds the stream the same time after every compute op whatever its size, beside the
+// share: the spans keep the ops' own times.
+TEST(Simulator, TheStallPerOpHoldsTheStreamAfterEachComputeOpBesideTheShare) {
+  Profile p = unit_profile();
+  p.interference.compute_stall_share = 0.25;
+  p.interference.compute_stall_per_op_us = 6;
+  Toy t;
+  const int32_t a = t.compute(40);
+  const int32_t ar = t.comm(60, {a});
+  const int32_t b = t.compute(20);
+  const int32_t c = t.compute(8, {ar});
+  const SimResult r = simulate(t.s, CostModel(p));
+  EXPECT_NEAR(span_of(r, a).end_us, 40, 1e-9);
+  EXPECT_NEAR(span_of(r, ar).start_us, 56, 1e-9);  // 40 x 1.25 + 6
+  EXPECT_NEAR(span_of(r, b).start_us, 56, 1e-9);
+  EXPECT_NEAR(span_of(r, b).end_us, 76, 1e-9);
+  EXPECT_NEAR(span_of(r, c).start_us, 116, 1e-9);  // the collective's end
+  EXPECT_NEAR(r.iteration_us, 116 + 8 * 1.25 + 6, 1e-9);
+  p.interference.compute_stall_per_op_us = 1e5 + 1;
+  EXPECT_THROW(validate_profile(p), Error);
+}
+
 // A communicating iteration's compute runs slower throughout (flat profiles): every compute op of a
 // schedule with a collective to time is stretched, its span too, beside a collective or not; a schedule
 // without one (no-comm, or communication off) keeps its ops' own times.
