@@ -211,7 +211,7 @@ struct CollectiveProfile {
 constexpr double kMaxComputeStallShare = 10;
 // compute_stall_per_op_us is the part of that stall each compute op pays whatever its size: the compute
 // stream's gap between two ops as the CPU backend runs them (the worker hands over, reads the clock, records
-// the span), 37-41 us per op on a 2-vCPU VM in plans of 152 and 416 compute ops alike, where a share of the
+// the span), 37-44 us per op on a 2-vCPU VM in plans of 152 and 416 compute ops alike, where a share of the
 // compute time charged the plan of 416 ops 9 ms too little (docs/fidelity.md, "The compute stream's gaps are
 // per op"). The simulator holds the stream that long after each compute op, beside the share; at most this.
 constexpr double kMaxComputeStallPerOpUs = 1e5;

@@ -11,11 +11,11 @@
 namespace domino {
 
 // {"plan", "tp", "sync_us", "ops": [{"op", "id", "stream", "kind", "phase", "deps", "duration_us",
-// "arrival_wait_us"}]}. duration_us: a compute op's standalone time with the stream's stall share (what
-// the event loop starts it with, before any slowdown beside a collective); a collective's transfer, the
-// profile's constant arrival skew taken out. arrival_wait_us: the wait for the last rank that the simulator
-// charges a collective at most (0 for one the ranks reach aligned, and for every other op). deps: indices of
-// ops on the other stream that must finish first; each stream runs its ops in index order.
+// "arrival_wait_us"}]}. duration_us: a compute op's standalone time with the stream's stall, share and per
+// op (what the event loop starts it with, before any slowdown beside a collective); a collective's transfer,
+// the profile's constant arrival skew taken out. arrival_wait_us: the wait for the last rank that the
+// simulator charges a collective at most (0 for one the ranks reach aligned, and for every other op). deps:
+// indices of ops on the other stream that must finish first; each stream runs its ops in index order.
 nlohmann::json op_costs_json(const Schedule& schedule, const OpCosts& costs);
 
 }  // namespace domino

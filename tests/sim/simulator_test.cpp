@@ -207,47 +207,32 @@ TEST(Simulator, ACollectiveBesideAComputeOpMovesAtItsOwnSpeedInTheStall) {
 }
 
 // The compute stream's stall (flat profiles): each compute op holds its stream (1 + share) times its own
-// time, the collectives waiting on it start after that; its span keeps its own time, the stall showing as a
-// gap.
+// time and its stall per op after that, the collectives waiting on it start after that; its span keeps its
+// own time, the stall showing as a gap.
 TEST(Simulator, TheComputeStallHoldsTheStreamAfterEachComputeOpNotTheCollectives) {
+  // The share alone, then with a stall per op: the same time after every compute op whatever its size.
+  for (const double per_op : {0.0, 6.0}) {
+    Profile p = unit_profile();
+    p.interference.compute_stall_share = 0.25;
+    p.interference.compute_stall_per_op_us = per_op;
+    Toy t;
+    const int32_t a = t.compute(40);
+    const int32_t ar = t.comm(60, {a});
+    const int32_t b = t.compute(20);
+    const int32_t c = t.compute(8, {ar});
+    const SimResult r = simulate(t.s, CostModel(p));
+    EXPECT_NEAR(span_of(r, a).end_us, 40, 1e-9);
+    EXPECT_NEAR(span_of(r, ar).start_us, 50 + per_op, 1e-9);  // after a's stall
+    EXPECT_NEAR(span_of(r, ar).end_us, 110 + per_op, 1e-9);   // the collective is not stretched
+    EXPECT_NEAR(span_of(r, b).start_us, 50 + per_op, 1e-9);
+    EXPECT_NEAR(span_of(r, b).end_us, 70 + per_op, 1e-9);
+    EXPECT_NEAR(span_of(r, c).start_us, 110 + per_op, 1e-9);
+    EXPECT_NEAR(span_of(r, c).end_us, 118 + per_op, 1e-9);
+    EXPECT_NEAR(r.iteration_us, 120 + 2 * per_op, 1e-9);
+    EXPECT_NEAR(r.compute_us, 85 + 3 * per_op, 1e-9);  // the stream is held for the stalls too
+  }
   Profile p = unit_profile();
-  p.interference.compute_stall_share = 0.25;
-  Toy t;
-  const int32_t a = t.compute(40);
-  const int32_t ar = t.comm(60, {a});
-  const int32_t b = t.compute(20);
-  const int32_t c = t.compute(8, {ar});
-  const SimResult r = simulate(t.s, CostModel(p));
-  EXPECT_NEAR(span_of(r, a).end_us, 40, 1e-9);
-  EXPECT_NEAR(span_of(r, ar).start_us, 50, 1e-9);  // after a's stall
-  EXPECT_NEAR(span_of(r, ar).end_us, 110, 1e-9);   // the collective is not stretched
-  EXPECT_NEAR(span_of(r, b).start_us, 50, 1e-9);
-  EXPECT_NEAR(span_of(r, b).end_us, 70, 1e-9);
-  EXPECT_NEAR(span_of(r, c).start_us, 110, 1e-9);
-  EXPECT_NEAR(span_of(r, c).end_us, 118, 1e-9);
-  EXPECT_NEAR(r.iteration_us, 120, 1e-9);
-  EXPECT_NEAR(r.compute_us, 85, 1e-9);  // the stream is held for the stalls too
-}
-
-// The stall per op holds the stream the same time after every compute op whatever its size, beside the
-// share: the spans keep the ops' own times.
-TEST(Simulator, TheStallPerOpHoldsTheStreamAfterEachComputeOpBesideTheShare) {
-  Profile p = unit_profile();
-  p.interference.compute_stall_share = 0.25;
-  p.interference.compute_stall_per_op_us = 6;
-  Toy t;
-  const int32_t a = t.compute(40);
-  const int32_t ar = t.comm(60, {a});
-  const int32_t b = t.compute(20);
-  const int32_t c = t.compute(8, {ar});
-  const SimResult r = simulate(t.s, CostModel(p));
-  EXPECT_NEAR(span_of(r, a).end_us, 40, 1e-9);
-  EXPECT_NEAR(span_of(r, ar).start_us, 56, 1e-9);  // 40 x 1.25 + 6
-  EXPECT_NEAR(span_of(r, b).start_us, 56, 1e-9);
-  EXPECT_NEAR(span_of(r, b).end_us, 76, 1e-9);
-  EXPECT_NEAR(span_of(r, c).start_us, 116, 1e-9);  // the collective's end
-  EXPECT_NEAR(r.iteration_us, 116 + 8 * 1.25 + 6, 1e-9);
-  p.interference.compute_stall_per_op_us = 1e5 + 1;
+  p.interference.compute_stall_per_op_us = kMaxComputeStallPerOpUs + 1;
   EXPECT_THROW(validate_profile(p), Error);
 }
 
