@@ -26,8 +26,10 @@ nlohmann::json op_costs_json(const Schedule& schedule, const OpCosts& costs) {
                    {"duration_us", duration},
                    {"arrival_wait_us", wait[i]}});
   }
-  const int tp = schedule.plan.tp > 0 ? schedule.plan.tp : schedule.model.tp;
-  return {{"plan", schedule.plan.strategy}, {"tp", tp}, {"sync_us", costs.sync_us}, {"ops", std::move(ops)}};
+  return {{"plan", schedule.plan.strategy},
+          {"tp", collective_ranks(schedule, SimOptions{})},
+          {"sync_us", costs.sync_us},
+          {"ops", std::move(ops)}};
 }
 
 }  // namespace domino

@@ -276,7 +276,7 @@ void fit_attention_scales(const TraceSamples& in, const CostModel& cm, Profile& 
 }
 
 // The ranks' compute streams end an iteration later than the sum of the ops' typical times: the stream idles
-// between ops (measured: 37-41 us per op on a 2-vCPU VM, whatever the op), the slower rank sets the pace and
+// between ops (measured: 37-44 us per op on a 2-vCPU VM, whatever the op), the slower rank sets the pace and
 // ops are preempted (their mean exceeds their median). On a trace without collectives all of it is stall: the
 // gaps per op, and the rest as a share of the ops' costs.
 double compute_gap_per_op(const TraceFile& trace) {
@@ -310,8 +310,8 @@ void fit_compute_stall(const TraceSamples& in, double iteration_us, double gap_p
                     ops.collectives));
   if (!(ops.us > 0)) throw_bad_input("--fit stall: the trace has no compute op to charge a stall to");
   const double beyond = std::max(0.0, iteration_us - ops.us);
-  const double per_op = std::clamp(std::min(std::max(gap_per_op_us, 0.0), beyond / ops.compute_ops), 0.0,
-                                   kMaxComputeStallPerOpUs);
+  const double per_op =
+      std::min({std::max(gap_per_op_us, 0.0), beyond / ops.compute_ops, kMaxComputeStallPerOpUs});
   const double share = std::clamp((beyond - per_op * ops.compute_ops) / ops.us, 0.0, kMaxComputeStallShare);
   report += fmt::format(
       "compute stall from the iteration time ({:.1f} ms measured, {:.1f} ms of compute op costs, {} ops, "
