@@ -64,6 +64,10 @@ int main(int argc, char** argv) {
                  "CPU backend: time each collective after about 2 ms of GEMMs on the compute stream, as a "
                  "training step runs it, keeping the last rank's time (the transfer alone). Default: after "
                  "a barrier with nothing before it, as nccl-tests do");
+    app.add_flag("!--no-drift-reference", o.drift_reference,
+                 "CPU backend: keep the GEMM probes' times as measured. By default a small reference GEMM "
+                 "is timed before every GEMM probe and each probe is scaled by how far the machine's speed "
+                 "drifted around it (a shared VM's cores drift by 10-30 % over minutes)");
     app.add_option("--timeout", o.timeout_s, "give up measuring after this many seconds")
         ->check(domino::positive_number());
     app.set_version_flag("--version", std::string("domino-profile ") + DOMINO_VERSION);

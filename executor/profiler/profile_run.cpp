@@ -10,6 +10,7 @@
 
 #include "executor/job/backends.hpp"
 #include "executor/profiler/cached_add.hpp"
+#include "executor/profiler/drift_reference.hpp"
 #include "executor/profiler/profile_meta.hpp"
 #include "executor/profiler/profile_workload.hpp"
 #include "executor/profiler/rank_fork.hpp"
@@ -63,6 +64,23 @@ void take_node_figures(const std::string& base_profile, Profile& p) {
   p.notes += "; devices per node and the inter-node link from " + base.name;
 }
 
+// What the GEMM probes' drift reference saw, rank by rank (empty without one).
+std::string gemm_drift_note(const std::vector<nlohmann::json>& ranks) {
+  std::string spans;
+  std::string reference;
+  for (const nlohmann::json& r : ranks) {
+    if (!r.contains("gemm_drift")) continue;
+    reference = r["gemm_drift"].at("reference").get<std::string>();
+    const DriftSpread d = drift_spread(r["gemm_drift"].at("times_us").get<std::vector<double>>());
+    spans += fmt::format("{}{:.3f}-{:.3f}", spans.empty() ? "" : ", ", d.p10, d.p90);
+  }
+  if (spans.empty()) return "";
+  return fmt::format(
+      "; GEMM probes corrected for the machine's drift against a {} reference timed beside each (its time "
+      "over its median, p10-p90 per rank: {})",
+      reference, spans);
+}
+
 }  // namespace
 
 void run_measure(const ProfileOptions& o) {
@@ -105,6 +123,7 @@ void run_measure(const ProfileOptions& o) {
   mo.backend = o.backend;
   mo.realtime = o.realtime;
   mo.collectives_after_compute = o.collectives_after_compute;
+  mo.drift_reference = o.drift_reference && o.backend == "cpu";
   in.workload_note += placement == CpuPlacement::Rank
                           ? std::string("; each rank pinned to its own CPU (--cpu-placement rank)") +
                                 (o.idle_poll ? ", kept awake by an idle-priority poller"
@@ -119,6 +138,7 @@ void run_measure(const ProfileOptions& o) {
         "; each collective after {:.0f} us of GEMMs on the compute stream, as in a "
         "training step (per repeat the last rank's time: the transfer alone)",
         allreduces.front()["compute_before_us"].get<double>());
+  in.workload_note += gemm_drift_note(in.ranks);
   in.metadata = machine_metadata(o.backend);
   in.load_average_at_end = load_average();
   FitResult fit = fit_profile(in);

@@ -28,6 +28,7 @@ struct ProfileOptions {
   bool idle_poll = true;  // --no-idle-poll clears it: pinned ranks' CPUs may halt when idle (ForkOptions)
   bool realtime = false;  // --realtime: the ranks' threads SCHED_FIFO, communication above compute
   bool collectives_after_compute = false;  // --collectives-after-compute: GEMMs before each collective probe
+  bool drift_reference = true;  // --no-drift-reference clears it: GEMM probes as timed (CPU backend)
 };
 
 // Both print a summary on stdout and write options.output atomically. Throw domino::Error. run_measure

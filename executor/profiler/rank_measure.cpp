@@ -11,6 +11,7 @@
 
 #include "executor/job/backends.hpp"
 #include "executor/profiler/cold_cache.hpp"
+#include "executor/profiler/drift_reference.hpp"
 #include "executor/profiler/probe_runner.hpp"
 #include "executor/profiler/probe_schedule.hpp"
 #include "executor/profiler/progress_line.hpp"
@@ -119,33 +120,60 @@ nlohmann::json op_json(const Probe& probe, const std::vector<double>& samples) {
 }
 
 // One stage's probes, timed in passes over all of them, appended to `out` with their pooled samples.
-// `first`: the stage's first probe's index among all `total` (progress and seeds).
+// `first`: the stage's first probe's index among all `total` (progress and seeds). With `reference`, each
+// probe's samples are corrected for the drift the reference saw around it; its times go to `references`.
 void measure_stage(const char* stage, const std::vector<Probe>& probes, int first, int total,
-                   const RankBench& b, Progress& progress, nlohmann::json& out) {
+                   const RankBench& b, Progress& progress, DriftReference* reference,
+                   std::vector<double>& references, nlohmann::json& out) {
   const int passes = compute_passes(b.traits);
-  std::vector<std::vector<double>> samples(probes.size());
-  for (int pass = 0; pass < passes; ++pass)
+  StageTimings t;
+  t.samples.assign(size_t(passes), std::vector<std::vector<double>>(probes.size()));
+  t.references.resize(size_t(passes));
+  for (int pass = 0; pass < passes; ++pass) {
     for (size_t j = 0; j < probes.size(); ++j) {
       const int i = first + int(j) + 1;
       const std::string& label = probes[j].label;
       progress.step(stage, passes > 1 ? fmt::format("{} (pass {} of {})", label, pass + 1, passes) : label, i,
                     total);
-      const std::vector<double> t = time_compute(b, *probes[j].mini, 1234 + uint64_t(i), b.options.quick);
-      samples[j].insert(samples[j].end(), t.begin(), t.end());
+      if (reference) t.references[size_t(pass)].push_back(reference->time_us());
+      t.samples[size_t(pass)][j] = time_compute(b, *probes[j].mini, 1234 + uint64_t(i), b.options.quick);
     }
+    if (reference && !probes.empty()) t.references[size_t(pass)].push_back(reference->time_us());
+  }
+  if (!reference) t.references.clear();
+  for (const auto& r : t.references) references.insert(references.end(), r.begin(), r.end());
+  const std::vector<std::vector<double>> samples = pooled_samples(t);
   for (size_t j = 0; j < probes.size(); ++j) out.push_back(op_json(probes[j], samples[j]));
 }
 
-nlohmann::json measure_compute(const Workload& w, const RankBench& b, Progress& progress) {
+// The GEMM stage's drift reference (MeasureOptions::drift_reference), prepared as a compute probe is.
+std::unique_ptr<DriftReference> gemm_drift_reference(const RankBench& b) {
+  if (!b.options.drift_reference) return nullptr;
+  Schedule mini =
+      synthetic_gemm(kDriftReferenceSide, kDriftReferenceSide, kDriftReferenceSide, b.traits.gemm_dtype);
+  fill_with_values(mini, b.comm.world());
+  return std::make_unique<DriftReference>(std::make_unique<PreparedProbe>(
+      b.options.backend, std::move(mini), b.compute_ctx(7), b.options.realtime));
+}
+
+// Every compute probe; the GEMMs' drift reference times, where one was timed, to `drift`.
+nlohmann::json measure_compute(const Workload& w, const RankBench& b, Progress& progress,
+                               nlohmann::json& drift) {
   nlohmann::json out = nlohmann::json::array();
-  const std::pair<const char*, const std::vector<Probe>*> stages[] = {
-      {"gemm", &w.gemms}, {"memory-bound", &w.memory_ops}, {"attention", &w.attention}};
+  const std::unique_ptr<DriftReference> reference = gemm_drift_reference(b);
+  const std::tuple<const char*, const std::vector<Probe>*, DriftReference*> stages[] = {
+      {"gemm", &w.gemms, reference.get()},
+      {"memory-bound", &w.memory_ops, nullptr},
+      {"attention", &w.attention, nullptr}};
   const int total = int(w.gemms.size() + w.memory_ops.size() + w.attention.size());
   int first = 0;
-  for (const auto& [stage, probes] : stages) {
-    measure_stage(stage, *probes, first, total, b, progress, out);
+  std::vector<double> references;
+  for (const auto& [stage, probes, stage_reference] : stages) {
+    measure_stage(stage, *probes, first, total, b, progress, stage_reference, references, out);
     first += int(probes->size());
   }
+  if (reference)
+    drift = {{"reference", fmt::format("gemm {0}x{0}x{0}", kDriftReferenceSide)}, {"times_us", references}};
   return out;
 }
 
@@ -346,7 +374,9 @@ nlohmann::json measure_rank(const Workload& w, GlooComm& comm, const MeasureOpti
   Progress p("domino-profile:", comm.rank() == 0);
   nlohmann::json out;
   out["rank"] = comm.rank();
-  out["compute"] = measure_compute(w, bench, p);
+  nlohmann::json drift;
+  out["compute"] = measure_compute(w, bench, p, drift);
+  if (!drift.is_null()) out["gemm_drift"] = drift;
   if (comm.world() > 1) {
     measure_collectives(w, bench, p, out);
     out["interference"] = measure_interference(w, bench, p);

@@ -9,7 +9,8 @@
 // one algorithm) and "<key>_by_algorithm": {"<algorithm>": ...} for the others, each a list of
 // {"kind": "allreduce" | "allgather" | "reducescatter" (to_string(OpKind)), "bytes": the message size (an
 // AllReduce's buffer; an AllGather's or ReduceScatter's full, gathered buffer, as nccl-tests' "size"),
-// "samples_us": one duration per repeat, in the same order on every rank}.
+// "samples_us": one duration per repeat, in the same order on every rank}. With a drift reference,
+// "gemm_drift": {"reference": its label, "times_us": every timing of it, in order}.
 #pragma once
 
 #include <string>
@@ -32,6 +33,8 @@ struct MeasureOptions {
   std::string backend = "cpu";  // a name make_backend knows (executor/job/backends.hpp)
   bool realtime = false;        // a SCHED_FIFO rank, its compute workers under the normal policy (--realtime)
   bool collectives_after_compute = false;  // GEMMs before each collective probe (CPU backend)
+  bool drift_reference =
+      false;  // GEMM probes corrected against a reference timed beside each (drift_reference.hpp)
 };
 
 // The JSON key of a collective kind's samples: "collectives" (AllReduce), "allgather", "reducescatter".

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "executor/job/backends.hpp"
 #include "executor/profiler/profile_meta.hpp"
 #include "executor/profiler/profile_workload.hpp"
 #include "executor/profiler/rank_fork.hpp"
@@ -123,6 +124,7 @@ TEST(ProfilerMeasure, TinyProfileLoadsInTheSimulatorAndReproducesItsPoints) {
   const Workload w = tiny_workload();
   MeasureOptions mo;
   mo.quick = true;
+  mo.drift_reference = true;
   ForkOptions fo;
   fo.ranks = 2;
   fo.timeout_s = 120;
@@ -131,6 +133,14 @@ TEST(ProfilerMeasure, TinyProfileLoadsInTheSimulatorAndReproducesItsPoints) {
   in.name = "tiny";
   in.ranks = run_ranks(fo, [&](GlooComm& comm) { return measure_rank(w, comm, mo); });
   ASSERT_EQ(in.ranks.size(), 2u);
+  // The GEMM stage's drift reference: timed before every GEMM probe of every pass and after each pass's last.
+  const int passes = make_backend("cpu")->profiling_traits().compute_passes;
+  for (const nlohmann::json& r : in.ranks) {
+    ASSERT_TRUE(r.contains("gemm_drift"));
+    const auto times = r["gemm_drift"]["times_us"].get<std::vector<double>>();
+    EXPECT_EQ(times.size(), size_t(passes) * (w.gemms.size() + 1));
+    for (double us : times) EXPECT_GT(us, 0);
+  }
   in.metadata = machine_metadata("cpu");
   in.load_average_at_end = load_average();
   const FitResult fit = fit_profile(in);

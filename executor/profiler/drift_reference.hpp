@@ -1,0 +1,56 @@
+// drift_reference.hpp: GEMM probes corrected for the machine's drift. On a shared virtual machine the speed
+// of a core moves by 10-30 % over seconds to minutes (another tenant, the host's clock), and a probe timed in
+// a slow stretch records its shape as slow for good: two profiles of the same machine minutes apart disagreed
+// by up to 33 % on single GEMM shapes (docs/fidelity.md, "GEMM probes against a drift reference"). A small
+// reference GEMM timed right before every probe and once more at the end of each pass tells the machine's
+// speed at that moment; each probe's samples are scaled by the stage's median reference time over the mean
+// of the two references around it.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "executor/profiler/probe_runner.hpp"
+
+namespace domino::prof {
+
+// The reference's product: small enough to cost a few percent of the GEMM stage, large enough that its time
+// is the core's speed, not the dispatch's (about 0.4 ms on a CPU core).
+constexpr int64_t kDriftReferenceSide = 256;
+
+// The factor for each of a pass's probes: `references_us` holds the reference time before each probe and one
+// after the last (probes + 1 values, all positive); `stage_median_us` the median reference time of the
+// whole stage. Factor j = stage_median_us / mean(references_us[j], references_us[j + 1]). Throws where a
+// reference is not positive or fewer than two are given.
+std::vector<double> drift_factors(const std::vector<double>& references_us, double stage_median_us);
+
+// A stage's timings: each probe's samples of each pass, and the drift reference's times around them.
+struct StageTimings {
+  std::vector<std::vector<std::vector<double>>> samples;  // [pass][probe]
+  // [pass]: before each probe, then after the last; empty: no reference was timed
+  std::vector<std::vector<double>> references;
+};
+
+// Each probe's samples pooled over the passes, every pass's scaled by drift_factors against the median of
+// all the stage's reference times (as timed where there are no references).
+std::vector<std::vector<double>> pooled_samples(const StageTimings& t);
+
+// How far the machine drifted over a stage: the references' times over their median, p10 and p90.
+struct DriftSpread {
+  double p10 = 1, p90 = 1;
+  int timings = 0;
+};
+DriftSpread drift_spread(const std::vector<double>& all_references_us);
+
+// The reference probe of one rank: prepared once, timed as often as the stage asks.
+class DriftReference {
+ public:
+  explicit DriftReference(std::unique_ptr<PreparedProbe> probe) : probe_(std::move(probe)) {}
+  // The median of a few timings of the reference, after one untimed run.
+  double time_us();
+
+ private:
+  std::unique_ptr<PreparedProbe> probe_;
+};
+
+}  // namespace domino::prof
