@@ -70,8 +70,9 @@ std::string gemm_drift_note(const std::vector<nlohmann::json>& ranks) {
   std::string reference;
   for (const nlohmann::json& r : ranks) {
     if (!r.contains("gemm_drift")) continue;
-    reference = r["gemm_drift"].at("reference").get<std::string>();
     const DriftSpread d = drift_spread(r["gemm_drift"].at("times_us").get<std::vector<double>>());
+    if (d.timings == 0) continue;  // a workload without GEMMs
+    reference = r["gemm_drift"].at("reference").get<std::string>();
     spans += fmt::format("{}{:.3f}-{:.3f}", spans.empty() ? "" : ", ", d.p10, d.p90);
   }
   if (spans.empty()) return "";
