@@ -1,7 +1,7 @@
 // drift_reference.hpp: GEMM probes corrected for the machine's drift. On a shared virtual machine the speed
 // of a core moves by 10-30 % over seconds to minutes (another tenant, the host's clock), and a probe timed in
 // a slow stretch records its shape as slow for good: two profiles of the same machine minutes apart disagreed
-// by up to 33 % on single GEMM shapes (docs/fidelity.md, "GEMM probes against a drift reference"). A small
+// by up to 40 % on single GEMM shapes (docs/fidelity.md, "GEMM probes against a drift reference"). A small
 // reference GEMM timed right before every probe and once more at the end of each pass tells the machine's
 // speed at that moment; each probe's samples are scaled by the stage's median reference time over the mean
 // of the two references around it.
@@ -14,8 +14,9 @@
 
 namespace domino::prof {
 
-// The reference's product: small enough to cost a few percent of the GEMM stage, large enough that its time
-// is the core's speed, not the dispatch's (about 0.4 ms on a CPU core).
+// The reference's product: about 0.4 ms on a CPU core, long enough that its time is the core's speed, not
+// the dispatch's, short enough to add little (a profile of cpu-gpt and cpu-llama: 157-166 s with it, 150-160
+// s without).
 constexpr int64_t kDriftReferenceSide = 256;
 
 // The factor for each of a pass's probes: `references_us` holds the reference time before each probe and one

@@ -33,8 +33,8 @@ struct MeasureOptions {
   std::string backend = "cpu";  // a name make_backend knows (executor/job/backends.hpp)
   bool realtime = false;        // a SCHED_FIFO rank, its compute workers under the normal policy (--realtime)
   bool collectives_after_compute = false;  // GEMMs before each collective probe (CPU backend)
-  bool drift_reference =
-      false;  // GEMM probes corrected against a reference timed beside each (drift_reference.hpp)
+  // GEMM probes corrected against a reference timed beside each (drift_reference.hpp)
+  bool drift_reference = false;
 };
 
 // The JSON key of a collective kind's samples: "collectives" (AllReduce), "allgather", "reducescatter".
