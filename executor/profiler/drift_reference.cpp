@@ -1,8 +1,6 @@
 // drift_reference.cpp: the drift reference and its correction factors (see drift_reference.hpp).
 #include "executor/profiler/drift_reference.hpp"
 
-#include <algorithm>
-
 #include "sim/base/error.hpp"
 #include "sim/base/percentile.hpp"
 #include "sim/fit/stats.hpp"

@@ -121,14 +121,14 @@ nlohmann::json op_json(const Probe& probe, const std::vector<double>& samples) {
 
 // One stage's probes, timed in passes over all of them, appended to `out` with their pooled samples.
 // `first`: the stage's first probe's index among all `total` (progress and seeds). With `reference`, each
-// probe's samples are corrected for the drift the reference saw around it; its times go to `references`.
-void measure_stage(const char* stage, const std::vector<Probe>& probes, int first, int total,
-                   const RankBench& b, Progress& progress, DriftReference* reference,
-                   std::vector<double>& references, nlohmann::json& out) {
+// probe's samples are corrected for the drift the reference saw around it. Returns the reference's times.
+std::vector<double> measure_stage(const char* stage, const std::vector<Probe>& probes, int first, int total,
+                                  const RankBench& b, Progress& progress, DriftReference* reference,
+                                  nlohmann::json& out) {
   const int passes = compute_passes(b.traits);
   StageTimings t;
   t.samples.assign(size_t(passes), std::vector<std::vector<double>>(probes.size()));
-  t.references.resize(size_t(passes));
+  if (reference) t.references.resize(size_t(passes));
   for (int pass = 0; pass < passes; ++pass) {
     for (size_t j = 0; j < probes.size(); ++j) {
       const int i = first + int(j) + 1;
@@ -140,10 +140,11 @@ void measure_stage(const char* stage, const std::vector<Probe>& probes, int firs
     }
     if (reference && !probes.empty()) t.references[size_t(pass)].push_back(reference->time_us());
   }
-  if (!reference) t.references.clear();
-  for (const auto& r : t.references) references.insert(references.end(), r.begin(), r.end());
   const std::vector<std::vector<double>> samples = pooled_samples(t);
   for (size_t j = 0; j < probes.size(); ++j) out.push_back(op_json(probes[j], samples[j]));
+  std::vector<double> references;
+  for (const auto& r : t.references) references.insert(references.end(), r.begin(), r.end());
+  return references;
 }
 
 // The GEMM stage's drift reference (MeasureOptions::drift_reference), prepared as a compute probe is.
@@ -169,7 +170,9 @@ nlohmann::json measure_compute(const Workload& w, const RankBench& b, Progress& 
   int first = 0;
   std::vector<double> references;
   for (const auto& [stage, probes, stage_reference] : stages) {
-    measure_stage(stage, *probes, first, total, b, progress, stage_reference, references, out);
+    const std::vector<double> times =
+        measure_stage(stage, *probes, first, total, b, progress, stage_reference, out);
+    references.insert(references.end(), times.begin(), times.end());
     first += int(probes->size());
   }
   if (reference)
