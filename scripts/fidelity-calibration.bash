@@ -1,9 +1,10 @@
 # fidelity-calibration.bash: the fidelity sweep's calibration (sourced by scripts/fidelity-sweep, which sets
-# BIN, REUSE, ITERS, WARMUP, OVERRIDES, EXEC_FLAGS, COMPUTE_FIT, CALIBRATE_SYNC, SYNC_FIT, CALIBRATE_OVERLAP and
-# OVERLAP_FIT, OVERLAP_PLAN (may be empty), and the caller's config and link_args).
+# BIN, REUSE, ITERS, WARMUP, OVERRIDES, EXEC_FLAGS, COMPUTE_FIT, CALIBRATE_SYNC, SYNC_FIT, SP_FIT, SP_CALIBRATION,
+# CALIBRATE_OVERLAP and OVERLAP_FIT, OVERLAP_PLAN (may be empty), and the caller's config and link_args).
 # A profile is fitted to the calibration plans' traces: what --compute-fit names, by default the compute
 # figures and the compute stream's stall, on no-comm, then (--calibrate-sync) what --sync-fit names, by
-# default the ranks' arrival skew, on megatron-sync, then (--calibrate-overlap) what --overlap-fit names, by
+# default the ranks' arrival skew, on megatron-sync, then what --sp-fit names, by default the AllGathers' and
+# ReduceScatters' transfers, on megatron-sp-sync, then (--calibrate-overlap) what --overlap-fit names, by
 # default the collectives' delay beside compute, on OVERLAP_PLAN. Before the scored launch those traces come
 # from a calibration launch of their own (the tuner needs a profile to pick with); with --refit-in-launch the
 # profile is fitted again on the scored launch's own runs of those plans, which ran beside the plans it
@@ -19,7 +20,16 @@
 calibration_plans() {
   echo no-comm
   [[ $CALIBRATE_SYNC == 0 ]] || echo megatron-sync
+  [[ ${SP_CALIBRATION:-0} == 0 ]] || echo megatron-sp-sync
   [[ $CALIBRATE_OVERLAP == 0 ]] || echo "$OVERLAP_PLAN"
+}
+
+# Sets SP_CALIBRATION=1 when the model runs sequence parallelism (megatron-sp-sync predicts), else says why
+# its collectives are not calibrated. Uses OVERRIDES.
+sp_calibration_applies() {  # model_arg profile dir
+  if "$BIN/domino-sim" "$1" "${OVERRIDES[@]}" --strategy megatron-sp-sync --profile "$2" > "$3/logs/sp-check.log" 2>&1
+  then SP_CALIBRATION=1
+  else echo "  megatron-sp-sync: not calibrated on: $(tail -1 "$3/logs/sp-check.log")"; fi
 }
 
 # One fit: domino-profile --calibrate TRACE --profile IN --fit PARTS -o OUT, its report in LOG; on failure
@@ -30,21 +40,31 @@ fit_step() {  # trace in parts out log what
   return 1
 }
 
-# Fits PROFILE to the calibration plans' traces in TRACES (<plan file name>.trace.json) into OUT/profile.yaml
-# (with --calibrate-sync via OUT/compute.yaml, with --calibrate-overlap via OUT/sync.yaml too); the fits'
-# reports go to LOGS/<prefix>.profile.log, .sync.log and .overlap.log.
+# Fits PROFILE to the calibration plans' traces in TRACES (<plan file name>.trace.json) into OUT/profile.yaml,
+# one step per calibration plan, each from the one before (OUT/compute.yaml, sync.yaml, sp.yaml between them);
+# the fits' reports go to LOGS/<prefix>.profile.log, .sync.log, .sp.log and .overlap.log.
 fit_profile() {  # traces profile out logs prefix
-  local traces="$1" profile="$2" out="$3" logs="$4" prefix="$5"
+  local traces="$1" in="$2" out="$3" logs="$4" prefix="$5" plans next i
   mkdir -p "$out"
-  local fitted="$out/profile.yaml" synced="$out/profile.yaml"
-  [[ $CALIBRATE_SYNC == 0 ]] || fitted="$out/compute.yaml"
-  [[ $CALIBRATE_OVERLAP == 0 ]] || synced="$out/sync.yaml"
-  fit_step "$traces/no-comm.trace.json" "$profile" "$COMPUTE_FIT" "$fitted" "$logs/$prefix.profile.log" \
-    "$(basename "$profile")" || return 1
-  [[ $CALIBRATE_SYNC == 0 ]] || fit_step "$traces/megatron-sync.trace.json" "$fitted" "$SYNC_FIT" "$synced" \
-    "$logs/$prefix.sync.log" "the arrival skew" || return 1
-  [[ $CALIBRATE_OVERLAP == 0 ]] || fit_step "$traces/$(file_name "$OVERLAP_PLAN").trace.json" "$synced" \
-    "$OVERLAP_FIT" "$out/profile.yaml" "$logs/$prefix.overlap.log" "the collectives' delay" || return 1
+  mapfile -t plans < <(calibration_plans)
+  for ((i = 0; i < ${#plans[@]}; i++)); do
+    local trace="$traces/$(file_name "${plans[i]}").trace.json"
+    case "${plans[i]}" in
+      no-comm) next=compute ;;
+      megatron-sync) next=sync ;;
+      megatron-sp-sync) next=sp ;;
+      *) next=overlap ;;
+    esac
+    local log="$logs/$prefix.$([[ $next == compute ]] && echo profile || echo "$next").log" result="$out/$next.yaml"
+    ((i + 1 < ${#plans[@]})) || result="$out/profile.yaml"
+    case $next in
+      compute) fit_step "$trace" "$in" "$COMPUTE_FIT" "$result" "$log" "$(basename "$in")" ;;
+      sync) fit_step "$trace" "$in" "$SYNC_FIT" "$result" "$log" "the arrival skew" ;;
+      sp) fit_step "$trace" "$in" "$SP_FIT" "$result" "$log" "the sequence-parallel collectives' transfers" ;;
+      overlap) fit_step "$trace" "$in" "$OVERLAP_FIT" "$result" "$log" "the collectives' delay" ;;
+    esac || return 1
+    in="$result"
+  done
 }
 
 # --calibrate: the calibration plans' traces of this configuration, executed now in one interleaved launch

@@ -150,8 +150,9 @@ SearchSpace make_search_space(const ModelSpec& model, const SearchOptions& o, bo
   if (sequence_parallel) add_pipelined_choices(model, o, &space);
   if (o.include_baselines) {
     const std::vector<const char*> baselines =
-        sequence_parallel ? std::vector<const char*>{"megatron-sp", "megatron-sp-overlap"}
-                          : std::vector<const char*>{"megatron-sync", "megatron-async", "domino-ds", "domino-deep"};
+        sequence_parallel
+            ? std::vector<const char*>{"megatron-sp-sync", "megatron-sp", "megatron-sp-overlap"}
+            : std::vector<const char*>{"megatron-sync", "megatron-async", "domino-ds", "domino-deep"};
     for (const char* name : baselines) {
       try {
         const Plan plan = make_strategy_plan(name, model);

@@ -88,6 +88,7 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
                                                  {"later_chunks", &s.later_chunks},
                                                  {"interference_iteration", &s.interference_iteration},
                                                  {"transfer", &s.transfer},
+                                                 {"sp_transfer", &s.sp_transfer},
                                                  {"comm_compute", &s.comm_compute}};
   for (size_t start = 0; start <= list.size();) {
     const size_t comma = std::min(list.find(',', start), list.size());
@@ -96,12 +97,12 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
     for (const auto& [n, f] : names)
       if (name == n) flag = f;
     if (!flag)
-      throw_bad_input(
-          "--fit: unknown part '" + name +
-          "' (give a comma-separated list of memory, gemm, attention, allreduce, allgather, "
-          "reducescatter, sync, sync_growth, sync_iteration, interference, comm_delay, "
-          "comm_start, stall, memory_rows, later_chunks, interference_iteration, transfer, comm_compute, or "
-          "all)");
+      throw_bad_input("--fit: unknown part '" + name +
+                      "' (give a comma-separated list of memory, gemm, attention, allreduce, allgather, "
+                      "reducescatter, sync, sync_growth, sync_iteration, interference, comm_delay, "
+                      "comm_start, stall, memory_rows, later_chunks, interference_iteration, transfer, "
+                      "sp_transfer, comm_compute, "
+                      "or all)");
     *flag = true;
     start = comma + 1;
   }
@@ -137,11 +138,12 @@ CalibrationResult calibrate_profile(const Profile& base, const TraceFile& trace,
   if (scope.allreduce) fit_collective(in, OpKind::AllReduce, p, report);
   if (scope.allgather) fit_collective(in, OpKind::AllGather, p, report);
   if (scope.reducescatter) fit_collective(in, OpKind::ReduceScatter, p, report);
-  const bool pooled =
-      (scope.sync && !scope.sync_iteration) || scope.comm_delay || scope.comm_start || scope.transfer;
+  const bool pooled = (scope.sync && !scope.sync_iteration) || scope.comm_delay || scope.comm_start ||
+                      scope.transfer || scope.sp_transfer;
   const std::vector<std::vector<TraceEvent>> iterations =
       pooled ? every_iteration(trace) : std::vector<std::vector<TraceEvent>>{};
   if (scope.transfer) fit_transfer_terms(in, iterations, p, report);
+  if (scope.sp_transfer) fit_sp_transfer_terms(in, iterations, p, report);
   if (scope.sync_iteration)
     fit_skew_to_iteration(in, measured_iteration_us(trace, "sync_iteration"), scope.sync_growth, p, report);
   else if (scope.sync)

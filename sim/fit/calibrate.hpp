@@ -63,6 +63,10 @@ struct CalibrationScope {
   // that waited least, the median over the timed iterations). Only when named: it needs a trace of every
   // timed iteration with collectives (megatron-sync).
   bool transfer = false;
+  // The AllGather's and the ReduceScatter's own time per collective and per byte over the profile, each kind
+  // from its own transfers in the trace (after `transfer`, which gave them the AllReduce's time per byte).
+  // Only when named: it needs a trace of every timed iteration with those collectives (megatron-sp-sync).
+  bool sp_transfer = false;
   // The compute's slowdown in an iteration whose ranks communicate (interference.compute_slowdown_with_comm),
   // from the compute ops of a trace with collectives none of whose compute ran beside one (megatron-sync)
   // against the profile's costs, fitted on no-comm first. Only when named: it needs such a trace, and a flat
@@ -71,9 +75,10 @@ struct CalibrationScope {
 };
 // Parses --fit: a comma-separated list of memory, gemm, attention, allreduce, allgather, reducescatter, sync,
 // sync_growth, sync_iteration (each implies sync; both: the growth from the iteration), interference,
-// comm_delay, comm_start, stall, memory_rows, later_chunks, interference_iteration, transfer, comm_compute,
-// or "all" (every part but sync_growth, sync_iteration, comm_delay, comm_start, stall, memory_rows,
-// later_chunks, interference_iteration, transfer and comm_compute). BadInput on anything else.
+// comm_delay, comm_start, stall, memory_rows, later_chunks, interference_iteration, transfer, sp_transfer,
+// comm_compute, or "all" (every part but sync_growth, sync_iteration, comm_delay, comm_start, stall,
+// memory_rows, later_chunks, interference_iteration, transfer, sp_transfer and comm_compute). BadInput on
+// anything else.
 CalibrationScope parse_calibration_scope(const std::string& list);
 
 struct CalibrationResult {

@@ -153,6 +153,10 @@ struct CollectiveRun {
 // and per byte a rank moves (calibrate_transfer.cpp).
 void fit_transfer_terms(const TraceSamples& in, const std::vector<std::vector<TraceEvent>>& iterations,
                         Profile& p, std::string& report);
+// The AllGather's and the ReduceScatter's own time per collective and per byte over the profile, each from
+// its own transfers in the trace, added to that kind's curves alone (calibrate_transfer.cpp).
+void fit_sp_transfer_terms(const TraceSamples& in, const std::vector<std::vector<TraceEvent>>& iterations,
+                           Profile& p, std::string& report);
 // A level's curves of one collective kind as one value (the AllReduce's live in the level's own fields);
 // nullopt when the level has none for the kind. set_kind_curves writes them back.
 std::optional<AlgorithmCurves> kind_curves(const CollectiveProfile& c, OpKind kind);

@@ -9,6 +9,10 @@
 // scaled into them. The time per collective (a small AllReduce's 110-200 us over the probe, which a big one's
 // bytes hide) is the algorithm's own: the AllGathers of 384 KiB took 11-31 us beyond the time per byte. It
 // goes to the kinds it was measured on (docs/fidelity.md, "A time per byte for every kind").
+// `--fit sp_transfer`: the AllGather's and the ReduceScatter's own terms, each from its own transfers, added
+// to that kind's curves only: the AllReduce's time per byte left them off by what the kinds differ in the
+// transport (on one VM 0.84 and 0.91 of a 1.5 MiB AllReduce's time for half its traffic), which only a trace
+// of them in training shows (megatron-sp-sync; docs/fidelity.md, "The sequence-parallel collectives").
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -130,20 +134,23 @@ bool add_terms_to_level(CollectiveProfile& level, int tp, const TransferTerms& t
   return true;
 }
 
-}  // namespace
-
-void fit_transfer_terms(const TraceSamples& in, const std::vector<std::vector<TraceEvent>>& iterations,
-                        Profile& p, std::string& report) {
-  if (in.tp <= 1) return;
-  const std::map<int, std::vector<CollectiveRun>> runs = collective_runs(iterations);
-  const CollectiveProfile& old = group_collective(in.base, in.tp);
-  const CostModel cm(in.base);
+// Collectives measured against the base profile: each one's excess, and the kinds and message sizes seen.
+struct MeasuredExcess {
   std::vector<Excess> excess;
   std::set<OpKind> kinds;
   std::set<double> sizes;
+};
+
+// The trace's collectives of `kinds` that ran in kMinIterations timed iterations or more.
+MeasuredExcess measured_excess(const TraceSamples& in, const std::vector<std::vector<TraceEvent>>& iterations,
+                               const std::set<OpKind>& kinds) {
+  const std::map<int, std::vector<CollectiveRun>> runs = collective_runs(iterations);
+  const CollectiveProfile& old = group_collective(in.base, in.tp);
+  const CostModel cm(in.base);
+  MeasuredExcess out;
   for (const Sample& s : in.samples) {
     const auto it = runs.find(s.index);
-    if (!collective(s.op.kind) || it == runs.end() || it->second.size() < kMinIterations) continue;
+    if (!kinds.contains(s.op.kind) || it == runs.end() || it->second.size() < kMinIterations) continue;
     std::vector<double> durations;
     for (const CollectiveRun& run : it->second) durations.push_back(run.dur);
     const double transfer = median_of(durations);
@@ -152,25 +159,39 @@ void fit_transfer_terms(const TraceSamples& in, const std::vector<std::vector<Tr
     const double traffic = ring_traffic(s.op.kind, s.op.bytes, in.tp);
     if (!(predicted > curve_latency(old, s.op.kind, t.algorithm)) || !(transfer > 0) || !(traffic > 0))
       continue;
-    excess.push_back({traffic, transfer - predicted, 1 / (transfer * transfer)});
-    kinds.insert(s.op.kind);
-    sizes.insert(s.op.bytes);
+    out.excess.push_back({traffic, transfer - predicted, 1 / (transfer * transfer)});
+    out.kinds.insert(s.op.kind);
+    out.sizes.insert(s.op.bytes);
   }
-  if (excess.size() < size_t(kMinCollectives)) {
+  return out;
+}
+
+// "PART (N KINDS ops at M message sizes, median over I iterations)": what a fit's report line stands on.
+std::string fitted_head(const std::string& part, const MeasuredExcess& m, const std::string& kinds,
+                        size_t iterations) {
+  return fmt::format("{} ({} {} ops at {} message size{}, median over {} iterations)", part, m.excess.size(),
+                     kinds, m.sizes.size(), m.sizes.size() == 1 ? "" : "s", iterations);
+}
+
+}  // namespace
+
+void fit_transfer_terms(const TraceSamples& in, const std::vector<std::vector<TraceEvent>>& iterations,
+                        Profile& p, std::string& report) {
+  if (in.tp <= 1) return;
+  const MeasuredExcess m = measured_excess(in, iterations, {std::begin(kKinds), std::end(kKinds)});
+  if (m.excess.size() < size_t(kMinCollectives)) {
     report += fmt::format("transfer: not fitted ({} collectives over {} or more iterations, {} needed)\n",
-                          excess.size(), kMinIterations, kMinCollectives);
+                          m.excess.size(), kMinIterations, kMinCollectives);
     return;
   }
-  const TransferTerms terms = fit_terms(excess);
+  const TransferTerms terms = fit_terms(m.excess);
   std::string from, others;
   for (OpKind k : kKinds) {
-    std::string& list = kinds.contains(k) ? from : others;
+    std::string& list = m.kinds.contains(k) ? from : others;
     list += std::string(list.empty() ? "" : ", ") + to_string(k);
   }
-  const std::string head =
-      fmt::format("transfer ({} {} ops at {} message size{}, median over {} iterations)", excess.size(), from,
-                  sizes.size(), sizes.size() == 1 ? "" : "s", iterations.size());
-  if (!add_terms_to_level(group_collective(p, in.tp), in.tp, terms, kinds)) {
+  const std::string head = fitted_head("transfer", m, from, iterations.size());
+  if (!add_terms_to_level(group_collective(p, in.tp), in.tp, terms, m.kinds)) {
     report += fmt::format(
         "{}: not fitted ({:.3g} ns per byte would make a bus bandwidth negative: the "
         "collectives ran faster than the profile's fastest rate)\n",
@@ -181,6 +202,36 @@ void fit_transfer_terms(const TraceSamples& in, const std::vector<std::vector<Tr
       fmt::format("{}: {} the larger of {:.1f} us and {:+.4g} ns per byte a rank moves over the profile{}\n",
                   head, from, terms.per_collective_us, terms.per_byte_us * 1e3,
                   others.empty() ? "" : fmt::format("; {} the time per byte alone", others));
+}
+
+void fit_sp_transfer_terms(const TraceSamples& in, const std::vector<std::vector<TraceEvent>>& iterations,
+                           Profile& p, std::string& report) {
+  if (in.tp <= 1) return;
+  for (OpKind kind : {OpKind::AllGather, OpKind::ReduceScatter}) {
+    const MeasuredExcess m = measured_excess(in, iterations, {kind});
+    if (m.excess.size() < size_t(kMinCollectives)) {
+      report += fmt::format("sp_transfer: {} not fitted ({} over {} or more iterations, {} needed)\n",
+                            to_string(kind), m.excess.size(), kMinIterations, kMinCollectives);
+      continue;
+    }
+    const TransferTerms terms = fit_terms(m.excess);
+    const std::string head = fitted_head("sp_transfer", m, to_string(kind), iterations.size());
+    CollectiveProfile& level = group_collective(p, in.tp);
+    std::optional<AlgorithmCurves> c = kind_curves(level, kind);
+    if (!c) {
+      report += fmt::format("{}: not fitted (the profile has no {} curves)\n", head, to_string(kind));
+      continue;
+    }
+    if (!add_terms(c->ring, kind, in.tp, terms) || (c->nvls && !add_terms(*c->nvls, kind, in.tp, terms))) {
+      report += fmt::format("{}: not fitted ({:.3g} ns per byte would make a bus bandwidth negative)\n", head,
+                            terms.per_byte_us * 1e3);
+      continue;
+    }
+    set_kind_curves(level, kind, *c);
+    report +=
+        fmt::format("{}: the larger of {:.1f} us and {:+.4g} ns per byte a rank moves over the profile\n",
+                    head, terms.per_collective_us, terms.per_byte_us * 1e3);
+  }
 }
 
 }  // namespace domino::prof::calibration

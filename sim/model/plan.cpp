@@ -24,8 +24,8 @@ static_assert(size_t(SliceOrder::DeepSpeed) + 1 == kSliceOrderNames.size(), "one
 const char* to_string(SliceOrder o) { return enum_name(o, kSliceOrderNames); }
 
 std::vector<std::string> strategy_names() {
-  return {"megatron-sync", "megatron-async", "domino-ds",          "domino-deep",
-          "no-comm",       "megatron-sp",    "megatron-sp-overlap"};
+  return {"megatron-sync", "megatron-async",   "domino-ds",   "domino-deep",
+          "no-comm",       "megatron-sp-sync", "megatron-sp", "megatron-sp-overlap"};
 }
 
 Plan make_uniform_plan(const ModelSpec& model, const BlockPlan& attn, const BlockPlan& mlp,
@@ -125,7 +125,7 @@ Plan make_strategy_plan(const std::string& name, const ModelSpec& model) {
     std::string key;
     const std::string why = detail::block_problem(b, model, &key);
     if (!why.empty()) throw_bad_input(fmt::format("strategy '{}': {}", name, why));
-  } else if (name == "megatron-sync" || name == "no-comm") {
+  } else if (name == "megatron-sync" || name == "no-comm" || name == "megatron-sp-sync") {
   } else if (name == "megatron-async" || name == "megatron-sp") {
     b.bwd_overlap = true;
   } else if (name == "megatron-sp-overlap") {
@@ -145,7 +145,7 @@ Plan make_strategy_plan(const std::string& name, const ModelSpec& model) {
   }
   Plan p = make_uniform_plan(model, b, b, name);
   p.comm_enabled = name != "no-comm";
-  p.sequence_parallel = name == "megatron-sp" || name == "megatron-sp-overlap";
+  p.sequence_parallel = name == "megatron-sp-sync" || name == "megatron-sp" || name == "megatron-sp-overlap";
   validate_plan(p, model);
   return p;
 }

@@ -69,7 +69,8 @@ struct Plan {
   std::map<std::string, std::string> provenance;
 };
 
-// megatron-sync, megatron-async, domino-ds, domino-deep, no-comm, megatron-sp, megatron-sp-overlap
+// megatron-sync, megatron-async, domino-ds, domino-deep, no-comm, megatron-sp-sync, megatron-sp,
+// megatron-sp-overlap
 std::vector<std::string> strategy_names();
 // Expands a named strategy (NAME+no-comm: NAME with its communication off); BadInput for an unknown name
 // (closest suggested) or one the model cannot run.

@@ -102,24 +102,21 @@ TEST_P(ExecCheckStrategy, NamedStrategyOnACpuModelMatchesTheReferences) {
     EXPECT_NE(out.output.find(grad), std::string::npos) << "the table lists the vocab-parallel gradients";
 }
 
-INSTANTIATE_TEST_SUITE_P(Strategies, ExecCheckStrategy,
-                         ::testing::Values(StrategyCase{"cpu-gpt", "megatron-sync", 2},
-                                           StrategyCase{"cpu-gpt", "megatron-async", 2},
-                                           StrategyCase{"cpu-gpt", "domino-ds", 2},
-                                           StrategyCase{"cpu-gpt", "no-comm", 1},
-                                           StrategyCase{"cpu-llama", "megatron-sync", 2},
-                                           StrategyCase{"cpu-llama", "megatron-async", 2},
-                                           StrategyCase{"cpu-llama", "domino-deep", 2},
-                                           StrategyCase{"cpu-llama", "no-comm", 1},
-                                           StrategyCase{"cpu-gpt", "megatron-sp", 2},
-                                           StrategyCase{"cpu-gpt", "megatron-sp-overlap", 2},
-                                           StrategyCase{"cpu-llama", "megatron-sp", 2},
-                                           StrategyCase{"cpu-llama", "megatron-sp-overlap", 2}),
-                         [](const auto& info) {
-                           std::string name = std::string(info.param.model) + "_" + info.param.strategy;
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Strategies, ExecCheckStrategy,
+    ::testing::Values(
+        StrategyCase{"cpu-gpt", "megatron-sync", 2}, StrategyCase{"cpu-gpt", "megatron-async", 2},
+        StrategyCase{"cpu-gpt", "domino-ds", 2}, StrategyCase{"cpu-gpt", "no-comm", 1},
+        StrategyCase{"cpu-llama", "megatron-sync", 2}, StrategyCase{"cpu-llama", "megatron-async", 2},
+        StrategyCase{"cpu-llama", "domino-deep", 2}, StrategyCase{"cpu-llama", "no-comm", 1},
+        StrategyCase{"cpu-gpt", "megatron-sp-sync", 2}, StrategyCase{"cpu-gpt", "megatron-sp", 2},
+        StrategyCase{"cpu-gpt", "megatron-sp-overlap", 2}, StrategyCase{"cpu-llama", "megatron-sp", 2},
+        StrategyCase{"cpu-llama", "megatron-sp-overlap", 2}),
+    [](const auto& info) {
+      std::string name = std::string(info.param.model) + "_" + info.param.strategy;
+      std::replace(name.begin(), name.end(), '-', '_');
+      return name;
+    });
 
 // tiny-gpt with `vocab_lines` in place of its vocabulary, sliced on `tp` ranks (shards of `per_rank` ids),
 // checked against megatron-sync and tp 1: padding ids take no part in the loss, so loss and gradients must

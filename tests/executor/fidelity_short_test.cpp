@@ -218,7 +218,8 @@ TEST_F(FidelitySweep, RefitInLaunchPredictsWithTheProfileFittedOnTheScoredLaunch
 }
 
 // --overlap-plan names the overlapped calibration plan: it runs in the calibration launch, the collectives'
-// delay is fitted on it, and a scored plan named so leaves the scored plans.
+// delay is fitted on it, and a scored plan named so leaves the scored plans. megatron-sp-sync runs beside
+// megatron-sync, its AllGathers and ReduceScatters fitted after the skew and before the overlapped plan.
 TEST_F(FidelitySweep, OverlapPlanIsTheOverlappedCalibrationRunAndIsNotScored) {
   if (const std::string tool = missing_tool(); !tool.empty()) GTEST_SKIP() << tool << " not built";
   const fs::path out = dir / "out";
@@ -231,11 +232,20 @@ TEST_F(FidelitySweep, OverlapPlanIsTheOverlappedCalibrationRunAndIsNotScored) {
   EXPECT_TRUE(fs::exists(cfg / "calib" / "slices-2x2-sequence.trace.json"));
   EXPECT_NE(slurp(cfg / "logs" / "calib.overlap.log").find("comm delay"), std::string::npos)
       << slurp(cfg / "logs" / "calib.overlap.log");
+  EXPECT_TRUE(fs::exists(cfg / "calib" / "megatron-sp-sync.trace.json"));
+  EXPECT_NE(slurp(cfg / "logs" / "calib.sp.log").find("sp_transfer"), std::string::npos)
+      << slurp(cfg / "logs" / "calib.sp.log");
+  EXPECT_NE(slurp(cfg / "calib" / "profile.yaml").find("from " + (cfg / "calib" / "sp.yaml").string()),
+            std::string::npos)
+      << "the overlapped plan's fit starts from the sequence-parallel one";
   const auto doc = nlohmann::json::parse(slurp(out / "fidelity.json"))["configurations"]["cpu-gpt-loopback"];
+  EXPECT_EQ(doc["meta"]["calibrated_on"],
+            nlohmann::json({"no-comm", "megatron-sync", "megatron-sp-sync", "slices:2x2:sequence"}));
   EXPECT_EQ(doc["figures"]["plans_measured"], 2);  // domino-ds and tuned; the other two fitted the profile
   const std::string md = slurp(out / "fidelity.md");
   EXPECT_NE(md.find("slices:2x2:sequence (calibration plan, not scored)"), std::string::npos) << md;
   EXPECT_NE(md.find("on a slices:2x2:sequence run"), std::string::npos) << md;
+  EXPECT_NE(md.find("on a megatron-sp-sync run"), std::string::npos) << md;
 }
 
 // --comm-cost: every plan runs beside its comm-off run (no-comm for megatron-sync), which is not scored, and
@@ -327,7 +337,7 @@ TEST_F(FidelitySweep, CommCostRunsEveryPlanBesideItsCommOffRun) {
 }
 
 // --reuse with --reuse-tuned: another profile scored on the first sweep's very measurements, its tuned plan
-// included, with no execution and no tuning in between.
+// included, with no execution and no tuning in between; and a subset of its plans scored on them alike.
 TEST_F(FidelitySweep, ReuseTunedScoresAnotherProfileOnTheSameMeasurements) {
   if (const std::string tool = missing_tool(); !tool.empty()) GTEST_SKIP() << tool << " not built";
   const std::string sweep = short_sweep("--calibrate");
@@ -364,6 +374,21 @@ TEST_F(FidelitySweep, ReuseTunedScoresAnotherProfileOnTheSameMeasurements) {
   EXPECT_EQ(config_b["cpu_placement"], launch["cpu_placement"]);
   EXPECT_EQ(config_b["worker_wait"], launch["worker_wait"]);
   EXPECT_EQ(config_b["load_average"], config_a["load_average"]);
+  // A launch that ran more plans than asked for is reused too; only the plans asked for are scored.
+  const fs::path third = dir / "third";
+  ASSERT_EQ(
+      run(sweep_with("--plans 'domino-ds tuned' --models cpu-gpt --links 0 --seq-len 32 --micro-batch 4 "
+                     "--iters 2 --warmup 1 --calibrate --build " +
+                     fs::path(DOMINO_BIN_DIR).parent_path().string() + " --reuse " + first.string() +
+                     " --reuse-tuned --out " + third.string()),
+          dir / "log3"),
+      0)
+      << slurp(dir / "log3");
+  EXPECT_NE(slurp(dir / "log3").find("measurements reused"), std::string::npos) << slurp(dir / "log3");
+  const auto third_doc =
+      nlohmann::json::parse(slurp(third / "fidelity.json"))["configurations"]["cpu-gpt-loopback"];
+  EXPECT_EQ(third_doc["figures"]["plans_measured"], 2);
+  EXPECT_EQ(row_of(third, "tuned")["measured_samples_ms"], tuned_a["measured_samples_ms"]);
 }
 
 TEST_F(FidelitySweep, BadUsageExitsTwo) {
@@ -381,6 +406,9 @@ TEST_F(FidelitySweep, BadUsageExitsTwo) {
   EXPECT_NE(slurp(dir / "log").find("--reuse-tuned needs --reuse"), std::string::npos) << slurp(dir / "log");
   EXPECT_EQ(run(sweep_with("--sync-fit sync_iteration"), dir / "log"), 2);
   EXPECT_NE(slurp(dir / "log").find("--sync-fit needs --calibrate-sync"), std::string::npos)
+      << slurp(dir / "log");
+  EXPECT_EQ(run(sweep_with("--sp-fit none"), dir / "log"), 2);
+  EXPECT_NE(slurp(dir / "log").find("--sp-fit needs --calibrate-sync"), std::string::npos)
       << slurp(dir / "log");
   EXPECT_EQ(run(sweep_with("--compute-fit gemm"), dir / "log"), 2);
   EXPECT_NE(slurp(dir / "log").find("--compute-fit needs --calibrate"), std::string::npos)

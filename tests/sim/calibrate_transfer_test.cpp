@@ -1,7 +1,8 @@
 // calibrate_transfer_test.cpp: `--fit transfer` on constructed two-rank traces of AllReduces whose late rank
 // (it waited for no one) transfers in a known time over seven timed iterations: what training added over the
 // profile comes back as a time per byte for every kind and, where the messages span sizes, a time per
-// collective for the AllReduce alone (the kind the trace holds).
+// collective for the AllReduce alone (the kind the trace holds). `--fit sp_transfer` on traces of
+// AllGathers and ReduceScatters: each of those kinds its own terms, the AllReduce untouched.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -19,6 +20,7 @@ constexpr double kEarly = 200;  // rank 0 reaches each AllReduce this long befor
 
 struct Message {
   double bytes = 0, transfer_us = 0;
+  const char* kind = "allreduce";
 };
 
 // Per message: 1 ms of compute (rank 1's 200 us longer), then the AllReduce, which rank 0 enters 200 us early
@@ -33,10 +35,8 @@ TraceFile allreduce_trace(const std::vector<Message>& messages, int iterations) 
     trace.events.push_back(test::op_event(0, 0, op, "elementwise", now, 1000, 1e6));
     trace.events.push_back(test::op_event(1, 0, op, "elementwise", now, 1000 + kEarly, 1e6));
     ++op;
-    trace.events.push_back(
-        test::op_event(0, 1, op, "allreduce", now + 1000, kEarly + m.transfer_us, m.bytes));
-    trace.events.push_back(
-        test::op_event(1, 1, op, "allreduce", now + 1000 + kEarly, m.transfer_us, m.bytes));
+    trace.events.push_back(test::op_event(0, 1, op, m.kind, now + 1000, kEarly + m.transfer_us, m.bytes));
+    trace.events.push_back(test::op_event(1, 1, op, m.kind, now + 1000 + kEarly, m.transfer_us, m.bytes));
     ++op;
     now += 1000 + kEarly + m.transfer_us;
   }
@@ -53,8 +53,8 @@ Profile base_profile() {
   return base;
 }
 
-CalibrationResult fit_transfer(const Profile& base, const TraceFile& trace) {
-  return calibrate_profile(base, trace, 0, parse_calibration_scope("transfer"));
+CalibrationResult fit_transfer(const Profile& base, const TraceFile& trace, const char* part = "transfer") {
+  return calibrate_profile(base, trace, 0, parse_calibration_scope(part));
 }
 
 double cost(const Profile& p, OpKind kind, double bytes) {
@@ -123,6 +123,51 @@ TEST(CalibrateTransfer, NothingIsFittedWhereABandwidthWouldTurnNegativeOrTheIter
   EXPECT_EQ(few.profile.intra_node.bus_bandwidth_gbps, base.intra_node.bus_bandwidth_gbps);
   EXPECT_NE(few.report.find("transfer: not fitted"), std::string::npos) << few.report;
   EXPECT_FALSE(parse_calibration_scope("all").transfer);
+}
+
+// AllGathers and ReduceScatters of 1 MB, one taking 100 us and the other 300 us over the profile, beside
+// small AllReduces: each kind gets its own time per byte (one size: no fixed part), exact at the size
+// measured and in proportion to the traffic at another; the AllReduce keeps the profile's curve.
+TEST(CalibrateTransfer, SpTransferGivesEachSequenceParallelKindItsOwnTerms) {
+  const Profile base = base_profile();
+  const double bytes = 1e6, other = 4e6;
+  const double gather_us = cost(base, OpKind::AllGather, bytes) + 100;
+  const double scatter_us = cost(base, OpKind::ReduceScatter, bytes) + 300;
+  std::vector<Message> messages;
+  for (int i = 0; i < 4; ++i)
+    messages.insert(messages.end(),
+                    {{bytes, gather_us, "allgather"}, {4096, 400}, {bytes, scatter_us, "reducescatter"}});
+  const CalibrationResult r = fit_transfer(base, allreduce_trace(messages, 7), "sp_transfer");
+  EXPECT_NEAR(cost(r.profile, OpKind::AllGather, bytes), gather_us, 1e-6 * gather_us) << r.report;
+  EXPECT_NEAR(cost(r.profile, OpKind::ReduceScatter, bytes), scatter_us, 1e-6 * scatter_us) << r.report;
+  const auto added = [&](OpKind kind, double extra_us) {
+    return extra_us / ring_traffic(kind, bytes, 2) * ring_traffic(kind, other, 2);
+  };
+  EXPECT_NEAR(cost(r.profile, OpKind::AllGather, other) - cost(base, OpKind::AllGather, other),
+              added(OpKind::AllGather, 100), 1e-6);
+  EXPECT_NEAR(cost(r.profile, OpKind::ReduceScatter, other) - cost(base, OpKind::ReduceScatter, other),
+              added(OpKind::ReduceScatter, 300), 1e-6);
+  for (double b : {4096.0, bytes})
+    EXPECT_EQ(cost(r.profile, OpKind::AllReduce, b), cost(base, OpKind::AllReduce, b));
+  EXPECT_NE(r.report.find("sp_transfer (4 allgather ops at 1 message size, median over 7 iterations): the "
+                          "larger of 0.0 us and +0.2 ns per byte"),
+            std::string::npos)
+      << r.report;
+  EXPECT_FALSE(parse_calibration_scope("all").sp_transfer);
+}
+
+// A trace of AllReduces alone (megatron-sync's) has no sequence-parallel collective to fit: the curves stay
+// and the report says which kinds were not fitted and why.
+TEST(CalibrateTransfer, SpTransferWithoutThoseCollectivesFitsNothing) {
+  const Profile base = base_profile();
+  const CalibrationResult r =
+      fit_transfer(base, allreduce_trace(std::vector<Message>(8, {4e5, 500}), 7), "sp_transfer");
+  for (OpKind kind : {OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllReduce})
+    EXPECT_EQ(cost(r.profile, kind, 4e5), cost(base, kind, 4e5)) << to_string(kind);
+  EXPECT_NE(r.report.find("sp_transfer: allgather not fitted (0 over 5 or more iterations, 3 needed)"),
+            std::string::npos)
+      << r.report;
+  EXPECT_NE(r.report.find("sp_transfer: reducescatter not fitted"), std::string::npos) << r.report;
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ TEST(Strategies, ExpandAsDocumented) {
   const ModelSpec m = test::tiny_gpt();
   EXPECT_EQ(strategy_names(),
             (std::vector<std::string>{"megatron-sync", "megatron-async", "domino-ds", "domino-deep",
-                                      "no-comm", "megatron-sp", "megatron-sp-overlap"}));
+                                      "no-comm", "megatron-sp-sync", "megatron-sp", "megatron-sp-overlap"}));
   const Plan sync = make_strategy_plan("megatron-sync", m);
   const Plan async = make_strategy_plan("megatron-async", m);
   const Plan ds = make_strategy_plan("domino-ds", m);
@@ -63,14 +63,16 @@ TEST(Strategies, ExpandAsDocumented) {
     EXPECT_EQ(deep.layers[l].mlp, deep.layers[l].attn);
     EXPECT_EQ(bound.layers[l], sync.layers[l]);
   }
+  const Plan sp_sync = make_strategy_plan("megatron-sp-sync", m);
   const Plan sp = make_strategy_plan("megatron-sp", m);
   const Plan overlap = make_strategy_plan("megatron-sp-overlap", m);
+  EXPECT_EQ(sp_sync.layers, sync.layers);
   EXPECT_EQ(sp.layers, async.layers);
   BlockPlan pipelined = async.layers[0].attn;
   pipelined.pipeline = 4;
   EXPECT_EQ(overlap.layers[0].attn, pipelined);
   EXPECT_EQ(overlap.layers[2].mlp, pipelined);
-  EXPECT_TRUE(sp.sequence_parallel && overlap.sequence_parallel);
+  EXPECT_TRUE(sp_sync.sequence_parallel && sp.sequence_parallel && overlap.sequence_parallel);
   EXPECT_FALSE(async.sequence_parallel || ds.sequence_parallel || bound.sequence_parallel);
   EXPECT_EQ(sp_group_count(sp), 1);
   EXPECT_EQ(sp_group_count(overlap), 4);

@@ -139,6 +139,10 @@ TEST(SequenceParallel, CollectivesWaitAndAreWaitedForByTheirNeighbours) {
   // nothing else overlaps it.
   EXPECT_FALSE(x.waits("L1.bwd.mlp.fc1.wgrad.s0", "L1.bwd.mlp.rs.s0"));
   EXPECT_LT(x.pos("L1.bwd.mlp.rs.s0"), x.pos("L1.bwd.mlp.fc1.wgrad.s0"));
+  // megatron-sp-sync: that ReduceScatter blocks the weight gradient as well.
+  const Indexed blocking(test::build_verified(m, make_strategy_plan("megatron-sp-sync", m)));
+  EXPECT_TRUE(blocking.waits("L1.bwd.mlp.fc1.wgrad.s0", "L1.bwd.mlp.rs.s0"));
+  EXPECT_TRUE(blocking.waits("L1.bwd.attn.qkv.wgrad.s0", "L1.bwd.attn.rs.s0"));
 }
 
 // Every writer of a norm gradient comes before its AllReduce, and the optimizer step after it.
