@@ -36,10 +36,18 @@ struct StageTimings {
 // all the stage's reference times (as timed where there are no references).
 std::vector<std::vector<double>> pooled_samples(const StageTimings& t);
 
+// A GEMM stage whose references spread wider than this (p90 over p10) ran on a machine too unsteady for the
+// correction: on the development VM such a profile (references 0.58-1.43 of their median; 0.92-1.29 in the
+// profiles beside it) had its GEMM shapes at 0.51-0.71 of the next profile's (p10-p90), where the steady
+// profiles agreed within 0.95-1.02, and the plans it predicted scored GEMMs 13-15 % per op, 6-8 % on a steady
+// profile (docs/fidelity.md, "A profile measured while the machine was unsteady").
+constexpr double kSteadyDriftSpread = 1.6;
+
 // How far the machine drifted over a stage: the references' times over their median, p10 and p90.
 struct DriftSpread {
   double p10 = 1, p90 = 1;
   int timings = 0;
+  bool steady() const { return p90 <= kSteadyDriftSpread * p10; }
 };
 DriftSpread drift_spread(const std::vector<double>& all_references_us);
 

@@ -64,22 +64,32 @@ void take_node_figures(const std::string& base_profile, Profile& p) {
   p.notes += "; devices per node and the inter-node link from " + base.name;
 }
 
-// What the GEMM probes' drift reference saw, rank by rank (empty without one).
-std::string gemm_drift_note(const std::vector<nlohmann::json>& ranks) {
+// What the GEMM probes' drift reference saw, rank by rank (empty without one); `unsteady` gets the ranks
+// whose reference spread wider than a correction can undo (DriftSpread::steady), as "rank R p10-p90".
+std::string gemm_drift_note(const std::vector<nlohmann::json>& ranks, std::string& unsteady) {
   std::string spans;
   std::string reference;
-  for (const nlohmann::json& r : ranks) {
+  for (size_t rank = 0; rank < ranks.size(); ++rank) {
+    const nlohmann::json& r = ranks[rank];
     if (!r.contains("gemm_drift")) continue;
     const DriftSpread d = drift_spread(r["gemm_drift"].at("times_us").get<std::vector<double>>());
     if (d.timings == 0) continue;  // a workload without GEMMs
     reference = r["gemm_drift"].at("reference").get<std::string>();
-    spans += fmt::format("{}{:.3f}-{:.3f}", spans.empty() ? "" : ", ", d.p10, d.p90);
+    const std::string span = fmt::format("{:.3f}-{:.3f}", d.p10, d.p90);
+    spans += (spans.empty() ? "" : ", ") + span;
+    if (!d.steady()) unsteady += fmt::format("{}rank {} {}", unsteady.empty() ? "" : ", ", rank, span);
   }
   if (spans.empty()) return "";
-  return fmt::format(
+  std::string note = fmt::format(
       "; GEMM probes corrected for the machine's drift against a {} reference timed beside each (its time "
       "over its median, p10-p90 per rank: {})",
       reference, spans);
+  if (!unsteady.empty())
+    note += fmt::format(
+        "; UNSTEADY: the reference spread wider than {:g}x ({}): GEMM shapes may be off "
+        "by tens of percent against each other, measure again",
+        kSteadyDriftSpread, unsteady);
+  return note;
 }
 
 }  // namespace
@@ -139,7 +149,15 @@ void run_measure(const ProfileOptions& o) {
         "; each collective after {:.0f} us of GEMMs on the compute stream, as in a "
         "training step (per repeat the last rank's time: the transfer alone)",
         allreduces.front()["compute_before_us"].get<double>());
-  in.workload_note += gemm_drift_note(in.ranks);
+  std::string unsteady;
+  in.workload_note += gemm_drift_note(in.ranks, unsteady);
+  if (!unsteady.empty())
+    std::fprintf(stderr,
+                 "domino-profile: warning: the machine's speed moved during the GEMM probes beyond what the "
+                 "drift reference corrects (its time over its median, p10-p90: %s; a steady machine stays "
+                 "within %gx): the GEMM table may be off by tens of percent shape to shape; measure again "
+                 "when the machine is quieter (the profile's notes say UNSTEADY)\n",
+                 unsteady.c_str(), kSteadyDriftSpread);
   in.metadata = machine_metadata(o.backend);
   in.load_average_at_end = load_average();
   FitResult fit = fit_profile(in);

@@ -62,6 +62,23 @@ TEST(DriftReference, SpreadIsTheReferencesOverTheirMedian) {
   EXPECT_GT(d.p90, 1.0);
   EXPECT_LE(d.p90, 1.3);
   EXPECT_EQ(drift_spread({}).timings, 0);
+  EXPECT_TRUE(d.steady());
+  EXPECT_TRUE(drift_spread({}).steady());
+}
+
+// The spreads of the development VM's profiles: 0.93-1.29 of the median is steady, 0.58-1.43 is not (the
+// profile whose GEMM shapes were off by tens of percent).
+TEST(DriftReference, AWideSpreadIsUnsteady) {
+  const auto spread_of = [](double low, double high) {
+    std::vector<double> times(14, 100.0);  // 20 in all: p10 and p90 fall inside the three lows and highs
+    times.insert(times.end(), {100 * low, 100 * low, 100 * low, 100 * high, 100 * high, 100 * high});
+    return drift_spread(times);
+  };
+  EXPECT_TRUE(spread_of(0.93, 1.29).steady());
+  const DriftSpread wide = spread_of(0.58, 1.43);
+  EXPECT_NEAR(wide.p10, 0.58, 1e-9);
+  EXPECT_NEAR(wide.p90, 1.43, 1e-9);
+  EXPECT_FALSE(wide.steady());
 }
 
 TEST(DriftReference, ReferencesThatDoNotBracketTheProbesAreRefused) {
