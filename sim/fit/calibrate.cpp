@@ -101,8 +101,7 @@ CalibrationScope parse_calibration_scope(const std::string& list) {
                       "' (give a comma-separated list of memory, gemm, attention, allreduce, allgather, "
                       "reducescatter, sync, sync_growth, sync_iteration, interference, comm_delay, "
                       "comm_start, stall, memory_rows, later_chunks, interference_iteration, transfer, "
-                      "sp_transfer, comm_compute, "
-                      "or all)");
+                      "sp_transfer, comm_compute, or all)");
     *flag = true;
     start = comma + 1;
   }
