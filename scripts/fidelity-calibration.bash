@@ -44,25 +44,21 @@ fit_step() {  # trace in parts out log what
 # one step per calibration plan, each from the one before (OUT/compute.yaml, sync.yaml, sp.yaml between them);
 # the fits' reports go to LOGS/<prefix>.profile.log, .sync.log, .sp.log and .overlap.log.
 fit_profile() {  # traces profile out logs prefix
-  local traces="$1" in="$2" out="$3" logs="$4" prefix="$5" plans next i
+  local traces="$1" in="$2" out="$3" logs="$4" prefix="$5" plans i
   mkdir -p "$out"
   mapfile -t plans < <(calibration_plans)
   for ((i = 0; i < ${#plans[@]}; i++)); do
-    local trace="$traces/$(file_name "${plans[i]}").trace.json"
+    local step parts what
     case "${plans[i]}" in
-      no-comm) next=compute ;;
-      megatron-sync) next=sync ;;
-      megatron-sp-sync) next=sp ;;
-      *) next=overlap ;;
+      no-comm) step=compute parts="$COMPUTE_FIT" what="$(basename "$in")" ;;
+      megatron-sync) step=sync parts="$SYNC_FIT" what="the arrival skew" ;;
+      megatron-sp-sync) step=sp parts="$SP_FIT" what="the sequence-parallel collectives' transfers" ;;
+      *) step=overlap parts="$OVERLAP_FIT" what="the collectives' delay" ;;
     esac
-    local log="$logs/$prefix.$([[ $next == compute ]] && echo profile || echo "$next").log" result="$out/$next.yaml"
+    local result="$out/$step.yaml"
     ((i + 1 < ${#plans[@]})) || result="$out/profile.yaml"
-    case $next in
-      compute) fit_step "$trace" "$in" "$COMPUTE_FIT" "$result" "$log" "$(basename "$in")" ;;
-      sync) fit_step "$trace" "$in" "$SYNC_FIT" "$result" "$log" "the arrival skew" ;;
-      sp) fit_step "$trace" "$in" "$SP_FIT" "$result" "$log" "the sequence-parallel collectives' transfers" ;;
-      overlap) fit_step "$trace" "$in" "$OVERLAP_FIT" "$result" "$log" "the collectives' delay" ;;
-    esac || return 1
+    fit_step "$traces/$(file_name "${plans[i]}").trace.json" "$in" "$parts" "$result" \
+      "$logs/$prefix.$([[ $step == compute ]] && echo profile || echo "$step").log" "$what" || return 1
     in="$result"
   done
 }

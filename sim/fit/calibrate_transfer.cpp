@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 
 #include "sim/fit/calibrate_terms.hpp"
@@ -39,10 +40,12 @@ double curve_latency(const CollectiveProfile& level, OpKind kind, const std::str
   return nvls && c->nvls ? c->nvls->latency_us : c->ring.latency_us;
 }
 
-// One collective: the bytes a rank moved, what training took beyond the base profile's cost, and its weight
-// (the measured transfer's inverse square: relative errors, small and large messages alike).
+// One collective: its kind and message, the bytes a rank moved, what training took beyond the base
+// profile's cost, and its weight (the measured transfer's inverse square: relative errors, small and large
+// messages alike).
 struct Excess {
-  double traffic = 0, extra_us = 0, weight = 0;
+  OpKind kind = OpKind::AllReduce;
+  double bytes = 0, traffic = 0, extra_us = 0, weight = 0;
 };
 
 // What training adds to a collective that moves `traffic` bytes per rank: a time per collective (a small
@@ -118,12 +121,12 @@ bool add_terms(CollectiveCurve& curve, OpKind kind, int tp, const TransferTerms&
   return true;
 }
 
-// Every kind's curves of the level with `terms` added, the time per collective only to the kinds `measured`;
-// all or none.
+// The curves of the level's kinds `to` with `terms` added, the time per collective only to the kinds
+// `measured`; all or none.
 bool add_terms_to_level(CollectiveProfile& level, int tp, const TransferTerms& terms,
-                        const std::set<OpKind>& measured) {
+                        const std::set<OpKind>& measured, const std::set<OpKind>& to) {
   CollectiveProfile changed = level;
-  for (OpKind kind : kKinds) {
+  for (OpKind kind : to) {
     std::optional<AlgorithmCurves> c = kind_curves(changed, kind);
     if (!c) continue;
     const TransferTerms own = measured.contains(kind) ? terms : TransferTerms{0, terms.per_byte_us};
@@ -134,23 +137,17 @@ bool add_terms_to_level(CollectiveProfile& level, int tp, const TransferTerms& t
   return true;
 }
 
-// Collectives measured against the base profile: each one's excess, and the kinds and message sizes seen.
-struct MeasuredExcess {
-  std::vector<Excess> excess;
-  std::set<OpKind> kinds;
-  std::set<double> sizes;
-};
-
-// The trace's collectives of `kinds` that ran in kMinIterations timed iterations or more.
-MeasuredExcess measured_excess(const TraceSamples& in, const std::vector<std::vector<TraceEvent>>& iterations,
-                               const std::set<OpKind>& kinds) {
+// Every collective of the trace that ran in kMinIterations timed iterations or more, against the base
+// profile (the cost model refuses a profile without a kind's curves).
+std::vector<Excess> measured_excess(const TraceSamples& in,
+                                    const std::vector<std::vector<TraceEvent>>& iterations) {
   const std::map<int, std::vector<CollectiveRun>> runs = collective_runs(iterations);
   const CollectiveProfile& old = group_collective(in.base, in.tp);
   const CostModel cm(in.base);
-  MeasuredExcess out;
+  std::vector<Excess> out;
   for (const Sample& s : in.samples) {
     const auto it = runs.find(s.index);
-    if (!kinds.contains(s.op.kind) || it == runs.end() || it->second.size() < kMinIterations) continue;
+    if (!collective(s.op.kind) || it == runs.end() || it->second.size() < kMinIterations) continue;
     std::vector<double> durations;
     for (const CollectiveRun& run : it->second) durations.push_back(run.dur);
     const double transfer = median_of(durations);
@@ -159,18 +156,18 @@ MeasuredExcess measured_excess(const TraceSamples& in, const std::vector<std::ve
     const double traffic = ring_traffic(s.op.kind, s.op.bytes, in.tp);
     if (!(predicted > curve_latency(old, s.op.kind, t.algorithm)) || !(transfer > 0) || !(traffic > 0))
       continue;
-    out.excess.push_back({traffic, transfer - predicted, 1 / (transfer * transfer)});
-    out.kinds.insert(s.op.kind);
-    out.sizes.insert(s.op.bytes);
+    out.push_back({s.op.kind, s.op.bytes, traffic, transfer - predicted, 1 / (transfer * transfer)});
   }
   return out;
 }
 
 // "PART (N KINDS ops at M message sizes, median over I iterations)": what a fit's report line stands on.
-std::string fitted_head(const std::string& part, const MeasuredExcess& m, const std::string& kinds,
+std::string fitted_head(const std::string& part, const std::vector<Excess>& xs, const std::string& kinds,
                         size_t iterations) {
-  return fmt::format("{} ({} {} ops at {} message size{}, median over {} iterations)", part, m.excess.size(),
-                     kinds, m.sizes.size(), m.sizes.size() == 1 ? "" : "s", iterations);
+  std::set<double> sizes;
+  for (const Excess& e : xs) sizes.insert(e.bytes);
+  return fmt::format("{} ({} {} ops at {} message size{}, median over {} iterations)", part, xs.size(), kinds,
+                     sizes.size(), sizes.size() == 1 ? "" : "s", iterations);
 }
 
 }  // namespace
@@ -178,20 +175,23 @@ std::string fitted_head(const std::string& part, const MeasuredExcess& m, const 
 void fit_transfer_terms(const TraceSamples& in, const std::vector<std::vector<TraceEvent>>& iterations,
                         Profile& p, std::string& report) {
   if (in.tp <= 1) return;
-  const MeasuredExcess m = measured_excess(in, iterations, {std::begin(kKinds), std::end(kKinds)});
-  if (m.excess.size() < size_t(kMinCollectives)) {
+  const std::vector<Excess> xs = measured_excess(in, iterations);
+  if (xs.size() < size_t(kMinCollectives)) {
     report += fmt::format("transfer: not fitted ({} collectives over {} or more iterations, {} needed)\n",
-                          m.excess.size(), kMinIterations, kMinCollectives);
+                          xs.size(), kMinIterations, kMinCollectives);
     return;
   }
-  const TransferTerms terms = fit_terms(m.excess);
+  const TransferTerms terms = fit_terms(xs);
+  std::set<OpKind> kinds;
+  for (const Excess& e : xs) kinds.insert(e.kind);
   std::string from, others;
   for (OpKind k : kKinds) {
-    std::string& list = m.kinds.contains(k) ? from : others;
+    std::string& list = kinds.contains(k) ? from : others;
     list += std::string(list.empty() ? "" : ", ") + to_string(k);
   }
-  const std::string head = fitted_head("transfer", m, from, iterations.size());
-  if (!add_terms_to_level(group_collective(p, in.tp), in.tp, terms, m.kinds)) {
+  const std::string head = fitted_head("transfer", xs, from, iterations.size());
+  if (!add_terms_to_level(group_collective(p, in.tp), in.tp, terms, kinds,
+                          {std::begin(kKinds), std::end(kKinds)})) {
     report += fmt::format(
         "{}: not fitted ({:.3g} ns per byte would make a bus bandwidth negative: the "
         "collectives ran faster than the profile's fastest rate)\n",
@@ -207,27 +207,23 @@ void fit_transfer_terms(const TraceSamples& in, const std::vector<std::vector<Tr
 void fit_sp_transfer_terms(const TraceSamples& in, const std::vector<std::vector<TraceEvent>>& iterations,
                            Profile& p, std::string& report) {
   if (in.tp <= 1) return;
+  const std::vector<Excess> all = measured_excess(in, iterations);
   for (OpKind kind : {OpKind::AllGather, OpKind::ReduceScatter}) {
-    const MeasuredExcess m = measured_excess(in, iterations, {kind});
-    if (m.excess.size() < size_t(kMinCollectives)) {
+    std::vector<Excess> xs;
+    std::copy_if(all.begin(), all.end(), std::back_inserter(xs),
+                 [&](const Excess& e) { return e.kind == kind; });
+    if (xs.size() < size_t(kMinCollectives)) {
       report += fmt::format("sp_transfer: {} not fitted ({} over {} or more iterations, {} needed)\n",
-                            to_string(kind), m.excess.size(), kMinIterations, kMinCollectives);
+                            to_string(kind), xs.size(), kMinIterations, kMinCollectives);
       continue;
     }
-    const TransferTerms terms = fit_terms(m.excess);
-    const std::string head = fitted_head("sp_transfer", m, to_string(kind), iterations.size());
-    CollectiveProfile& level = group_collective(p, in.tp);
-    std::optional<AlgorithmCurves> c = kind_curves(level, kind);
-    if (!c) {
-      report += fmt::format("{}: not fitted (the profile has no {} curves)\n", head, to_string(kind));
-      continue;
-    }
-    if (!add_terms(c->ring, kind, in.tp, terms) || (c->nvls && !add_terms(*c->nvls, kind, in.tp, terms))) {
+    const TransferTerms terms = fit_terms(xs);
+    const std::string head = fitted_head("sp_transfer", xs, to_string(kind), iterations.size());
+    if (!add_terms_to_level(group_collective(p, in.tp), in.tp, terms, {kind}, {kind})) {
       report += fmt::format("{}: not fitted ({:.3g} ns per byte would make a bus bandwidth negative)\n", head,
                             terms.per_byte_us * 1e3);
       continue;
     }
-    set_kind_curves(level, kind, *c);
     report +=
         fmt::format("{}: the larger of {:.1f} us and {:+.4g} ns per byte a rank moves over the profile\n",
                     head, terms.per_collective_us, terms.per_byte_us * 1e3);
